@@ -1,0 +1,183 @@
+// moesim — the command line: run, validate, sweep, presets.
+// Exit codes: 0 success, 2 bad input or a scenario that cannot run (the message names the file,
+// the JSON path and the fix; nothing is written), 1 anything else.
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <unistd.h>
+
+#include "sim/core/error.hpp"
+#include "sim/simulation/simulation.hpp"
+#include "sim/strategies/registry.hpp"
+#include "sim/sweep/runner.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+using namespace moesim;
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: moesim COMMAND [options]
+
+commands:
+  run SCENARIO.json [--out DIR] [--trace]   simulate; write results.json, scenario.effective.json
+                                            (and trace.json for Perfetto with --trace) to DIR
+                                            (default out/NAME)
+  validate SCENARIO.json                    check the scenario (and every sweep point), run nothing
+  sweep SCENARIO.json [--out DIR] [--jobs N] run the scenario's sweep grid in parallel, append one
+                                            row per point to DIR/results.csv; re-run to resume
+  presets                                   list models, topologies, GPU kinds and strategies
+
+common options:
+  --data DIR    folder holding models/ and topologies/ (default: $MOESIM_DATA or the source tree)
+  --quiet       no summary on stdout
+)";
+
+// Writes `text` to `path` through a temporary file, so a reader never sees half a file.
+void write_file(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+  }
+  fs::rename(tmp, path);
+}
+
+struct Common {
+  fs::path scenario;
+  fs::path out;
+  fs::path data;
+  bool trace = false;
+  bool quiet = false;
+  unsigned jobs = 0;
+  std::size_t stop_after = 0;
+};
+
+Common parse(const std::vector<std::string>& args, bool needs_scenario) {
+  Common c;
+  std::string data, out;
+  po::options_description opts;
+  opts.add_options()("out", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))(
+      "quiet", po::bool_switch(&c.quiet))("jobs", po::value(&c.jobs))("stop-after", po::value(&c.stop_after))(
+      "scenario", po::value<std::string>());
+  po::positional_options_description pos;
+  pos.add("scenario", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+  po::notify(vm);
+  if (needs_scenario && !vm.count("scenario")) throw po::error("missing SCENARIO.json");
+  if (vm.count("scenario")) c.scenario = vm["scenario"].as<std::string>();
+  c.out = out;
+  c.data = data.empty() ? scenario::Loader::default_data_dir() : fs::path(data);
+  return c;
+}
+
+int cmd_run(const Common& c) {
+  scenario::Loader loader(c.data);
+  scenario::Scenario sc = loader.load(c.scenario);
+  const fs::path out = c.out.empty() ? fs::path("out") / sc.name : c.out;
+  const auto t0 = std::chrono::steady_clock::now();
+  simulation::Simulation sim(std::move(sc));
+  sim.check();
+  sim.run();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Everything succeeded: now write.
+  fs::create_directories(out);
+  write_file(out / "results.json", sim.results().dump(2) + "\n");
+  write_file(out / "scenario.effective.json", sim.scenario().effective.dump(2) + "\n");
+  if (c.trace) {
+    const fs::path tmp = out / "trace.json.tmp";
+    {
+      std::ofstream t(tmp, std::ios::binary);
+      sim.write_trace(t);
+    }
+    fs::rename(tmp, out / "trace.json");
+  }
+  if (!c.quiet) {
+    std::cout << sim.summary(wall);
+    std::cout << fmt::format("  {:<26} {}\n", "results", out.string());
+  }
+  return 0;
+}
+
+int cmd_validate(const Common& c) {
+  scenario::Loader loader(c.data);
+  const schema::Json resolved = loader.resolve(loader.read_json(c.scenario), c.scenario.string());
+  scenario::Scenario sc = loader.build(resolved, c.scenario.string());
+  simulation::Simulation sim(sc);
+  sim.check();
+  std::cout << fmt::format("{}: valid ({} on {} GPUs, {}, {} iteration(s))\n", c.scenario.string(), sc.strategy->name,
+                           sc.gpu_count(), sc.model.name, sc.training.iterations);
+  return 0;
+}
+
+int cmd_sweep(const Common& c) {
+  scenario::Loader loader(c.data);
+  const schema::Json resolved = loader.resolve(loader.read_json(c.scenario), c.scenario.string());
+  const scenario::Scenario base = loader.build(resolved, c.scenario.string());
+  const fs::path out = c.out.empty() ? fs::path("out") / base.name : c.out;
+  sweep::SweepOptions opt;
+  opt.csv = out / "results.csv";
+  opt.jobs = c.jobs;
+  if (c.stop_after) opt.stop_after = c.stop_after;
+  opt.progress = isatty(STDERR_FILENO) && !c.quiet;
+  const auto outcome = sweep::run_sweep(loader, resolved, c.scenario.string(), opt);
+  write_file(out / "scenario.effective.json", base.effective.dump(2) + "\n");
+  if (!c.quiet)
+    std::cout << fmt::format("sweep {}: {} points, {} already done, {} run now ({} refused){}; results in {}\n", base.name,
+                             outcome.points, outcome.already_done, outcome.ran, outcome.refused,
+                             outcome.stopped_early ? ", stopped early (run again to resume)" : "", opt.csv.string());
+  return outcome.stopped_early ? 3 : 0;
+}
+
+int cmd_presets(const Common& c) {
+  scenario::Loader loader(c.data);
+  std::string kind;
+  for (const auto& p : loader.presets()) {
+    if (p.kind != kind) std::cout << (kind.empty() ? "" : "\n") << p.kind << "s:\n";
+    kind = p.kind;
+    std::cout << fmt::format("  {:<22} {}\n", p.name, p.description);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version") {
+    std::cout << "moesim 0.1.0\n";
+    return 0;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  try {
+    if (command == "run") return cmd_run(parse(args, true));
+    if (command == "validate") return cmd_validate(parse(args, true));
+    if (command == "sweep") return cmd_sweep(parse(args, true));
+    if (command == "presets") return cmd_presets(parse(args, false));
+    std::cerr << "moesim: unknown command \"" << command << "\"\n" << kUsage;
+    return 2;
+  } catch (const InputError& e) {
+    std::cerr << "moesim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const InfeasibleError& e) {
+    std::cerr << "moesim: cannot run: " << e.what() << "\n";
+    return 2;
+  } catch (const po::error& e) {
+    std::cerr << "moesim: " << e.what() << "\n" << kUsage;
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "moesim: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,33 @@
+#include "sim/cluster/gpu_spec.hpp"
+
+namespace moesim::cluster {
+
+std::optional<Dtype> parse_dtype(std::string_view text) {
+  for (Dtype d : kDtypes)
+    if (to_string(d) == text) return d;
+  return std::nullopt;
+}
+
+std::string_view to_string(Dtype d) {
+  switch (d) {
+    case Dtype::fp32: return "fp32";
+    case Dtype::tf32: return "tf32";
+    case Dtype::fp16: return "fp16";
+    case Dtype::bf16: return "bf16";
+    case Dtype::fp8: return "fp8";
+  }
+  return "?";
+}
+
+double dtype_bytes(Dtype d) {
+  switch (d) {
+    case Dtype::fp32:
+    case Dtype::tf32: return 4;
+    case Dtype::fp16:
+    case Dtype::bf16: return 2;
+    case Dtype::fp8: return 1;
+  }
+  return 4;
+}
+
+}  // namespace moesim::cluster

@@ -1,0 +1,38 @@
+// A GPU kind: vendor data-sheet figures (dense peak FLOPS per dtype, HBM bandwidth and capacity,
+// host link) and the efficiencies the roofline compute model applies. The catalogue of kinds is
+// topologies/gpus.json; each entry cites its data sheet.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sim/core/units.hpp"
+
+namespace moesim::cluster {
+
+enum class Dtype { fp32, tf32, fp16, bf16, fp8 };
+inline constexpr std::array<Dtype, 5> kDtypes{Dtype::fp32, Dtype::tf32, Dtype::fp16, Dtype::bf16, Dtype::fp8};
+std::optional<Dtype> parse_dtype(std::string_view text);
+std::string_view to_string(Dtype d);
+// Bytes per element as stored in memory (tf32 is stored as fp32).
+double dtype_bytes(Dtype d);
+
+struct GpuSpec {
+  std::string key;   // catalogue key, e.g. "h100-sxm5-80gb"
+  std::string name;  // vendor name
+  std::array<double, 5> peak_flops{};  // FLOP/s per Dtype; 0 where the GPU has no such unit
+  double hbm_bytes_per_second = 0;
+  double memory_bytes = 0;
+  double gemm_efficiency = 0.7;
+  double attention_efficiency = 0.5;
+  bool flash_attention = true;
+  Bandwidth host_bandwidth{16e9};
+  Time host_latency = 2 * kMicrosecond;
+  std::string source;
+
+  double peak(Dtype d) const { return peak_flops[static_cast<std::size_t>(d)]; }
+};
+
+}  // namespace moesim::cluster

@@ -1,0 +1,41 @@
+// The cluster's links as a Boost.Graph: one vertex per GPU and one hub per worker above the GPU
+// level (a switch, or the gateway of a mesh/ring), edges carrying level, bandwidth and latency.
+// Routes are shortest paths by latency (Dijkstra); the analytic model derives its default α per
+// level from the latency of the route between two GPUs that first differ at that level.
+#pragma once
+
+#include <boost/graph/adjacency_list.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "sim/cluster/topology.hpp"
+
+namespace moesim::cluster {
+
+struct LinkProps {
+  int level = 0;
+  double bytes_per_second = 0;
+  Time latency = 0;
+};
+
+struct Route {
+  std::vector<int> levels;  // level of each link on the way
+  Time latency = 0;
+  double bottleneck_bytes_per_second = 0;
+};
+
+class LinkGraph {
+ public:
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS, boost::no_property, LinkProps>;
+
+  explicit LinkGraph(const Topology& topology);
+  const Graph& graph() const { return graph_; }
+  std::size_t vertex_count() const { return boost::num_vertices(graph_); }
+  std::size_t link_count() const { return boost::num_edges(graph_); }
+  Route route(std::uint32_t from_gpu, std::uint32_t to_gpu) const;
+
+ private:
+  Graph graph_;
+};
+
+}  // namespace moesim::cluster

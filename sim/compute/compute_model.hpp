@@ -1,0 +1,55 @@
+// Kernel cost on one GPU kind: a roofline. A kernel takes
+//     launch_overhead + max(FLOPs / (peak[dtype] · efficiency), bytes moved / HBM bandwidth).
+// GeMM efficiency is the GPU's `gemm_efficiency` (the fraction of peak a large cuBLAS GeMM
+// reaches) unless a calibration table gives one for the shape; attention uses the GPU's
+// `attention_efficiency`, and without FlashAttention it also reads and writes the L×L score
+// matrix through HBM (HeterMoE §2.2: why V100 falls far behind A40 on long sequences).
+// Backward costs `backward_factor` (2 by default: gradients of inputs and of weights) times forward.
+#pragma once
+
+#include <functional>
+#include <optional>
+
+#include "sim/cluster/gpu_spec.hpp"
+
+namespace moesim::compute {
+
+struct ComputeOptions {
+  cluster::Dtype dtype = cluster::Dtype::bf16;
+  Time launch_overhead = 0;
+  double backward_factor = 2.0;
+  std::optional<double> gemm_efficiency;       // overrides the GPU's
+  std::optional<double> attention_efficiency;  // overrides the GPU's
+  double optimizer_bytes_per_param = 32;        // Adam: read/write fp32 master, moments, gradient
+};
+
+// Calibration hook: returns the efficiency measured for a GeMM shape, if the table has one.
+using GemmEfficiencyTable = std::function<std::optional<double>(double m, double n, double k, cluster::Dtype)>;
+
+class ComputeModel {
+ public:
+  ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, GemmEfficiencyTable table = {});
+
+  // C[m×n] = A[m×k]·B[k×n].
+  Time gemm(double m, double n, double k) const;
+  // Self-attention core (QKᵀ, softmax, ·V) for `batch` sequences, `heads` heads of `head_dim`.
+  Time attention(double batch, double heads, double seq, double head_dim, bool causal) const;
+  // A memory-bound kernel that moves `bytes` through HBM (norms, activations, permutations).
+  Time memory_bound(double bytes) const;
+  Time optimizer_step(double params) const;
+  Time backward(Time forward) const;
+
+  const cluster::GpuSpec& gpu() const { return gpu_; }
+  const ComputeOptions& options() const { return options_; }
+  double gemm_efficiency(double m, double n, double k) const;
+
+ private:
+  Time roofline(double flops, double efficiency, double bytes) const;
+  cluster::GpuSpec gpu_;
+  ComputeOptions options_;
+  GemmEfficiencyTable table_;
+  double peak_;
+  double element_bytes_;
+};
+
+}  // namespace moesim::compute

@@ -1,0 +1,48 @@
+// Units of moesim: integer picosecond time, bytes, bandwidth, FLOP rates, and the parsing of
+// unit-carrying strings ("10Gbps", "50GB/s", "5us", "80GiB", "312TFLOPS"). Bare numbers are never
+// accepted where a unit is needed: Gbps versus GB/s is the most common mistake in this field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace moesim {
+
+// Simulated time: a count of picoseconds. int64 covers ±106 days.
+using Time = std::int64_t;
+inline constexpr Time kPicosecond = 1;
+inline constexpr Time kNanosecond = 1'000;
+inline constexpr Time kMicrosecond = 1'000'000;
+inline constexpr Time kMillisecond = 1'000'000'000;
+inline constexpr Time kSecond = 1'000'000'000'000;
+
+// Bandwidth in bytes per second (SI). "10Gbps" = 1.25e9 B/s.
+struct Bandwidth {
+  double bytes_per_second = 0.0;
+  // Picoseconds to move `bytes` at this rate, rounded to the nearest picosecond.
+  [[nodiscard]] Time transfer_time(double bytes) const;
+  [[nodiscard]] double ps_per_byte() const { return 1e12 / bytes_per_second; }
+};
+
+// Rounds a non-negative duration in seconds to picoseconds.
+Time seconds_to_time(double seconds);
+double time_to_seconds(Time t);
+double time_to_ms(Time t);
+
+// Parsers return std::nullopt on malformed text; unit_help() says what is accepted.
+std::optional<Time> parse_time(std::string_view text);
+std::optional<Bandwidth> parse_bandwidth(std::string_view text);
+std::optional<double> parse_bytes(std::string_view text);
+std::optional<double> parse_flops(std::string_view text);  // FLOP per second
+
+enum class UnitKind { Time, Bandwidth, Bytes, Flops };
+std::string unit_help(UnitKind kind);
+
+// Human-readable forms used in tables and effective scenarios; exact for round values.
+std::string format_time(Time t);
+std::string format_bytes(double bytes);
+std::string format_bandwidth(Bandwidth bw);
+
+}  // namespace moesim

@@ -1,0 +1,65 @@
+// Tasks, labels and the kinds of work a GPU does. A task runs on one stream of one GPU; its label
+// (iteration, layer, microbatch, chunk, phase, kind, name) drives traces and breakdowns.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "sim/core/units.hpp"
+
+namespace moesim::engine {
+
+using TaskId = std::uint32_t;
+using CollectiveId = std::uint32_t;
+inline constexpr std::uint32_t kNone = UINT32_MAX;
+
+enum class WorkKind : std::uint8_t {
+  Attention,     // attention core and its projections
+  Expert,        // expert FFN GeMMs (routed and shared experts)
+  Gate,          // router GeMM and top-k
+  DenseFfn,      // FFN of dense (non-MoE) layers
+  OtherCompute,  // norms, embeddings, LM head, permutations
+  Optimizer,     // optimizer step
+  AllToAll,
+  AllGather,
+  AllReduce,
+  ReduceScatter,
+  P2P,
+  HostCopy,
+  Wait,
+  Count
+};
+inline constexpr int kWorkKinds = static_cast<int>(WorkKind::Count);
+
+bool is_communication(WorkKind kind);
+std::string_view to_string(WorkKind kind);
+
+enum class Phase : std::uint8_t { Forward, Backward, GradSync, Optimizer };
+std::string_view to_string(Phase phase);
+
+struct Label {
+  std::uint16_t iteration = 0;
+  std::uint16_t layer = 0;
+  std::uint16_t microbatch = 0;
+  std::uint16_t chunk = 0;
+  Phase phase = Phase::Forward;
+  WorkKind kind = WorkKind::OtherCompute;
+  std::uint16_t name = 0;  // index into Engine::names(), e.g. "dispatch", "combine"
+};
+
+enum class TaskType : std::uint8_t { Compute, CollectiveMember };
+
+struct Task {
+  Time duration = 0;          // compute tasks; collectives get theirs from the network model
+  Time start = -1;            // compute: start; collective member: arrival at the rendezvous
+  Time end = -1;
+  std::uint32_t gpu = 0;
+  std::uint32_t next_in_stream = kNone;
+  std::uint32_t collective = kNone;
+  std::uint32_t deps_left = 0;
+  std::uint8_t stream = 0;
+  TaskType type = TaskType::Compute;
+  Label label;
+};
+
+}  // namespace moesim::engine

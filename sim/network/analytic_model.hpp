@@ -1,0 +1,57 @@
+// The analytic network model: each collective costs α + β·bytes per phase, per level.
+//  - direct all-to-all(v): all sends run at once; at each level l the busiest worker (most bytes
+//    leaving or entering it, from the traffic matrix) sets α_l + load·β_l; the collective lasts
+//    as long as its slowest level (HybridEP Eq. 3: D·(G−1)/G per GPU for even routing).
+//  - hierarchical (2-D) all-to-all: an intra-node phase that regroups data by destination local
+//    rank, then an inter-node phase between GPUs of equal local rank; phases add up.
+//  - ring all-gather / reduce-scatter / all-reduce: (n−1), (n−1), 2(n−1) steps of P, S/n, S/n
+//    bytes (HybridEP Eq. 4: P_E·(G−1) per GPU; all-reduce 2(G−1)/G·S); each step costs the
+//    slowest level the ring crosses, counting the ring edges that share a worker's uplink.
+//  - hierarchical all-reduce: reduce-scatter in the node, all-reduce across nodes on S/k,
+//    all-gather in the node.
+//  - point-to-point: α of the coarsest level crossed plus bytes times the slowest β on the way.
+// Collectives are costed alone: contention between concurrent collectives is the flow model's.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "sim/cluster/topology.hpp"
+#include "sim/network/alpha_beta.hpp"
+#include "sim/network/collective.hpp"
+
+namespace moesim::network {
+
+struct CollectiveCost {
+  Time duration = 0;
+  std::vector<double> bytes_by_level;  // bytes whose coarsest crossed level is l
+  std::uint64_t pairs = 0;             // ordered GPU pairs that exchange data (HybridEP Table VII)
+  double max_bytes_sent_per_gpu = 0;
+};
+
+class AnalyticModel {
+ public:
+  AnalyticModel(const cluster::Topology& topology, AlphaBetaTable params);
+  CollectiveCost cost(const CollectiveOp& op, std::span<const std::uint32_t> members) const;
+  const AlphaBetaTable& params() const { return params_; }
+  const cluster::Topology& topology() const { return topology_; }
+
+ private:
+  CollectiveCost all_to_all_direct(CollectiveKind kind, const TrafficMatrix& t, std::span<const std::uint32_t> members) const;
+  CollectiveCost all_to_all_hierarchical(const TrafficMatrix& t, std::span<const std::uint32_t> members) const;
+  // Concurrent rings (each a list of GPUs), `steps` steps of `chunk` bytes per ring edge.
+  CollectiveCost rings(CollectiveKind kind, const std::vector<std::vector<std::uint32_t>>& rings, double steps,
+                       double chunk) const;
+  CollectiveCost ring_collective(const CollectiveOp& op, std::span<const std::uint32_t> members) const;
+  CollectiveCost hierarchical_collective(const CollectiveOp& op, std::span<const std::uint32_t> members) const;
+  CollectiveCost p2p(double bytes, std::uint32_t from, std::uint32_t to) const;
+  // Groups members by their node (the level above GPUs); empty if uneven or single-level.
+  std::vector<std::vector<std::uint32_t>> local_groups(std::span<const std::uint32_t> members) const;
+
+  const cluster::Topology& topology_;
+  AlphaBetaTable params_;
+};
+
+void accumulate(CollectiveCost& into, const CollectiveCost& phase);
+
+}  // namespace moesim::network

@@ -1,0 +1,43 @@
+// A collective operation as the strategies describe it: kind, algorithm, the group of GPUs in rank
+// order, and its size (bytes per rank, or a traffic matrix for all-to-all(v)). Groups are interned
+// so thousands of collectives over the same EP or DP group share one member list.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/network/traffic_matrix.hpp"
+
+namespace moesim::network {
+
+enum class CollectiveKind : std::uint8_t { AllToAll, AllGather, ReduceScatter, AllReduce, P2P };
+enum class Algorithm : std::uint8_t { Direct, Ring, Hierarchical };
+std::string_view to_string(CollectiveKind k);
+std::string_view to_string(Algorithm a);
+
+using GroupId = std::uint32_t;
+
+class GroupTable {
+ public:
+  GroupId intern(std::vector<std::uint32_t> gpus);
+  const std::vector<std::uint32_t>& members(GroupId id) const { return groups_[id]; }
+  std::size_t size() const { return groups_.size(); }
+
+ private:
+  std::vector<std::vector<std::uint32_t>> groups_;
+  std::unordered_map<std::string, GroupId> index_;
+};
+
+struct CollectiveOp {
+  CollectiveKind kind = CollectiveKind::AllToAll;
+  Algorithm algorithm = Algorithm::Direct;
+  GroupId group = 0;
+  // AllGather: bytes each rank contributes. ReduceScatter/AllReduce: the full buffer on each rank.
+  // P2P: bytes sent from rank 0 to rank 1 of the group.
+  double bytes = 0;
+  TrafficPtr traffic;  // AllToAll
+};
+
+}  // namespace moesim::network

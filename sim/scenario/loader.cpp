@@ -1,0 +1,296 @@
+#include "sim/scenario/scenario.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+
+#include "sim/core/error.hpp"
+#include "sim/scenario/scenario_schema.hpp"
+
+namespace moesim::scenario {
+
+namespace fs = std::filesystem;
+using schema::Json;
+
+std::uint64_t Scenario::gpu_count() const {
+  std::uint64_t n = 1;
+  for (const auto& l : levels) n *= l.count;
+  return n;
+}
+
+fs::path Loader::default_data_dir() {
+  if (const char* env = std::getenv("MOESIM_DATA"); env && *env) return env;
+  return MOESIM_DATA_DIR;
+}
+
+Loader::Loader(fs::path data_dir) : data_dir_(std::move(data_dir)) {}
+
+Json Loader::read_json(const fs::path& file) const {
+  std::ifstream in(file);
+  if (!in)
+    throw InputError(file.string(), "", "cannot open the file", "check the path (it is read relative to the current folder)");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  try {
+    return Json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // Turn the byte offset into line and column.
+    const std::size_t at = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+    const std::size_t line = 1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + at, '\n'));
+    const std::size_t col = at - (text.rfind('\n', at == 0 ? 0 : at - 1) == std::string::npos ? 0 : text.rfind('\n', at - 1) + 1) + 1;
+    throw InputError(file.string(), "", fmt::format("malformed JSON at line {}, column {}", line, col),
+                     "fix the syntax there (a missing comma, quote or bracket; JSON allows no comments or trailing commas)");
+  }
+}
+
+Json Loader::preset(const std::string& folder, const std::string& name, const std::string& file, const std::string& path) const {
+  const fs::path p = data_dir_ / folder / (name + ".json");
+  if (!fs::exists(p)) {
+    std::vector<std::string> names;
+    if (fs::is_directory(data_dir_ / folder))
+      for (const auto& e : fs::directory_iterator(data_dir_ / folder))
+        if (e.path().extension() == ".json" && e.path().stem() != "gpus") names.push_back(e.path().stem().string());
+    std::sort(names.begin(), names.end());
+    throw InputError(file, path, fmt::format("no preset \"{}\" in {}", name, (data_dir_ / folder).string()),
+                     fmt::format("use one of: {} (see `moesim presets`)", fmt::join(names, ", ")));
+  }
+  return read_json(p);
+}
+
+Json Loader::gpu_catalogue() const {
+  if (catalogue_) return *catalogue_;
+  const fs::path p = data_dir_ / "topologies" / "gpus.json";
+  const Json doc = read_json(p);
+  if (!doc.contains("gpus") || !doc.at("gpus").is_object())
+    throw InputError(p.string(), "$.gpus", "missing the \"gpus\" object", "see docs/presets.md");
+  catalogue_ = schema::validate(schema::map_of(gpu_schema()), doc.at("gpus"), p.string(), "$.gpus");
+  return *catalogue_;
+}
+
+Json Loader::resolve(const Json& raw, const std::string& file) const {
+  if (!raw.is_object()) throw InputError(file, "", "a scenario must be a JSON object", "write { \"name\": ..., ... }");
+  Json out = raw;
+  const auto expand = [&](const char* key, const char* folder, const schema::NodePtr& section) {
+    if (!out.contains(key)) return;
+    Json v = out.at(key);
+    if (v.is_string()) v = Json{{"preset", v}};
+    if (!v.is_object() || !v.contains("preset")) return;
+    const std::string path = fmt::format("$.{}.preset", key);
+    if (!v.at("preset").is_string())
+      throw InputError(file, path, "a preset is named by a string", "write \"preset\": \"NAME\"");
+    const std::string name = v.at("preset").get<std::string>();
+    const fs::path pfile = data_dir_ / folder / (name + ".json");
+    Json base = preset(folder, name, file, path);
+    schema::validate(section, base, pfile.string(), "$");  // the preset file on its own
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (it.key() != "preset") base[it.key()] = it.value();
+    out[key] = base;
+  };
+  expand("cluster", "topologies", cluster_schema());
+  expand("model", "models", model_schema());
+  return out;
+}
+
+namespace {
+
+cluster::GpuSpec gpu_from(const std::string& key, const Json& g) {
+  cluster::GpuSpec s;
+  s.key = key;
+  s.name = g.at("name").get<std::string>();
+  for (cluster::Dtype d : cluster::kDtypes) {
+    const std::string n(cluster::to_string(d));
+    if (g.at("peak_flops").contains(n)) s.peak_flops[static_cast<std::size_t>(d)] = schema::as_flops(g.at("peak_flops").at(n));
+  }
+  s.hbm_bytes_per_second = schema::as_bandwidth(g.at("hbm_bandwidth")).bytes_per_second;
+  s.memory_bytes = schema::as_bytes(g.at("memory"));
+  s.gemm_efficiency = g.at("gemm_efficiency").get<double>();
+  s.attention_efficiency = g.at("attention_efficiency").get<double>();
+  s.flash_attention = g.at("flash_attention").get<bool>();
+  if (g.contains("host_link")) {
+    s.host_bandwidth = schema::as_bandwidth(g.at("host_link").at("bandwidth"));
+    s.host_latency = schema::as_time(g.at("host_link").at("latency"));
+  }
+  if (g.contains("source")) s.source = g.at("source").get<std::string>();
+  return s;
+}
+
+std::string nearest(const std::string& name, const Json& map) {
+  std::string best;
+  long best_d = LONG_MAX;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    // A key that contains the name ("h100" in "h100-sxm5-80gb") beats any edit distance.
+    const long d = static_cast<long>(schema::edit_distance(name, it.key())) - (it.key().find(name) != std::string::npos ? 1000 : 0);
+    if (d < best_d) best_d = d, best = it.key();
+  }
+  return best;
+}
+
+}  // namespace
+
+Scenario Loader::build(const Json& resolved, const std::string& file) const {
+  Json doc = schema::validate(scenario_schema(), resolved, file);
+  Scenario s;
+  s.file = file;
+  s.name = doc.at("name").get<std::string>();
+  s.seed = doc.at("seed").get<std::uint64_t>();
+
+  // GPU kinds: the catalogue plus the scenario's own.
+  Json catalogue = gpu_catalogue();
+  if (doc.contains("gpus"))
+    for (auto it = doc.at("gpus").begin(); it != doc.at("gpus").end(); ++it) catalogue[it.key()] = it.value();
+
+  // Cluster.
+  Json& c = doc.at("cluster");
+  for (const Json& l : c.at("levels")) {
+    cluster::Level level;
+    level.name = l.at("name").get<std::string>();
+    level.count = l.at("count").get<std::uint32_t>();
+    const std::string fabric = l.at("fabric").get<std::string>();
+    level.fabric = fabric == "full_mesh" ? cluster::Fabric::FullMesh : fabric == "ring" ? cluster::Fabric::Ring : cluster::Fabric::Switch;
+    level.bandwidth = schema::as_bandwidth(l.at("bandwidth"));
+    level.latency = schema::as_time(l.at("latency"));
+    level.oversubscription = l.at("oversubscription").get<double>();
+    s.levels.push_back(level);
+  }
+  const std::uint64_t gpus = s.gpu_count();
+  if (gpus > (1ULL << 24))
+    throw InputError(file, "$.cluster.levels", fmt::format("{} GPUs is more than moesim simulates (16.7M)", gpus),
+                     "reduce the level counts");
+  const auto kind_named = [&](const std::string& name, const std::string& path) -> std::uint16_t {
+    if (!catalogue.contains(name))
+      throw InputError(file, path, fmt::format("unknown GPU kind \"{}\"", name),
+                       fmt::format("did you mean \"{}\"? (see `moesim presets`, or define it under \"gpus\")",
+                                   nearest(name, catalogue)));
+    for (std::size_t i = 0; i < s.kinds.size(); ++i)
+      if (s.kinds[i].key == name) return static_cast<std::uint16_t>(i);
+    s.kinds.push_back(gpu_from(name, catalogue.at(name)));
+    return static_cast<std::uint16_t>(s.kinds.size() - 1);
+  };
+  if (c.contains("groups") == c.contains("gpu"))
+    throw InputError(file, "$.cluster", "give exactly one of \"gpu\" and \"groups\"",
+                     "\"gpu\": \"h100-sxm5-80gb\" for a homogeneous cluster, \"groups\" for mixed GPU kinds");
+  if (c.contains("gpu")) {
+    kind_named(c.at("gpu").get<std::string>(), "$.cluster.gpu");
+  } else {
+    std::uint64_t total = 0;
+    const Json& groups = c.at("groups");
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      const auto k = kind_named(groups[i].at("gpu").get<std::string>(), fmt::format("$.cluster.groups[{}].gpu", i));
+      const auto count = groups[i].at("count").get<std::uint64_t>();
+      total += count;
+      if (total > gpus) break;
+      s.kind_of_gpu.insert(s.kind_of_gpu.end(), count, k);
+    }
+    if (total != gpus)
+      throw InputError(file, "$.cluster.groups", fmt::format("the groups hold {} GPUs but the levels make {}", total, gpus),
+                       "make the group counts add up to the product of the level counts");
+    if (s.kinds.size() == 1) s.kind_of_gpu.clear();
+  }
+  Json used = Json::object();
+  for (const auto& k : s.kinds) used[k.key] = catalogue.at(k.key);
+  doc["gpus"] = used;
+
+  // Model.
+  Json& m = doc.at("model");
+  if (!m.contains("dense_ffn_hidden")) m["dense_ffn_hidden"] = m.at("ffn_hidden");
+  if (!m.contains("kv_heads")) m["kv_heads"] = m.at("heads");
+  s.model.name = m.value("name", std::string("model"));
+  s.model.layers = m.at("layers").get<int>();
+  s.model.dense_layers = m.at("dense_layers").get<int>();
+  s.model.hidden = m.at("hidden").get<double>();
+  s.model.ffn_hidden = m.at("ffn_hidden").get<double>();
+  s.model.dense_ffn_hidden = m.at("dense_ffn_hidden").get<double>();
+  s.model.experts = m.at("experts").get<int>();
+  s.model.top_k = m.at("top_k").get<int>();
+  s.model.shared_experts = m.at("shared_experts").get<int>();
+  s.model.expert_kind = m.at("expert_kind") == "swiglu" ? workload::ExpertKind::SwiGlu : workload::ExpertKind::Mlp;
+  s.model.heads = m.at("heads").get<int>();
+  s.model.kv_heads = m.at("kv_heads").get<int>();
+  s.model.vocab = m.at("vocab").get<double>();
+  if (s.model.top_k > s.model.experts)
+    throw InputError(file, "$.model.top_k", fmt::format("top_k {} exceeds the {} experts", s.model.top_k, s.model.experts),
+                     "use top_k <= experts");
+  if (static_cast<int>(s.model.hidden) % s.model.heads != 0)
+    throw InputError(file, "$.model.heads", fmt::format("hidden size {} is not divisible by {} heads", s.model.hidden, s.model.heads),
+                     "choose heads dividing hidden");
+  if (s.model.heads % s.model.kv_heads != 0)
+    throw InputError(file, "$.model.kv_heads", fmt::format("{} heads are not divisible by {} kv_heads", s.model.heads, s.model.kv_heads),
+                     "choose kv_heads dividing heads");
+  if (s.model.dense_layers >= s.model.layers)
+    throw InputError(file, "$.model.dense_layers", fmt::format("{} dense layers leave no MoE layer of {}", s.model.dense_layers, s.model.layers),
+                     "use fewer dense_layers than layers");
+
+  // Training, routing, compute, network.
+  const Json& t = doc.at("training");
+  s.training.sequence_length = t.at("sequence_length").get<int>();
+  s.training.micro_batch_size = t.at("micro_batch_size").get<int>();
+  s.training.microbatches = t.at("microbatches").get<int>();
+  s.training.iterations = t.at("iterations").get<int>();
+  s.training.dtype = *cluster::parse_dtype(t.at("dtype").get<std::string>());
+  s.training.capacity_factor = t.at("capacity_factor").get<double>();
+  s.training.causal = t.at("causal").get<bool>();
+  for (const auto& k : s.kinds)
+    if (k.peak(s.training.dtype) <= 0)
+      throw InputError(file, "$.training.dtype",
+                       fmt::format("{} has no {} units in the catalogue", k.key, cluster::to_string(s.training.dtype)),
+                       "pick a dtype every GPU of the cluster supports (e.g. fp16 on V100)");
+  const Json& r = doc.at("routing");
+  s.routing.kind = r.at("kind") == "zipf" ? workload::RoutingKind::Zipf : workload::RoutingKind::Uniform;
+  s.routing.zipf_exponent = r.at("zipf_exponent").get<double>();
+  s.routing.resample_each_iteration = r.at("resample_each_iteration").get<bool>();
+  const Json& cp = doc.at("compute");
+  s.compute.dtype = s.training.dtype;
+  s.compute.launch_overhead = schema::as_time(cp.at("launch_overhead"));
+  s.compute.backward_factor = cp.at("backward_factor").get<double>();
+  if (cp.contains("gemm_efficiency")) s.compute.gemm_efficiency = cp.at("gemm_efficiency").get<double>();
+  if (cp.contains("attention_efficiency")) s.compute.attention_efficiency = cp.at("attention_efficiency").get<double>();
+  const std::string ar = doc.at("network").at("all_reduce").get<std::string>();
+  s.all_reduce = ar == "hierarchical" ? network::Algorithm::Hierarchical : ar == "direct" ? network::Algorithm::Direct : network::Algorithm::Ring;
+
+  // Strategy: its own schema.
+  const Json& st = doc.at("strategy");
+  if (!st.is_object() || !st.contains("name") || !st.at("name").is_string()) {
+    std::vector<std::string> names;
+    for (const auto& i : strategies::registry()) names.push_back(i.name);
+    throw InputError(file, "$.strategy.name", "missing the strategy name",
+                     fmt::format("write \"strategy\": {{\"name\": \"{}\"}} (known: {})", names.front(), fmt::join(names, ", ")));
+  }
+  s.strategy = strategies::find_strategy(st.at("name").get<std::string>());
+  if (!s.strategy) {
+    std::vector<std::string> names;
+    for (const auto& i : strategies::registry()) names.push_back(i.name);
+    throw InputError(file, "$.strategy.name", fmt::format("unknown strategy \"{}\"", st.at("name").get<std::string>()),
+                     fmt::format("use one of: {}", fmt::join(names, ", ")));
+  }
+  s.strategy_options = schema::validate(s.strategy->options, st, file, "$.strategy");
+  doc["strategy"] = s.strategy_options;
+  s.effective = doc;
+  return s;
+}
+
+std::vector<PresetEntry> Loader::presets() const {
+  std::vector<PresetEntry> out;
+  const auto folder = [&](const char* dir, const char* kind) {
+    std::vector<fs::path> files;
+    if (fs::is_directory(data_dir_ / dir))
+      for (const auto& e : fs::directory_iterator(data_dir_ / dir))
+        if (e.path().extension() == ".json" && e.path().stem() != "gpus") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      const Json j = read_json(f);
+      out.push_back({kind, f.stem().string(), j.value("name", std::string()) + (j.contains("source") ? "" : "")});
+    }
+  };
+  folder("models", "model");
+  folder("topologies", "topology");
+  const Json gpus = gpu_catalogue();
+  for (auto it = gpus.begin(); it != gpus.end(); ++it) out.push_back({"gpu", it.key(), it.value().at("name").get<std::string>()});
+  for (const auto& s : strategies::registry()) out.push_back({"strategy", s.name, s.description});
+  return out;
+}
+
+}  // namespace moesim::scenario

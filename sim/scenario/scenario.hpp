@@ -1,0 +1,73 @@
+// A scenario, fully resolved: presets expanded, defaults filled, units parsed. `effective` is
+// the same as JSON; a run writes it next to its results so that it can be re-run from there.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/cluster/topology.hpp"
+#include "sim/compute/compute_model.hpp"
+#include "sim/core/schema.hpp"
+#include "sim/network/collective.hpp"
+#include "sim/strategies/registry.hpp"
+#include "sim/workload/model_shape.hpp"
+#include "sim/workload/routing.hpp"
+
+namespace moesim::scenario {
+
+struct Scenario {
+  std::string file;
+  schema::Json effective;
+  std::string name;
+  std::uint64_t seed = 1;
+  std::vector<cluster::Level> levels;
+  std::vector<cluster::GpuSpec> kinds;
+  std::vector<std::uint16_t> kind_of_gpu;  // empty: every GPU is kinds[0]
+  workload::ModelShape model;
+  workload::TrainingConfig training;
+  workload::RoutingConfig routing;
+  compute::ComputeOptions compute;
+  network::Algorithm all_reduce = network::Algorithm::Ring;
+  const strategies::StrategyInfo* strategy = nullptr;
+  schema::Json strategy_options;
+
+  cluster::Topology topology() const { return cluster::Topology(levels, kinds, kind_of_gpu); }
+  std::uint64_t gpu_count() const;
+};
+
+struct PresetEntry {
+  std::string kind;  // "model", "topology", "gpu", "strategy"
+  std::string name;
+  std::string description;
+};
+
+// Finds presets in DATA/models and DATA/topologies. DATA is --data, else $MOESIM_DATA, else the
+// source tree moesim was built from.
+class Loader {
+ public:
+  explicit Loader(std::filesystem::path data_dir = default_data_dir());
+  static std::filesystem::path default_data_dir();
+
+  // Reads a JSON file; malformed JSON is an InputError naming line and column.
+  schema::Json read_json(const std::filesystem::path& file) const;
+  // Expands {"preset": NAME} in cluster and model (overrides on top) and attaches the GPU specs.
+  schema::Json resolve(const schema::Json& raw, const std::string& file) const;
+  // Validates a resolved scenario and builds it. Throws InputError.
+  Scenario build(const schema::Json& resolved, const std::string& file) const;
+  Scenario load(const std::filesystem::path& file) const { return build(resolve(read_json(file), file.string()), file.string()); }
+
+  std::vector<PresetEntry> presets() const;
+  const std::filesystem::path& data_dir() const { return data_dir_; }
+
+ private:
+  schema::Json preset(const std::string& folder, const std::string& name, const std::string& file,
+                      const std::string& path) const;
+  schema::Json gpu_catalogue() const;
+  std::filesystem::path data_dir_;
+  mutable std::optional<schema::Json> catalogue_;  // topologies/gpus.json, read once
+};
+
+}  // namespace moesim::scenario

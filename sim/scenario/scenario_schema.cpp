@@ -1,0 +1,123 @@
+#include "sim/scenario/scenario_schema.hpp"
+
+namespace moesim::scenario {
+
+using namespace moesim::schema;
+
+NodePtr gpu_schema() {
+  static const NodePtr s = object({
+      required("name", string(), "the vendor's name of the GPU"),
+      required("peak_flops", object({
+                                 optional("fp32", flops(), nullptr, "dense FP32 peak"),
+                                 optional("tf32", flops(), nullptr, "dense TF32 tensor-core peak"),
+                                 optional("fp16", flops(), nullptr, "dense FP16 tensor-core peak"),
+                                 optional("bf16", flops(), nullptr, "dense BF16 tensor-core peak"),
+                                 optional("fp8", flops(), nullptr, "dense FP8 tensor-core peak"),
+                             }),
+               "dense peak per dtype, e.g. {\"bf16\": \"989TFLOPS\"}"),
+      required("hbm_bandwidth", bandwidth(), "memory bandwidth, e.g. \"3.35TB/s\""),
+      required("memory", bytes(), "memory capacity, e.g. \"80GiB\""),
+      optional("gemm_efficiency", number(0, 1, true), 0.7, "fraction of peak a large GeMM reaches"),
+      optional("attention_efficiency", number(0, 1, true), 0.5, "fraction of peak attention reaches"),
+      optional("flash_attention", boolean(), true, "whether FlashAttention runs on this GPU"),
+      optional("host_link", object({required("bandwidth", bandwidth(), "per direction, e.g. \"32GB/s\""),
+                                    required("latency", time(), "e.g. \"2us\"")}),
+               nullptr, "the PCIe link to the host"),
+      optional("source", string(), nullptr, "where the figures come from"),
+  });
+  return s;
+}
+
+NodePtr cluster_schema() {
+  static const NodePtr level = object({
+      required("name", string(), "a name for the level, e.g. \"dc\", \"node\", \"gpu\""),
+      required("count", integer(1), "workers of this level inside one worker of the level above"),
+      optional("fabric", enumeration({"switch", "full_mesh", "ring"}), "switch", "how the level's workers are joined"),
+      required("bandwidth", bandwidth(), "per-worker link bandwidth, e.g. \"10Gbps\" or \"450GB/s\""),
+      required("latency", time(), "one-way GPU-to-GPU latency across this level, e.g. \"5us\""),
+      optional("oversubscription", number(1), 1.0, "switch oversubscription ratio (>= 1)"),
+  });
+  static const NodePtr group = object({
+      required("gpu", string(), "a GPU kind from topologies/gpus.json or the scenario's \"gpus\""),
+      required("count", integer(1), "how many consecutive GPUs are of this kind"),
+  });
+  static const NodePtr s = object({
+      optional("name", string(), nullptr, "a name for the cluster"),
+      optional("source", string(), nullptr, "where the description comes from"),
+      optional("gpu", string(), nullptr, "the GPU kind of every GPU (or use \"groups\")"),
+      optional("groups", array_of(group, 1), nullptr, "GPU kinds of consecutive GPUs, for heterogeneous clusters"),
+      required("levels", array_of(level, 1), "levels from coarse to fine, the last one joining GPUs"),
+  });
+  return s;
+}
+
+NodePtr model_schema() {
+  static const NodePtr s = object({
+      optional("name", string(), nullptr, "model name"),
+      optional("source", string(), nullptr, "where the shape comes from"),
+      required("layers", integer(1), "transformer blocks"),
+      optional("dense_layers", integer(0), 0, "leading blocks with a dense FFN instead of MoE"),
+      required("hidden", integer(1), "hidden size H"),
+      required("ffn_hidden", integer(1), "expert FFN size M"),
+      optional("dense_ffn_hidden", integer(1), nullptr, "FFN size of dense blocks (default: ffn_hidden)"),
+      required("experts", integer(1), "routed experts per MoE layer E"),
+      required("top_k", integer(1), "experts per token"),
+      optional("shared_experts", integer(0), 0, "shared experts every token visits"),
+      optional("expert_kind", enumeration({"mlp", "swiglu"}), "mlp", "2-GeMM MLP or 3-GeMM SwiGLU experts"),
+      required("heads", integer(1), "attention heads"),
+      optional("kv_heads", integer(1), nullptr, "key/value heads (default: heads)"),
+      optional("vocab", integer(0), 0, "vocabulary size (embedding and LM head)"),
+  });
+  return s;
+}
+
+NodePtr scenario_schema() {
+  static const NodePtr training = object({
+      required("sequence_length", integer(1), "tokens per sequence"),
+      optional("micro_batch_size", integer(1), 1, "sequences per GPU per microbatch"),
+      optional("microbatches", integer(1), 1, "gradient-accumulation microbatches per iteration"),
+      optional("iterations", integer(1, 65535), 1, "training iterations to simulate"),
+      optional("dtype", enumeration({"fp32", "tf32", "fp16", "bf16", "fp8"}), "bf16", "training data type"),
+      optional("capacity_factor", number(0), 0.0, "expert capacity factor f (0: no capacity limit, no drops)"),
+      optional("causal", boolean(), true, "causal attention mask"),
+  });
+  static const NodePtr routing = object({
+      optional("kind", enumeration({"uniform", "zipf"}), "uniform", "token routing: uniform or skewed (Zipf)"),
+      optional("zipf_exponent", number(0), 1.0, "Zipf exponent s of expert popularity (zipf only)"),
+      optional("resample_each_iteration", boolean(), true, "draw a new hot-expert ranking every iteration"),
+  });
+  static const NodePtr network = object({
+      optional("model", enumeration({"analytic"}), "analytic", "communication model (analytic α-β)"),
+      optional("all_reduce", enumeration({"ring", "hierarchical", "direct"}), "ring", "gradient all-reduce algorithm"),
+  });
+  static const NodePtr compute = object({
+      optional("launch_overhead", time(), "0us", "fixed cost added to every kernel"),
+      optional("backward_factor", number(0, std::nullopt, true), 2.0, "backward compute / forward compute"),
+      optional("gemm_efficiency", number(0, 1, true), nullptr, "override every GPU's GeMM efficiency"),
+      optional("attention_efficiency", number(0, 1, true), nullptr, "override every GPU's attention efficiency"),
+  });
+  static const NodePtr axis = object({
+      required("path", string(), "the scenario value to vary, e.g. \"cluster.levels[0].bandwidth\""),
+      required("values", array_of(any(), 1), "the values it takes"),
+  });
+  static const NodePtr sweep = object({
+      required("axes", array_of(axis, 1), "grid axes; the first varies slowest"),
+  });
+  static const NodePtr s = object({
+      required("name", string(), "a name for the scenario (default output folder out/NAME)"),
+      optional("description", string(), nullptr, "what the scenario shows"),
+      optional("seed", integer(0), 1, "seed of every random stream"),
+      optional("gpus", map_of(gpu_schema()), nullptr, "extra GPU kinds, added to topologies/gpus.json"),
+      required("cluster", cluster_schema(), "the cluster, or {\"preset\": \"NAME\"} from topologies/"),
+      required("model", model_schema(), "the MoE model, or {\"preset\": \"NAME\"} from models/"),
+      required("training", training, "sequence length, batch, microbatches, dtype"),
+      optional("routing", routing, Json::object(), "token routing"),
+      required("strategy", any(), "the parallel strategy, e.g. {\"name\": \"ep\"}"),
+      optional("network", network, Json::object(), "communication model"),
+      optional("compute", compute, Json::object(), "compute model"),
+      optional("sweep", sweep, nullptr, "parameter grid for `moesim sweep`"),
+  });
+  return s;
+}
+
+}  // namespace moesim::scenario

@@ -1,0 +1,18 @@
+#include "sim/strategies/registry.hpp"
+
+#include "sim/strategies/ep/ep_strategy.hpp"
+
+namespace moesim::strategies {
+
+const std::vector<StrategyInfo>& registry() {
+  static const std::vector<StrategyInfo> all{ep::info()};
+  return all;
+}
+
+const StrategyInfo* find_strategy(const std::string& name) {
+  for (const auto& s : registry())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+}  // namespace moesim::strategies

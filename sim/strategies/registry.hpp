@@ -1,0 +1,25 @@
+// The strategies moesim knows, by name: each with a one-line description, the paper it follows,
+// the schema of its options, and a factory from validated options.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/strategies/strategy.hpp"
+
+namespace moesim::strategies {
+
+struct StrategyInfo {
+  std::string name;
+  std::string description;
+  std::string paper;
+  schema::NodePtr options;  // schema of the scenario's "strategy" object, "name" included
+  std::function<std::unique_ptr<Strategy>(const schema::Json& options)> make;
+};
+
+const std::vector<StrategyInfo>& registry();
+const StrategyInfo* find_strategy(const std::string& name);
+
+}  // namespace moesim::strategies

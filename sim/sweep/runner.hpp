@@ -1,0 +1,33 @@
+// Runs a sweep: every point of the grid is validated before anything runs; points then run in
+// parallel on all cores, and one CSV row per point is appended in point order as soon as it and
+// all points before it are done (a crash loses no committed point). Re-running the same sweep
+// into the same file resumes after the last complete row, so an interrupted and resumed sweep
+// gives the same CSV as an uninterrupted one.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+
+#include "sim/scenario/scenario.hpp"
+
+namespace moesim::sweep {
+
+struct SweepOptions {
+  std::filesystem::path csv;
+  unsigned jobs = 0;                      // 0: all cores
+  std::optional<std::size_t> stop_after;  // stop after committing this many new rows (tests)
+  bool progress = false;
+};
+
+struct SweepOutcome {
+  std::size_t points = 0;
+  std::size_t already_done = 0;
+  std::size_t ran = 0;
+  std::size_t refused = 0;
+  bool stopped_early = false;
+};
+
+SweepOutcome run_sweep(const scenario::Loader& loader, const schema::Json& resolved, const std::string& file,
+                       const SweepOptions& options);
+
+}  // namespace moesim::sweep

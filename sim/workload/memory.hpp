@@ -1,0 +1,31 @@
+// Per-GPU memory footprint of training: weights and gradients in the training dtype, Adam state
+// (fp32 master weights and two moments: 12 bytes per parameter with 16-bit training, 8 with fp32),
+// and the activations one microbatch keeps for backward, after Korthikanti et al., "Reducing
+// Activation Recomputation in Large Transformer Models" (2022), §4.1: per layer
+// s·b·h·(34 + 5·a·s/h) bytes in 16-bit, of which 11·sbh attention, 19·sbh MLP, 4·sbh norms and
+// 5·a·s²·b the softmax scores (absent with FlashAttention). MoE blocks replace the MLP term by
+// the expert activations of the tokens a GPU actually receives.
+#pragma once
+
+#include "sim/workload/model_shape.hpp"
+
+namespace moesim::workload {
+
+struct MemoryFootprint {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;
+  double activations = 0;
+  double total() const { return weights + gradients + optimizer + activations; }
+};
+
+struct MemoryInputs {
+  double params = 0;                 // parameters this GPU holds
+  double tokens = 0;                 // tokens per microbatch on this GPU
+  double expert_tokens_per_layer = 0;  // routed token copies this GPU's experts process per MoE layer
+  bool flash_attention = true;
+};
+
+MemoryFootprint memory_footprint(const ModelShape& model, const TrainingConfig& training, const MemoryInputs& in);
+
+}  // namespace moesim::workload

@@ -1,0 +1,56 @@
+// The shape of an MoE transformer (tensor sizes, parameters, per-token work) and the training
+// settings that turn it into work per GPU. Presets in models/ cite their papers.
+#pragma once
+
+#include <string>
+
+#include "sim/cluster/gpu_spec.hpp"
+
+namespace moesim::workload {
+
+enum class ExpertKind { Mlp, SwiGlu };
+
+struct ModelShape {
+  std::string name;
+  int layers = 1;
+  int dense_layers = 0;  // leading layers with a dense FFN instead of an MoE block
+  double hidden = 0;     // H
+  double ffn_hidden = 0; // M, per expert
+  double dense_ffn_hidden = 0;
+  int experts = 1;  // E, routed experts per MoE layer
+  int top_k = 1;
+  int shared_experts = 0;
+  ExpertKind expert_kind = ExpertKind::Mlp;
+  int heads = 1;
+  int kv_heads = 1;
+  double vocab = 0;
+
+  double head_dim() const { return hidden / heads; }
+  int ffn_gemms() const { return expert_kind == ExpertKind::SwiGlu ? 3 : 2; }
+  int moe_layers() const { return layers - dense_layers; }
+  bool is_moe(int layer) const { return layer >= dense_layers; }
+
+  double expert_params() const { return ffn_gemms() * hidden * ffn_hidden; }  // P_E of HybridEP
+  double attention_params() const { return hidden * (hidden + 2 * kv_heads * head_dim()) + hidden * hidden; }
+  double gate_params() const { return hidden * experts; }
+  double dense_ffn_params() const { return ffn_gemms() * hidden * dense_ffn_hidden; }
+  double norm_params() const { return 2 * hidden; }
+  double embedding_params() const { return 2 * vocab * hidden; }  // input embedding and LM head, untied
+  // Parameters every data-parallel rank holds: everything but the routed experts.
+  double replicated_params() const;
+  double routed_expert_params() const { return moe_layers() * experts * expert_params(); }
+  double total_params() const { return replicated_params() + routed_expert_params(); }
+};
+
+struct TrainingConfig {
+  int sequence_length = 1;
+  int micro_batch_size = 1;  // sequences per GPU per microbatch
+  int microbatches = 1;      // gradient accumulation steps per iteration
+  int iterations = 1;
+  cluster::Dtype dtype = cluster::Dtype::bf16;
+  double capacity_factor = 0;  // 0: no capacity limit (dropless)
+  bool causal = true;
+  double tokens_per_microbatch() const { return static_cast<double>(sequence_length) * micro_batch_size; }
+};
+
+}  // namespace moesim::workload
