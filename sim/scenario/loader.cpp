@@ -268,7 +268,8 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   }
   s.strategy_options = schema::validate(s.strategy->options, st, file, "$.strategy");
   doc["strategy"] = s.strategy_options;
-  s.effective = doc;
+  // Re-validating puts every key in schema order, so an effective scenario rebuilds identically.
+  s.effective = schema::validate(scenario_schema(), doc, file);
   return s;
 }
 

@@ -19,6 +19,8 @@ class Simulation {
  public:
   explicit Simulation(scenario::Scenario scenario);
   ~Simulation();
+  Simulation(const Simulation&) = delete;  // the models hold references into it
+  Simulation& operator=(const Simulation&) = delete;
 
   // Throws InputError (strategy constraints, with the scenario's file) or InfeasibleError
   // (out of GPU memory, too large for this machine). Nothing is built or written before.

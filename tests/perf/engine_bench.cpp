@@ -1,0 +1,68 @@
+// Google Benchmark: raw engine throughput (events per second) and whole EP iterations at scale.
+// Run with `make bench`; never part of the unit tests.
+#include <benchmark/benchmark.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "sim/engine/engine.hpp"
+#include "sim/scenario/scenario.hpp"
+#include "sim/simulation/simulation.hpp"
+
+using namespace moesim;
+
+namespace {
+
+class Instant : public engine::CollectiveExecutor {
+ public:
+  void start(engine::Engine& e, engine::CollectiveId id, Time now) override { e.finish_collective_at(id, now + 1000); }
+};
+
+// `gpus` GPUs, each a chain of `per_gpu` compute tasks with a 2-member collective every 4 tasks
+// (GPU pairs), the shape of an EP program.
+void BM_EngineChains(benchmark::State& state) {
+  const auto gpus = static_cast<std::uint32_t>(state.range(0));
+  const int per_gpu = 256;
+  std::uint64_t events = 0;
+  for (auto _ : state) {
+    engine::Engine e(gpus, 2);
+    engine::Label l;
+    std::vector<engine::TaskId> last(gpus);
+    for (int i = 0; i < per_gpu; ++i) {
+      for (std::uint32_t g = 0; g < gpus; ++g) last[g] = e.add_compute(g, 0, 1000 + (g * 7 + i) % 13, l);
+      if (i % 4 == 3)
+        for (std::uint32_t g = 0; g + 1 < gpus; g += 2) {
+          const auto c = e.add_collective(2, engine::WorkKind::AllToAll);
+          for (std::uint32_t k = 0; k < 2; ++k) {
+            const auto m = e.add_member(c, g + k, 1, l);
+            e.depend(last[g + k], m);
+            const auto after = e.add_compute(g + k, 0, 500, l);
+            e.depend(m, after);
+          }
+        }
+    }
+    Instant x;
+    e.run(x);
+    events += e.events_processed();
+  }
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_EngineChains)->Arg(64)->Arg(1024)->Arg(8192)->Unit(benchmark::kMillisecond);
+
+// One iteration of the 1000-DC EP scenario (8000 GPUs, 12-layer GPT-Medium MoE).
+void BM_Ep1000Dc(benchmark::State& state) {
+  scenario::Loader loader(MOESIM_SOURCE_DIR);
+  const auto sc = loader.load(std::string(MOESIM_SOURCE_DIR) + "/scenarios/ep-1000dc.json");
+  std::uint64_t events = 0;
+  for (auto _ : state) {
+    simulation::Simulation sim(sc);
+    sim.run();
+    events += sim.engine().events_processed();
+  }
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Ep1000Dc)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+}  // namespace
+
+BENCHMARK_MAIN();

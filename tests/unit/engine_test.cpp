@@ -1,0 +1,152 @@
+// The event engine: stream order, dependencies, collective rendezvous, a hand-computed timeline.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "sim/engine/engine.hpp"
+#include "sim/report/metrics.hpp"
+
+using namespace moesim;
+using namespace moesim::engine;
+
+namespace {
+// Every collective takes a fixed duration once its last member has arrived.
+class FixedExecutor : public CollectiveExecutor {
+ public:
+  explicit FixedExecutor(std::map<CollectiveId, Time> d) : durations_(std::move(d)) {}
+  void start(Engine& e, CollectiveId id, Time now) override {
+    starts.push_back(id);
+    e.finish_collective_at(id, now + durations_.at(id));
+  }
+  std::vector<CollectiveId> starts;
+
+ private:
+  std::map<CollectiveId, Time> durations_;
+};
+
+Label label(WorkKind kind) {
+  Label l;
+  l.kind = kind;
+  return l;
+}
+}  // namespace
+
+TEST(Engine, TwoGpuTimelineWithOverlapComputedByHand) {
+  // GPU 0: A (10) on compute; all-to-all X on stream 1 after A; C (20) on compute, independent
+  //        of X, so it overlaps X; D (5) after X.
+  // GPU 1: B (25) on compute; X after B; E (40) on compute after B.
+  // By hand: A 0–10, B 0–25. X members arrive at 10 (GPU 0) and 25 (GPU 1): X runs 25–55.
+  // C 10–30 overlaps X; D waits for X: 55–60. E 25–65. Makespan 65.
+  Engine e(2, 2);
+  const TaskId a = e.add_compute(0, 0, 10, label(WorkKind::Attention));
+  const TaskId b = e.add_compute(1, 0, 25, label(WorkKind::Attention));
+  const CollectiveId x = e.add_collective(2, WorkKind::AllToAll);
+  const TaskId x0 = e.add_member(x, 0, 1, label(WorkKind::AllToAll));
+  const TaskId x1 = e.add_member(x, 1, 1, label(WorkKind::AllToAll));
+  e.depend(a, x0);
+  e.depend(b, x1);
+  const TaskId c = e.add_compute(0, 0, 20, label(WorkKind::Expert));
+  const TaskId d = e.add_compute(0, 0, 5, label(WorkKind::Expert));
+  e.depend(x0, d);
+  const TaskId ee = e.add_compute(1, 0, 40, label(WorkKind::Expert));
+  FixedExecutor fx({{x, 30}});
+  e.run(fx);
+  const auto& t = e.tasks();
+  EXPECT_EQ(t[a].start, 0);
+  EXPECT_EQ(t[a].end, 10);
+  EXPECT_EQ(t[c].start, 10);
+  EXPECT_EQ(t[c].end, 30);
+  EXPECT_EQ(e.collectives()[x].start, 25);
+  EXPECT_EQ(e.collectives()[x].end, 55);
+  EXPECT_EQ(t[x0].start, 10);  // arrival
+  EXPECT_EQ(t[x0].end, 55);
+  EXPECT_EQ(t[d].start, 55);
+  EXPECT_EQ(t[d].end, 60);
+  EXPECT_EQ(t[ee].start, 25);
+  EXPECT_EQ(t[ee].end, 65);
+  EXPECT_EQ(e.makespan(), 65);
+
+  // GPU 0: communication 25–55, compute 0–30 and 55–60: exposed = 55 − 30 = 25; it waited
+  // 15 at the rendezvous (10 → 25). GPU 1: communication 25–55 hidden behind E (25–65).
+  const auto m = report::measure(e, 1);
+  EXPECT_EQ(m.gpus[0].exposed_communication, 25);
+  EXPECT_EQ(m.gpus[0].collective_wait, 15);
+  EXPECT_EQ(m.gpus[0].compute, 35);
+  EXPECT_EQ(m.gpus[1].exposed_communication, 0);
+  EXPECT_EQ(m.gpus[1].collective_wait, 0);
+  EXPECT_EQ(m.gpus[0].busy[static_cast<int>(WorkKind::AllToAll)], 30);
+  EXPECT_EQ(m.iteration_time[0], 65);
+}
+
+TEST(Engine, RendezvousWaitsForTheLastMember) {
+  // Members become ready at 5, 17 and 3: the collective starts at 17 and all end together.
+  Engine e(3, 2);
+  const CollectiveId x = e.add_collective(3, WorkKind::AllReduce);
+  const Time ready[3] = {5, 17, 3};
+  std::vector<TaskId> members;
+  for (std::uint32_t g = 0; g < 3; ++g) {
+    const TaskId pre = e.add_compute(g, 0, ready[g], label(WorkKind::OtherCompute));
+    members.push_back(e.add_member(x, g, 1, label(WorkKind::AllReduce)));
+    e.depend(pre, members.back());
+  }
+  FixedExecutor fx({{x, 100}});
+  e.run(fx);
+  EXPECT_EQ(e.collectives()[x].start, 17);
+  for (std::uint32_t g = 0; g < 3; ++g) {
+    EXPECT_EQ(e.tasks()[members[g]].start, ready[g]);
+    EXPECT_EQ(e.tasks()[members[g]].end, 117);
+  }
+}
+
+TEST(Engine, StreamsAreInOrderAndIndependent) {
+  // Two tasks on one stream run back to back; a task on another stream of the same GPU runs at
+  // once, in parallel.
+  Engine e(1, 2);
+  const TaskId a = e.add_compute(0, 0, 7, label(WorkKind::Expert));
+  const TaskId b = e.add_compute(0, 0, 3, label(WorkKind::Expert));
+  const TaskId c = e.add_compute(0, 1, 4, label(WorkKind::HostCopy));
+  FixedExecutor fx({});
+  e.run(fx);
+  EXPECT_EQ(e.tasks()[b].start, 7);
+  EXPECT_EQ(e.tasks()[b].end, 10);
+  EXPECT_EQ(e.tasks()[c].start, 0);
+  EXPECT_EQ(e.tasks()[c].end, 4);
+  EXPECT_EQ(e.tasks()[a].end, 7);
+}
+
+TEST(Engine, EqualTimesRunInInsertionOrder) {
+  // Two collectives become ready at the same instant; the one whose member was added first starts
+  // first, every time.
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    Engine e(2, 3);
+    const CollectiveId x = e.add_collective(2, WorkKind::AllToAll);
+    const CollectiveId y = e.add_collective(2, WorkKind::AllGather);
+    for (std::uint32_t g = 0; g < 2; ++g) {
+      const TaskId pre = e.add_compute(g, 0, 10, label(WorkKind::Gate));
+      e.depend(pre, e.add_member(x, g, 1, label(WorkKind::AllToAll)));
+      e.depend(pre, e.add_member(y, g, 2, label(WorkKind::AllGather)));
+    }
+    FixedExecutor fx({{x, 5}, {y, 5}});
+    e.run(fx);
+    ASSERT_EQ(fx.starts.size(), 2u);
+    EXPECT_EQ(fx.starts[0], x);
+    EXPECT_EQ(fx.starts[1], y);
+  }
+}
+
+TEST(EngineDeathTest, DeadlockNamesTheStuckTask) {
+  // A collective whose second member waits on a task that waits on the collective.
+  EXPECT_DEATH(
+      {
+        Engine e(2, 2);
+        const CollectiveId x = e.add_collective(2, WorkKind::AllToAll);
+        const TaskId m0 = e.add_member(x, 0, 1, label(WorkKind::AllToAll));
+        const TaskId after = e.add_compute(1, 0, 1, label(WorkKind::Expert));
+        const TaskId m1 = e.add_member(x, 1, 1, label(WorkKind::AllToAll));
+        e.depend(m0, after);
+        e.depend(after, m1);
+        FixedExecutor fx({{x, 1}});
+        e.run(fx);
+      },
+      "deadlock.*collective 0 \\(1 of 2 members arrived\\)");
+}

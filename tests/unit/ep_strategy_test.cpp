@@ -1,0 +1,155 @@
+// The ep strategy end to end: communicated bytes, token drops and memory derived by hand.
+#include <gtest/gtest.h>
+
+#include "sim/core/error.hpp"
+#include "sim/simulation/simulation.hpp"
+#include "test_support.hpp"
+
+using namespace moesim;
+
+namespace {
+
+// 4 GPUs on one 100 GB/s switch; 2 MoE layers, H 256, M 512, 4 experts, top-1, 4 heads, no
+// vocabulary; 128 tokens per GPU, one microbatch, bf16, dropless uniform routing.
+const char* kSmall = R"({
+  "name": "small",
+  "cluster": {"gpu": "h100-sxm5-80gb", "levels": [{"name": "gpu", "count": 4, "bandwidth": "100GB/s", "latency": "1us"}]},
+  "model": {"layers": 2, "hidden": 256, "ffn_hidden": 512, "experts": 4, "top_k": 1, "heads": 4},
+  "training": {"sequence_length": 128},
+  "strategy": {"name": "ep"}
+})";
+
+std::unique_ptr<simulation::Simulation> run(const std::string& json) {
+  auto sim = std::make_unique<simulation::Simulation>(test::scenario_from(json));
+  sim->check();
+  sim->run();
+  return sim;
+}
+
+}  // namespace
+
+TEST(EpStrategy, CommunicatedBytesMatchHandCount) {
+  const auto sim = run(kSmall);
+  const auto& ns = sim->network_stats();
+  // Dispatch per GPU and layer: D = T·k·H·b = 128·1·256·2 = 65536 B; an even all-to-all over 4
+  // GPUs moves 4·D·3/4 = 196608 B. Four all-to-alls per layer (dispatch and combine, forward and
+  // backward), 2 layers: 8 collectives, 1572864 B, 8 × 12 GPU pairs.
+  const auto& a2a = ns.by_kind[static_cast<int>(network::CollectiveKind::AllToAll)];
+  EXPECT_EQ(a2a.collectives, 8u);
+  EXPECT_EQ(a2a.pairs, 96u);
+  EXPECT_DOUBLE_EQ(a2a.bytes, 1572864.0);
+  // Dense gradients per layer: attention H·(H + 2·H) + H² = 262144, norms 2H = 512, gate H·E =
+  // 1024: 263680 params, 527360 B in bf16. A ring all-reduce over 4 GPUs sends 6 steps of S/4
+  // from each GPU: 6·S = 3164160 B per layer. With 4 experts over EP 4 there is no expert
+  // all-reduce, and no vocabulary means no embedding all-reduce.
+  const auto& ar = ns.by_kind[static_cast<int>(network::CollectiveKind::AllReduce)];
+  EXPECT_EQ(ar.collectives, 2u);
+  EXPECT_DOUBLE_EQ(ar.bytes, 2 * 3164160.0);
+  EXPECT_DOUBLE_EQ(ns.bytes_by_level[0], 1572864.0 + 2 * 3164160.0);
+  // 2 layers × (attention, gate, experts, output) + embedding + LM head, forward and backward,
+  // + optimizer = 21 compute tasks per GPU; + 8 all-to-all and 2 all-reduce members.
+  EXPECT_EQ(sim->engine().tasks().size(), 4u * (21 + 10));
+}
+
+TEST(EpStrategy, TheSameScenarioGivesTheSameResults) {
+  EXPECT_EQ(run(kSmall)->results().dump(), run(kSmall)->results().dump());
+}
+
+TEST(EpStrategy, CapacityFactorDropsTheHotExpertsOverflow) {
+  // 2 experts, Zipf s = 1: popularity 2/3 and 1/3 (in a seeded order). 1200 tokens, top-1,
+  // capacity factor 1: capacity ceil(1200/2) = 600 per source and expert; the hot expert is
+  // offered 800 and drops 200 per source: 1/6 of all copies, 400 over 2 GPUs.
+  auto doc = schema::Json::parse(kSmall);
+  doc["cluster"]["levels"][0]["count"] = 2;
+  doc["model"]["experts"] = 2;
+  doc["model"]["layers"] = 1;
+  doc["training"]["sequence_length"] = 1200;
+  doc["training"]["capacity_factor"] = 1.0;
+  doc["routing"] = {{"kind", "zipf"}, {"zipf_exponent", 1.0}};
+  const auto r = run(doc.dump())->results();
+  EXPECT_NEAR(r["tokens"]["dropped_copies"].get<double>(), 400.0, 1e-9);
+  EXPECT_NEAR(r["tokens"]["dropped_fraction"].get<double>(), 1.0 / 6.0, 1e-12);
+}
+
+TEST(EpStrategy, SkewedRoutingMakesTheHotGpuTheSlowest) {
+  // With Zipf routing and no capacity limit the GPU holding the hottest expert computes most:
+  // its expert busy time exceeds the mean.
+  auto doc = schema::Json::parse(kSmall);
+  doc["routing"] = {{"kind", "zipf"}, {"zipf_exponent", 1.2}};
+  const auto r = run(doc.dump())->results();
+  EXPECT_GT(r["busy_ms"]["expert"]["max"].get<double>(), 1.2 * r["busy_ms"]["expert"]["mean"].get<double>());
+}
+
+TEST(EpStrategy, PipeliningOverlapsAllToAllWithExperts) {
+  // Slow network, large experts: splitting into 4 chunks hides part of the all-to-all.
+  auto doc = schema::Json::parse(kSmall);
+  doc["cluster"]["levels"][0]["bandwidth"] = "25Gbps";
+  doc["model"]["ffn_hidden"] = 8192;
+  doc["training"]["sequence_length"] = 4096;
+  const double one = run(doc.dump())->results()["iteration_time_ms"].get<double>();
+  doc["strategy"]["pipelining_degree"] = 4;
+  const auto r4 = run(doc.dump())->results();
+  EXPECT_LT(r4["iteration_time_ms"].get<double>(), 0.95 * one);
+  // The bytes moved do not change with chunking.
+  EXPECT_DOUBLE_EQ(r4["network"]["collectives"]["all_to_all"]["bytes"].get<double>(),
+                   run(doc.dump())->results()["network"]["collectives"]["all_to_all"]["bytes"].get<double>());
+}
+
+TEST(EpStrategy, MemoryFootprintByHand) {
+  // gpt-medium-moe on 8 GPUs, EP 8: replicated params 12·(4·1024² + 2·1024) + 12·1024·32 +
+  // 2·50257·1024 = 153675776; local experts 12 layers × 4 × 2·1024·4096 = 402653184. In bf16:
+  // weights and gradients 2 B/param, Adam 12 B/param.
+  auto doc = schema::Json::parse(kSmall);
+  doc["cluster"]["levels"][0]["count"] = 8;
+  doc["model"] = {{"preset", "gpt-medium-moe"}};
+  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  sim.check();
+  const double params = 153675776.0 + 402653184.0;
+  EXPECT_DOUBLE_EQ(sim.memory()[0].weights, 2 * params);
+  EXPECT_DOUBLE_EQ(sim.memory()[0].optimizer, 12 * params);
+  EXPECT_GT(sim.memory()[0].activations, 0);
+}
+
+TEST(EpStrategy, ModelThatDoesNotFitIsRefused) {
+  // Mixtral-8x7B on two 16 GB T4s: 23B parameters per GPU at 16 B each is ~370 GB.
+  auto doc = schema::Json::parse(kSmall);
+  doc["cluster"] = schema::Json::parse(
+      R"({"gpu": "t4-16gb", "levels": [{"name": "gpu", "count": 2, "bandwidth": "16GB/s", "latency": "5us"}]})");
+  doc["model"] = {{"preset", "mixtral-8x7b"}};
+  doc["training"]["dtype"] = "fp16";
+  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  try {
+    sim.check();
+    FAIL() << "no refusal";
+  } catch (const InfeasibleError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not fit in GPU memory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("t4-16gb"), std::string::npos);
+  }
+}
+
+TEST(EpStrategy, ExpertsNotDivisibleByEpSizeIsAnInputError) {
+  auto doc = schema::Json::parse(kSmall);
+  doc["cluster"]["levels"][0]["count"] = 6;
+  doc["strategy"]["ep_size"] = 3;  // 4 experts over 3 ranks
+  simulation::Simulation sim(test::scenario_from(doc.dump(), "ep.json"));
+  try {
+    sim.check();
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "ep.json");
+    EXPECT_EQ(e.path(), "$.strategy.ep_size");
+  }
+}
+
+TEST(EpStrategy, ExpertDataParallelAllReduceWhenEpIsSmallerThanTheCluster) {
+  // 4 GPUs, EP 2: two EP groups, each expert lives on 2 GPUs, so expert gradients are all-reduced
+  // over pairs: per layer 2 all-reduces (one per EP rank) of 2 experts × 2·256·512 params.
+  auto doc = schema::Json::parse(kSmall);
+  doc["strategy"]["ep_size"] = 2;
+  const auto sim = run(doc.dump());
+  const auto& ar = sim->network_stats().by_kind[static_cast<int>(network::CollectiveKind::AllReduce)];
+  EXPECT_EQ(ar.collectives, 2u * (1 + 2));
+  // Expert all-reduce over 2 GPUs: 2 steps of S/2 from each of 2 GPUs = 2·S bytes per collective,
+  // S = 2 experts · 262144 params · 2 B = 1048576 B. Dense: 6·527360 per layer as before.
+  EXPECT_DOUBLE_EQ(ar.bytes, 2 * (6 * 527360.0) + 4 * (2 * 1048576.0));
+}
