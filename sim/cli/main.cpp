@@ -113,6 +113,24 @@ int cmd_validate(const Common& c) {
   sim.check();
   std::cout << fmt::format("{}: valid ({} on {} GPUs, {}, {} iteration(s))\n", c.scenario.string(), sc.strategy->name,
                            sc.gpu_count(), sc.model.name, sc.training.iterations);
+  if (!resolved.contains("sweep")) return 0;
+  // Every sweep point: a value the schema refuses fails validation; points that a strategy or
+  // the memory check refuses are listed, as the sweep records them as refused rows.
+  const auto plan = sweep::plan_sweep(loader, resolved, c.scenario.string());
+  std::size_t refused = 0;
+  for (std::size_t p = 0; p < plan.scenarios.size(); ++p) {
+    try {
+      simulation::Simulation point(plan.scenarios[p]);
+      point.check();
+    } catch (const InfeasibleError& e) {
+      ++refused;
+      std::cout << fmt::format("  sweep point {} would be refused: {}\n", p, e.what());
+    } catch (const InputError& e) {
+      ++refused;
+      std::cout << fmt::format("  sweep point {} would be refused: {}\n", p, e.what());
+    }
+  }
+  std::cout << fmt::format("  sweep: {} points valid, {} would be refused\n", plan.scenarios.size(), refused);
   return 0;
 }
 
@@ -139,7 +157,10 @@ int cmd_presets(const Common& c) {
   scenario::Loader loader(c.data);
   std::string kind;
   for (const auto& p : loader.presets()) {
-    if (p.kind != kind) std::cout << (kind.empty() ? "" : "\n") << p.kind << "s:\n";
+    if (p.kind != kind) {
+      const std::string plural = p.kind == "topology" ? "topologies" : p.kind == "strategy" ? "strategies" : p.kind + "s";
+      std::cout << (kind.empty() ? "" : "\n") << plural << ":\n";
+    }
     kind = p.kind;
     std::cout << fmt::format("  {:<22} {}\n", p.name, p.description);
   }

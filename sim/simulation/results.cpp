@@ -71,26 +71,30 @@ Json Simulation::results() const {
                    {"dropped_token_copies", i < totals.dropped_per_iteration.size() ? totals.dropped_per_iteration[i] : 0.0}});
   r["iterations"] = its;
 
+  // Per-GPU times are per iteration (the run's total divided by its iterations).
+  const double iters = static_cast<double>(std::max<std::size_t>(1, m.iteration_time.size()));
+  const auto per_it = [iters](Time t) { return ms(t) / iters; };
   Json busy = Json::object();
   for (int k = 0; k < engine::kWorkKinds; ++k) {
-    const Stats s = stats_over(m.gpus, [k](const report::GpuMetrics& g) { return ms(g.busy[k]); });
+    const Stats s = stats_over(m.gpus, [&](const report::GpuMetrics& g) { return per_it(g.busy[k]); });
     if (s.max > 0) busy[std::string(engine::to_string(static_cast<engine::WorkKind>(k)))] = to_json(s);
   }
   r["busy_ms"] = busy;
-  r["compute_ms"] = to_json(stats_over(m.gpus, [](const auto& g) { return ms(g.compute); }));
-  r["communication_ms"] = to_json(stats_over(m.gpus, [](const auto& g) { return ms(g.communication); }));
-  r["exposed_communication_ms"] = to_json(stats_over(m.gpus, [](const auto& g) { return ms(g.exposed_communication); }));
-  r["collective_wait_ms"] = to_json(stats_over(m.gpus, [](const auto& g) { return ms(g.collective_wait); }));
+  r["compute_ms"] = to_json(stats_over(m.gpus, [&](const auto& g) { return per_it(g.compute); }));
+  r["communication_ms"] = to_json(stats_over(m.gpus, [&](const auto& g) { return per_it(g.communication); }));
+  r["exposed_communication_ms"] = to_json(stats_over(m.gpus, [&](const auto& g) { return per_it(g.exposed_communication); }));
+  r["collective_wait_ms"] = to_json(stats_over(m.gpus, [&](const auto& g) { return per_it(g.collective_wait); }));
 
   const auto& ns = executor_->stats();
   Json by_level = Json::object();
-  for (int l = 0; l < topology_.level_count(); ++l) by_level[topology_.levels()[l].name] = ns.bytes_by_level[l];
+  for (int l = 0; l < topology_.level_count(); ++l) by_level[topology_.levels()[l].name] = ns.bytes_by_level[l] / iters;
   Json colls = Json::object();
   for (std::size_t k = 0; k < ns.by_kind.size(); ++k) {
     const auto& ks = ns.by_kind[k];
     if (ks.collectives == 0) continue;
     colls[std::string(network::to_string(static_cast<network::CollectiveKind>(k)))] = {
-        {"count", ks.collectives}, {"gpu_pairs", ks.pairs}, {"bytes", ks.bytes}, {"time_ms", ms(ks.time)}};
+        {"count", ks.collectives / iters}, {"gpu_pairs", ks.pairs / iters}, {"bytes", ks.bytes / iters},
+        {"summed_duration_ms", ms(ks.time) / iters}};
   }
   r["network"] = {{"model", "analytic"}, {"bytes_by_level", by_level}, {"collectives", colls}};
 
@@ -113,9 +117,9 @@ Json Simulation::results() const {
 
   Json compute_ms = Json::array(), comm_ms = Json::array(), exposed_ms = Json::array();
   for (const auto& g : m.gpus) {
-    compute_ms.push_back(ms(g.compute));
-    comm_ms.push_back(ms(g.communication));
-    exposed_ms.push_back(ms(g.exposed_communication));
+    compute_ms.push_back(per_it(g.compute));
+    comm_ms.push_back(per_it(g.communication));
+    exposed_ms.push_back(per_it(g.exposed_communication));
   }
   r["per_gpu"] = {{"compute_ms", compute_ms}, {"communication_ms", comm_ms}, {"exposed_communication_ms", exposed_ms}};
   r["engine"] = {{"tasks", engine_->tasks().size()},

@@ -35,61 +35,90 @@ std::string value_text(const Json& v) { return v.is_string() ? v.get<std::string
 
 const std::vector<std::string> kMetricColumns{
     "status",           "iteration_time_ms",        "tokens_per_second", "compute_ms",
-    "communication_ms", "exposed_communication_ms", "all_to_all_ms",     "all_gather_ms",
-    "all_reduce_ms",    "dropped_fraction",         "peak_memory_bytes"};
+    "communication_ms", "exposed_communication_ms", "all_to_all_busy_ms", "all_gather_busy_ms",
+    "all_reduce_busy_ms", "dropped_fraction",       "peak_memory_bytes"};
 
 std::string metric_row(const simulation::Simulation& sim, std::size_t levels) {
+  // Times are per iteration, averaged over GPUs (results.json's "busy_ms").
   const Json r = sim.results();
-  const double iters = static_cast<double>(r.at("iterations").size());
-  const auto coll = [&](const char* k) {
-    const Json& c = r.at("network").at("collectives");
-    return c.contains(k) ? fmt::format("{}", c.at(k).at("time_ms").get<double>() / iters) : std::string("0");
+  const auto busy = [&](const char* k) {
+    const Json& b = r.at("busy_ms");
+    return b.contains(k) ? fmt::format("{}", b.at(k).at("mean").get<double>()) : std::string("0");
   };
   std::string row = fmt::format("ok,{},{},{},{},{},{},{},{},{},{}", r.at("iteration_time_ms").get<double>(),
-                                r.at("tokens_per_second").get<double>(), r.at("compute_ms").at("mean").get<double>() / iters,
-                                r.at("communication_ms").at("mean").get<double>() / iters,
-                                r.at("exposed_communication_ms").at("mean").get<double>() / iters, coll("all_to_all"),
-                                coll("all_gather"), coll("all_reduce"), r.at("tokens").at("dropped_fraction").get<double>(),
+                                r.at("tokens_per_second").get<double>(), r.at("compute_ms").at("mean").get<double>(),
+                                r.at("communication_ms").at("mean").get<double>(),
+                                r.at("exposed_communication_ms").at("mean").get<double>(), busy("all_to_all"),
+                                busy("all_gather"), busy("all_reduce"), r.at("tokens").at("dropped_fraction").get<double>(),
                                 r.at("memory").at("peak_bytes").get<double>());
   const Json& by_level = r.at("network").at("bytes_by_level");
   std::size_t l = 0;
-  for (auto it = by_level.begin(); it != by_level.end(); ++it, ++l) row += fmt::format(",{}", it.value().get<double>() / iters);
+  for (auto it = by_level.begin(); it != by_level.end(); ++it, ++l) row += fmt::format(",{}", it.value().get<double>());
   for (; l < levels; ++l) row += ",";
   return row + ",";
 }
 
 }  // namespace
 
-SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, const std::string& file,
-                       const SweepOptions& options) {
+SweepPlan plan_sweep(const scenario::Loader& loader, const Json& resolved, const std::string& file) {
   const scenario::Scenario base = loader.build(resolved, file);
   if (!base.effective.contains("sweep"))
     throw InputError(file, "$.sweep", "the scenario has no sweep block",
                      "add \"sweep\": {\"axes\": [{\"path\": \"model.experts\", \"values\": [8, 16]}]} or use `moesim run`");
   const std::vector<Axis> axes = parse_axes(base.effective.at("sweep"));
   const std::size_t points = point_count(axes);
-
-  // Validate every point before running any.
+  SweepPlan plan;
+  for (const auto& a : axes) plan.axis_paths.push_back(a.path);
   Json plain = resolved;
   plain.erase("sweep");
-  std::vector<scenario::Scenario> scenarios;
-  scenarios.reserve(points);
-  std::size_t levels = 0;
+  plan.scenarios.reserve(points);
   for (std::size_t p = 0; p < points; ++p) {
     Json doc = plain;
     const auto values = point_values(axes, p);
     for (std::size_t a = 0; a < axes.size(); ++a)
       set_path(doc, axes[a].path, values[a], file, fmt::format("$.sweep.axes[{}].path", a));
-    scenarios.push_back(loader.build(doc, file));
-    levels = std::max(levels, scenarios.back().levels.size());
+    try {
+      plan.scenarios.push_back(loader.build(doc, file));
+    } catch (const InputError& e) {
+      // Blame the axis whose value lands on the offending path, else name the whole point.
+      for (std::size_t a = 0; a < axes.size(); ++a) {
+        const std::string target = "$." + axes[a].path;
+        if (e.path().rfind(target, 0) == 0) {
+          const auto& vs = axes[a].values;
+          const std::size_t v = static_cast<std::size_t>(std::find(vs.begin(), vs.end(), values[a]) - vs.begin());
+          throw InputError(e.file(), fmt::format("$.sweep.axes[{}].values[{}]", a, v),
+                           fmt::format("sets {} to {}: {}", axes[a].path, values[a].dump(), e.problem()), e.fix());
+        }
+      }
+      std::string where;
+      for (std::size_t a = 0; a < axes.size(); ++a) where += fmt::format("{}{} = {}", a ? ", " : "", axes[a].path, values[a].dump());
+      throw InputError(e.file(), e.path(), fmt::format("{} (at sweep point {}: {})", e.problem(), p, where), e.fix());
+    }
+    plan.values.push_back(values);
   }
+  return plan;
+}
+
+SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, const std::string& file,
+                       const SweepOptions& options) {
+  SweepPlan plan = plan_sweep(loader, resolved, file);
+  const std::size_t points = plan.scenarios.size();
+  std::size_t levels = 0;
+  for (const auto& s : plan.scenarios) levels = std::max(levels, s.levels.size());
+  auto& scenarios = plan.scenarios;
 
   std::string header = "point";
-  for (const auto& a : axes) header += "," + csv_field(a.path);
+  for (const auto& a : plan.axis_paths) header += "," + csv_field(a);
   for (const auto& c : kMetricColumns) header += "," + c;
   for (std::size_t l = 0; l < levels; ++l) header += fmt::format(",bytes_level{}", l);
   header += ",note";
 
+  // A row starts with its point number and axis values.
+  const auto row_prefix = [&](std::size_t p) {
+    std::string row = std::to_string(p);
+    for (const Json& v : plan.values[p]) row += "," + csv_field(value_text(v));
+    return row + ",";
+  };
   // Resume: keep the complete rows of an earlier run of the same sweep.
   SweepOutcome outcome;
   outcome.points = points;
@@ -107,9 +136,11 @@ SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, con
     while (pos < text.size()) {
       const std::size_t nl = text.find('\n', pos);
       if (nl == std::string::npos) break;  // a partial row from a crash: dropped below
-      if (text.substr(pos, text.find(',', pos) - pos) != std::to_string(done))
-        throw InputError(options.csv.string(), "", fmt::format("row {} is out of order", done + 1),
-                         "remove the file and run the sweep again");
+      if (done >= points || text.compare(pos, row_prefix(done).size(), row_prefix(done)) != 0)
+        throw InputError(options.csv.string(), "",
+                         fmt::format("row {} does not belong to point {} of this sweep (other axis values, or out of order)",
+                                     done + 1, done),
+                         "remove the file, or choose another --out folder");
       ++done;
       pos = nl + 1;
       keep = pos;
@@ -137,18 +168,17 @@ SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, con
     for (;;) {
       const std::size_t p = next.fetch_add(1);
       if (p >= limit || stop) return;
-      std::string row = std::to_string(p);
-      for (const Json& v : point_values(axes, p)) row += "," + csv_field(value_text(v));
+      std::string row = row_prefix(p);
       try {
         simulation::Simulation sim(scenarios[p]);
         sim.run();
-        row += "," + metric_row(sim, levels);
+        row += metric_row(sim, levels);
       } catch (const InfeasibleError& e) {
-        row += ",infeasible" + std::string(kMetricColumns.size() - 1 + levels, ',') + "," + csv_field(e.what());
+        row += "infeasible" + std::string(kMetricColumns.size() - 1 + levels, ',') + "," + csv_field(e.what());
         std::lock_guard lock(mu);
         ++outcome.refused;
       } catch (const InputError& e) {
-        row += ",invalid" + std::string(kMetricColumns.size() - 1 + levels, ',') + "," + csv_field(e.what());
+        row += "invalid" + std::string(kMetricColumns.size() - 1 + levels, ',') + "," + csv_field(e.what());
         std::lock_guard lock(mu);
         ++outcome.refused;
       }

@@ -27,6 +27,15 @@ struct SweepOutcome {
   bool stopped_early = false;
 };
 
+// The scenario of every grid point, validated. An invalid value is reported at the sweep axis
+// that set it ($.sweep.axes[A].values[V]); other problems name the point's axis values.
+struct SweepPlan {
+  std::vector<std::string> axis_paths;
+  std::vector<std::vector<schema::Json>> values;  // per point, one per axis
+  std::vector<scenario::Scenario> scenarios;      // per point
+};
+SweepPlan plan_sweep(const scenario::Loader& loader, const schema::Json& resolved, const std::string& file);
+
 SweepOutcome run_sweep(const scenario::Loader& loader, const schema::Json& resolved, const std::string& file,
                        const SweepOptions& options);
 
