@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <unistd.h>
 
@@ -55,7 +56,7 @@ struct Common {
   bool trace = false;
   bool quiet = false;
   unsigned jobs = 0;
-  std::size_t stop_after = 0;
+  std::optional<std::size_t> stop_after;
 };
 
 Common parse(const std::vector<std::string>& args, bool needs_scenario) {
@@ -63,7 +64,7 @@ Common parse(const std::vector<std::string>& args, bool needs_scenario) {
   std::string data, out;
   po::options_description opts;
   opts.add_options()("out", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))(
-      "quiet", po::bool_switch(&c.quiet))("jobs", po::value(&c.jobs))("stop-after", po::value(&c.stop_after))(
+      "quiet", po::bool_switch(&c.quiet))("jobs", po::value(&c.jobs))("stop-after", po::value<std::size_t>())(
       "scenario", po::value<std::string>());
   po::positional_options_description pos;
   pos.add("scenario", 1);
@@ -72,6 +73,7 @@ Common parse(const std::vector<std::string>& args, bool needs_scenario) {
   po::notify(vm);
   if (needs_scenario && !vm.count("scenario")) throw po::error("missing SCENARIO.json");
   if (vm.count("scenario")) c.scenario = vm["scenario"].as<std::string>();
+  if (vm.count("stop-after")) c.stop_after = vm["stop-after"].as<std::size_t>();
   c.out = out;
   c.data = data.empty() ? scenario::Loader::default_data_dir() : fs::path(data);
   return c;
@@ -111,26 +113,27 @@ int cmd_validate(const Common& c) {
   scenario::Scenario sc = loader.build(resolved, c.scenario.string());
   simulation::Simulation sim(sc);
   sim.check();
-  std::cout << fmt::format("{}: valid ({} on {} GPUs, {}, {} iteration(s))\n", c.scenario.string(), sc.strategy->name,
-                           sc.gpu_count(), sc.model.name, sc.training.iterations);
-  if (!resolved.contains("sweep")) return 0;
-  // Every sweep point: a value the schema refuses fails validation; points that a strategy or
-  // the memory check refuses are listed, as the sweep records them as refused rows.
-  const auto plan = sweep::plan_sweep(loader, resolved, c.scenario.string());
-  std::size_t refused = 0;
-  for (std::size_t p = 0; p < plan.scenarios.size(); ++p) {
-    try {
-      simulation::Simulation point(plan.scenarios[p]);
-      point.check();
-    } catch (const InfeasibleError& e) {
-      ++refused;
-      std::cout << fmt::format("  sweep point {} would be refused: {}\n", p, e.what());
-    } catch (const InputError& e) {
-      ++refused;
-      std::cout << fmt::format("  sweep point {} would be refused: {}\n", p, e.what());
+  // Every sweep point before saying anything: a value the schema refuses fails validation;
+  // points that a strategy or the memory check refuses are listed, as the sweep records them.
+  std::string points;
+  if (resolved.contains("sweep")) {
+    const auto plan = sweep::plan_sweep(loader, resolved, c.scenario.string());
+    std::size_t refused = 0;
+    for (std::size_t p = 0; p < plan.scenarios.size(); ++p) {
+      try {
+        simulation::Simulation point(plan.scenarios[p]);
+        point.check();
+      } catch (const std::runtime_error& e) {  // InfeasibleError or InputError
+        ++refused;
+        points += fmt::format("  sweep point {} would be refused: {}\n", p, e.what());
+      }
     }
+    points += fmt::format("  sweep: {} points, {} can run, {} would be refused\n", plan.scenarios.size(),
+                          plan.scenarios.size() - refused, refused);
   }
-  std::cout << fmt::format("  sweep: {} points valid, {} would be refused\n", plan.scenarios.size(), refused);
+  std::cout << fmt::format("{}: valid ({} on {} GPUs, {}, {} iteration(s))\n", c.scenario.string(), sc.strategy->name,
+                           sc.gpu_count(), sc.model.name, sc.training.iterations)
+            << points;
   return 0;
 }
 
@@ -142,10 +145,10 @@ int cmd_sweep(const Common& c) {
   sweep::SweepOptions opt;
   opt.csv = out / "results.csv";
   opt.jobs = c.jobs;
-  if (c.stop_after) opt.stop_after = c.stop_after;
+  opt.stop_after = c.stop_after;
   opt.progress = isatty(STDERR_FILENO) && !c.quiet;
+  opt.effective = out / "scenario.effective.json";
   const auto outcome = sweep::run_sweep(loader, resolved, c.scenario.string(), opt);
-  write_file(out / "scenario.effective.json", base.effective.dump(2) + "\n");
   if (!c.quiet)
     std::cout << fmt::format("sweep {}: {} points, {} already done, {} run now ({} refused){}; results in {}\n", base.name,
                              outcome.points, outcome.already_done, outcome.ran, outcome.refused,
@@ -171,9 +174,13 @@ int cmd_presets(const Common& c) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+  if (args.empty()) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::cout << kUsage;
-    return args.empty() ? 2 : 0;
+    return 0;
   }
   if (args[0] == "--version") {
     std::cout << "moesim 0.1.0\n";

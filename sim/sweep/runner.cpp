@@ -33,6 +33,15 @@ std::string csv_field(const std::string& s) {
 
 std::string value_text(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+std::string scenario_text(const scenario::Scenario& s) { return s.effective.dump(2) + "\n"; }
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
 const std::vector<std::string> kMetricColumns{
     "status",           "iteration_time_ms",        "tokens_per_second", "compute_ms",
     "communication_ms", "exposed_communication_ms", "all_to_all_busy_ms", "all_gather_busy_ms",
@@ -123,6 +132,7 @@ SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, con
   SweepOutcome outcome;
   outcome.points = points;
   std::size_t done = 0;
+  const std::string effective = scenario_text(loader.build(resolved, file));
   if (fs::exists(options.csv)) {
     std::ifstream in(options.csv, std::ios::binary);
     std::stringstream buf;
@@ -132,6 +142,12 @@ SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, con
     if (first == std::string::npos || text.substr(0, first) != header)
       throw InputError(options.csv.string(), "", "the file exists but was not written by this sweep (its header differs)",
                        "remove it, or choose another --out folder");
+    if (!options.effective.empty() && (!fs::exists(options.effective) || read_text(options.effective) != effective))
+      throw InputError(options.csv.string(), "",
+                       fmt::format("the file was written for another scenario ({} differs or is missing)",
+                                   options.effective.filename().string()),
+                       "remove the folder, or choose another --out folder");
+
     std::size_t pos = first + 1, keep = pos;
     while (pos < text.size()) {
       const std::size_t nl = text.find('\n', pos);
@@ -148,6 +164,11 @@ SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, con
     if (keep < text.size()) fs::resize_file(options.csv, keep);
   } else {
     fs::create_directories(options.csv.parent_path().empty() ? fs::path(".") : options.csv.parent_path());
+    if (!options.effective.empty()) {
+      const fs::path tmp = options.effective.string() + ".tmp";
+      std::ofstream(tmp, std::ios::binary) << effective;
+      fs::rename(tmp, options.effective);
+    }
     std::ofstream(options.csv, std::ios::binary) << header << '\n';
   }
   outcome.already_done = done;

@@ -14,6 +14,9 @@ namespace moesim::sweep {
 
 struct SweepOptions {
   std::filesystem::path csv;
+  // The base scenario, fully resolved, written before the first row; a resume refuses a CSV whose
+  // folder holds a different one (the same grid over another scenario must not mix rows).
+  std::filesystem::path effective;
   unsigned jobs = 0;                      // 0: all cores
   std::optional<std::size_t> stop_after;  // stop after committing this many new rows (tests)
   bool progress = false;

@@ -1,0 +1,391 @@
+// Bad input: moesim exits with code exactly 2, prints one line on stderr naming the scenario file,
+// the JSON path and the fix, and writes nothing at all (no --out folder, no out/ in the current
+// folder, no temporary files).
+#include <regex>
+
+#include "cli_test_support.hpp"
+
+namespace moesim_cli {
+namespace {
+
+// A valid inline cluster of 2 nodes x 8 H100, to be broken one field at a time.
+constexpr const char* kTwoNodes = R"({"gpu": "h100-sxm5-80gb", "levels": [
+      {"name": "node", "count": 2, "bandwidth": "400Gbps", "latency": "5us"},
+      {"name": "gpu", "count": 8, "bandwidth": "450GB/s", "latency": "2us"}]})";
+
+std::string scenario_text(const std::string& cluster, const std::string& model, const std::string& training,
+                          const std::string& strategy) {
+  return fmt::format(R"({{
+  "name": "bad",
+  "cluster": {},
+  "model": {},
+  "training": {},
+  "strategy": {}
+}}
+)",
+                     cluster, model, training, strategy);
+}
+
+class BadInput : public CliTest {
+ protected:
+  // Runs `moesim COMMAND FILE [--out DIR]` on a scenario written to work/NAME and checks the
+  // contract of bad input; returns stderr for the case's own checks.
+  std::string expect_rejected(const std::string& command, const std::string& name, const std::string& text,
+                              const std::vector<std::string>& must_contain) {
+    const fs::path file = scenario(name, text);
+    const fs::path out = root_ / ("out-" + command);
+    std::vector<std::string> args{command, file.string()};
+    if (command != "validate") args.insert(args.end(), {"--out", out.string()});
+    const Result r = moesim(args);
+    EXPECT_EQ(r.code, 2) << describe(r);
+    EXPECT_EQ(r.out, "") << describe(r);
+    // Exactly one line, ending in a newline.
+    EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
+    EXPECT_TRUE(!r.err.empty() && r.err.back() == '\n') << describe(r);
+    EXPECT_EQ(r.err.rfind("moesim: ", 0), 0u) << describe(r);
+    EXPECT_NE(r.err.find(file.string()), std::string::npos) << "stderr does not name the scenario file\n" << describe(r);
+    for (const auto& s : must_contain) EXPECT_NE(r.err.find(s), std::string::npos) << "missing \"" << s << "\"\n" << describe(r);
+    // Nothing written: no --out folder, and work/ holds only the scenario file.
+    EXPECT_FALSE(fs::exists(out)) << out << " was created\n" << describe(r);
+    EXPECT_EQ(listing(work_), std::set<std::string>{name}) << describe(r);
+    EXPECT_EQ(listing(root_), (std::set<std::string>{"cap", "work"})) << describe(r);
+    return r.err;
+  }
+
+  // Both `run` and `validate` reject the scenario with the same message (validate checks what run checks).
+  std::string expect_rejected_by_run_and_validate(const std::string& name, const std::string& text,
+                                                  const std::vector<std::string>& must_contain) {
+    const std::string run = expect_rejected("run", name, text, must_contain);
+    const std::string validate = expect_rejected("validate", name, text, must_contain);
+    EXPECT_EQ(run, validate);
+    return run;
+  }
+};
+
+// (a) typo'd keys.
+TEST_F(BadInput, TopLevelTypoNamesPathAndSuggestsKey) {
+  const std::string text = R"({
+  "name": "bad",
+  "cluster": {"preset": "dgx-h100-2node"},
+  "model": {"preset": "gpt-medium-moe"},
+  "trainig": {"sequence_length": 1024},
+  "strategy": {"name": "ep"}
+}
+)";
+  expect_rejected_by_run_and_validate("typo.json", text,
+                                      {"$.trainig", "unknown key \"trainig\"", "did you mean \"training\"?"});
+}
+
+TEST_F(BadInput, TypoInInlineClusterLevelNamesPathAndSuggestsKey) {
+  std::string cluster = kTwoNodes;
+  cluster.replace(cluster.find("\"bandwidth\": \"400Gbps\""), 11, "\"bandwith\"");
+  ASSERT_NE(cluster.find("\"bandwith\": \"400Gbps\""), std::string::npos);
+  const std::string err = expect_rejected_by_run_and_validate(
+      "typo-level.json", scenario_text(cluster, R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})", R"({"name": "ep"})"),
+      {"$.cluster.levels[0].bandwith", "unknown key \"bandwith\"", "did you mean \"bandwidth\"?"});
+  // The second level is fine: the message is about level 0 only.
+  EXPECT_EQ(err.find("levels[1]"), std::string::npos) << err;
+}
+
+// (b) a bandwidth without a unit, as a number and as a string.
+TEST_F(BadInput, BandwidthNumberWithoutUnit) {
+  std::string cluster = kTwoNodes;
+  cluster.replace(cluster.find("\"400Gbps\""), 9, "10");
+  expect_rejected_by_run_and_validate(
+      "nounit.json", scenario_text(cluster, R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})", R"({"name": "ep"})"),
+      {"$.cluster.levels[0].bandwidth", "10 has no unit", "\"10Gbps\"", "GB/s"});
+}
+
+TEST_F(BadInput, BandwidthStringWithoutUnit) {
+  std::string cluster = kTwoNodes;
+  cluster.replace(cluster.find("\"400Gbps\""), 9, "\"10\"");
+  expect_rejected(
+      "run", "nounit-string.json",
+      scenario_text(cluster, R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})", R"({"name": "ep"})"),
+      {"$.cluster.levels[0].bandwidth", "\"10\"", "unit", "Gbps"});
+}
+
+TEST_F(BadInput, BandwidthWithUnknownUnit) {
+  std::string cluster = kTwoNodes;
+  cluster.replace(cluster.find("\"400Gbps\""), 9, "\"400Gbit\"");
+  expect_rejected("run", "bad-unit.json",
+                  scenario_text(cluster, R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})", R"({"name": "ep"})"),
+                  {"$.cluster.levels[0].bandwidth", "\"400Gbit\"", "Gbps"});
+}
+
+// (c) experts not divisible by the EP size: gpt-medium-moe has 32 experts; 3 x 8 = 24 GPUs split
+// into EP groups of 12, but 32 % 12 != 0. The sizes that divide both 32 and 24: 1, 2, 4, 8.
+TEST_F(BadInput, ExpertsNotDivisibleByEpSize) {
+  std::string cluster = kTwoNodes;
+  cluster.replace(cluster.find("\"count\": 2"), 10, "\"count\": 3");
+  expect_rejected_by_run_and_validate(
+      "ep-size.json",
+      scenario_text(cluster, R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})", R"({"name": "ep", "ep_size": 12})"),
+      {"$.strategy.ep_size", "32 experts", "ep_size 12", "24 GPUs", "e.g. 1, 2, 4, 8"});
+}
+
+// (d) Mixtral-8x7B on two 16 GiB T4s in fp16. Hand count of the weights on one GPU (EP over the
+// 2 GPUs, 4 of the 8 experts each): experts 4 x 32 layers x 3 x 4096 x 14336 = 22.55e9 params;
+// attention 32 x (2 x 4096^2 + 2 x 4096 x 1024) = 1.342e9; embedding + LM head 2 x 32000 x 4096 =
+// 0.262e9; router 32 x 4096 x 8 = 1.0e6: 24.15e9 params x 2 bytes = 48.3e9 B = 44.98 GiB.
+TEST_F(BadInput, ModelExceedsGpuMemory) {
+  const std::string cluster = R"({"gpu": "t4-16gb", "levels": [{"name": "gpu", "count": 2, "bandwidth": "16GB/s", "latency": "5us"}]})";
+  const std::string err = expect_rejected_by_run_and_validate(
+      "oom.json",
+      scenario_text(cluster, R"({"preset": "mixtral-8x7b"})", R"({"sequence_length": 1024, "dtype": "fp16"})", R"({"name": "ep"})"),
+      {"does not fit in GPU memory", "t4-16gb", "has 16 GiB", "use more GPUs"});
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(err, m, std::regex(R"(needs ([0-9.]+) GiB \(weights ([0-9.]+) GiB)"))) << err;
+  EXPECT_GT(std::stod(m[1].str()), 16.0) << err;
+  EXPECT_NEAR(std::stod(m[2].str()), 44.98, 0.1) << err;
+}
+
+// (e) malformed JSON: the position is where the parser stops.
+TEST_F(BadInput, MalformedJsonTrailingCommaAtTopLevel) {
+  // The trailing comma ends line 6; the parser finds "}" where a key must follow: line 7, column 1
+  // (as Python's json module and jq report it).
+  const std::string text = R"({
+  "name": "bad",
+  "cluster": {"preset": "dgx-h100-2node"},
+  "model": {"preset": "gpt-medium-moe"},
+  "training": {"sequence_length": 1024},
+  "strategy": {"name": "ep"},
+}
+)";
+  expect_rejected_by_run_and_validate("trailing-comma.json", text,
+                                      {"malformed JSON at line 7, column 1", "trailing commas"});
+}
+
+TEST_F(BadInput, MalformedJsonTrailingCommaInsideLine) {
+  // Line 5, the "}" right after the comma: column 40.
+  const std::string text = R"({
+  "name": "bad",
+  "cluster": {"preset": "dgx-h100-2node"},
+  "model": {"preset": "gpt-medium-moe"},
+  "training": {"sequence_length": 1024,},
+  "strategy": {"name": "ep"}
+}
+)";
+  const std::string line5 = split_lines(text)[4];
+  ASSERT_EQ(line5.find(",}") + 2, 40u);  // 1-based column of the "}"
+  expect_rejected("run", "trailing-comma-inline.json", text, {"malformed JSON at line 5, column 40"});
+}
+
+TEST_F(BadInput, MalformedJsonMissingCommaNamesTheLine) {
+  const std::string text = R"({
+  "name": "bad",
+  "cluster": {"preset": "dgx-h100-2node"},
+  "model": {"preset": "gpt-medium-moe" "layers": 12},
+  "training": {"sequence_length": 1024},
+  "strategy": {"name": "ep"}
+}
+)";
+  const std::string err = expect_rejected("run", "missing-comma.json", text, {"malformed JSON at line 4, column "});
+  // The column falls on the unexpected token "layers" (columns 40 to 47 of line 4).
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(err, m, std::regex(R"(line 4, column ([0-9]+))"))) << err;
+  const int col = std::stoi(m[1].str());
+  EXPECT_GE(col, 40) << err;
+  EXPECT_LE(col, 47) << err;
+}
+
+// (f) unknown preset names: the fix lists the presets there are.
+TEST_F(BadInput, UnknownTopologyPreset) {
+  expect_rejected_by_run_and_validate(
+      "preset.json",
+      scenario_text(R"({"preset": "dgx-h100-3node"})", R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})", R"({"name": "ep"})"),
+      {"$.cluster.preset", "no preset \"dgx-h100-3node\"", "dgx-h100-2node", "hybridep-1000dc", "moesim presets"});
+}
+
+TEST_F(BadInput, UnknownModelPreset) {
+  expect_rejected("run", "model-preset.json",
+                  scenario_text(R"({"preset": "dgx-h100-2node"})", R"({"preset": "mixtral-8x8b"})", R"({"sequence_length": 1024})", R"({"name": "ep"})"),
+                  {"$.model.preset", "no preset \"mixtral-8x8b\"", "mixtral-8x7b", "deepseek-v3"});
+}
+
+TEST_F(BadInput, UnknownGpuKindSuggestsNearest) {
+  std::string cluster = kTwoNodes;
+  cluster.replace(cluster.find("h100-sxm5-80gb"), 14, "h100");
+  expect_rejected("run", "gpu-kind.json",
+                  scenario_text(cluster, R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})", R"({"name": "ep"})"),
+                  {"$.cluster.gpu", "unknown GPU kind \"h100\"", "did you mean \"h100-"});
+}
+
+// (g) wrong types.
+TEST_F(BadInput, StringWhereIntegerExpected) {
+  expect_rejected_by_run_and_validate(
+      "type.json",
+      scenario_text(R"({"preset": "dgx-h100-2node"})", R"({"preset": "gpt-medium-moe", "layers": "12"})", R"({"sequence_length": 1024})",
+                    R"({"name": "ep"})"),
+      {"$.model.layers", "expected an integer", "\"12\"", "without quotes"});
+}
+
+TEST_F(BadInput, OutOfRangeStrategyOption) {
+  expect_rejected("run", "range.json",
+                  scenario_text(R"({"preset": "dgx-h100-2node"})", R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})",
+                                R"({"name": "ep", "pipelining_degree": 0})"),
+                  {"$.strategy.pipelining_degree", "out of range", "between 1 and 64"});
+}
+
+// (h) unknown strategy.
+TEST_F(BadInput, UnknownStrategy) {
+  expect_rejected_by_run_and_validate(
+      "strategy.json",
+      scenario_text(R"({"preset": "dgx-h100-2node"})", R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})", R"({"name": "fsdp"})"),
+      {"$.strategy.name", "unknown strategy \"fsdp\"", "use one of: ep"});
+}
+
+TEST_F(BadInput, UnknownStrategyOption) {
+  expect_rejected("run", "strategy-option.json",
+                  scenario_text(R"({"preset": "dgx-h100-2node"})", R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})",
+                                R"({"name": "ep", "ep_sise": 16})"),
+                  {"$.strategy.ep_sise", "did you mean \"ep_size\"?"});
+}
+
+// A mistake inside a preset file is reported in that file, at its own JSON path.
+TEST_F(BadInput, BrokenPresetFileIsNamed) {
+  const fs::path data = root_ / "data";
+  fs::create_directories(data);
+  fs::copy(kSourceDir / "models", data / "models", fs::copy_options::recursive);
+  fs::copy(kSourceDir / "topologies", data / "topologies", fs::copy_options::recursive);
+  Json model = Json::parse(read_text(data / "models" / "gpt-medium-moe.json"));
+  model["layers"] = "12";
+  write_text(data / "models" / "broken.json", model.dump(1));
+  OrderedJson doc = quickstart();
+  doc["model"] = {{"preset", "broken"}};
+  const fs::path file = scenario("uses-broken.json", doc);
+  const fs::path out = root_ / "out";
+  const Result r = moesim({"run", file.string(), "--data", data.string(), "--out", out.string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
+  EXPECT_NE(r.err.find((data / "models" / "broken.json").string() + ": $.layers: expected an integer"), std::string::npos)
+      << describe(r);
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_EQ(listing(work_), std::set<std::string>{"uses-broken.json"});
+}
+
+TEST_F(BadInput, MissingScenarioFile) {
+  const fs::path missing = work_ / "nope.json";
+  const Result r = moesim({"run", missing.string(), "--out", (root_ / "out").string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
+  EXPECT_NE(r.err.find(missing.string()), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("cannot open"), std::string::npos) << describe(r);
+  EXPECT_FALSE(fs::exists(root_ / "out"));
+  EXPECT_TRUE(listing(work_).empty());
+}
+
+TEST_F(BadInput, UnknownOptionIsUsageError) {
+  const Result r = moesim({"run", kQuickstart.string(), "--out", (root_ / "out").string(), "--bogus"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("--bogus"), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("usage: moesim"), std::string::npos) << describe(r);
+  EXPECT_FALSE(fs::exists(root_ / "out"));
+  EXPECT_TRUE(listing(work_).empty());
+}
+
+// A failed run into the folder of an earlier good run leaves the earlier results untouched.
+TEST_F(BadInput, FailedRunLeavesExistingOutputUntouched) {
+  const fs::path out = root_ / "out";
+  const Result good = moesim({"run", kQuickstart.string(), "--out", out.string(), "--quiet"});
+  ASSERT_EQ(good.code, 0) << describe(good);
+  const std::string results = read_text(out / "results.json");
+  const std::string effective = read_text(out / "scenario.effective.json");
+  const fs::path bad = scenario(
+      "ep-size.json", scenario_text(R"({"preset": "dgx-h100-2node"})", R"({"preset": "gpt-medium-moe"})",
+                                    R"({"sequence_length": 1024})", R"({"name": "ep", "ep_size": 12})"));
+  const Result r = moesim({"run", bad.string(), "--out", out.string(), "--trace"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("$.strategy.ep_size"), std::string::npos) << describe(r);
+  EXPECT_EQ(listing(out), (std::set<std::string>{"results.json", "scenario.effective.json"}));
+  EXPECT_EQ(read_text(out / "results.json"), results);
+  EXPECT_EQ(read_text(out / "scenario.effective.json"), effective);
+}
+
+// A sweep whose grid holds an invalid value: `sweep` refuses it before running any point.
+TEST_F(BadInput, SweepWithInvalidPointWritesNothing) {
+  OrderedJson doc = quickstart();
+  doc["sweep"] = OrderedJson::parse(R"({"axes": [{"path": "cluster.levels[0].bandwidth", "values": ["400Gbps", "10"]}]})");
+  const fs::path file = scenario("sweep-bad.json", doc);
+  const fs::path out = root_ / "sweep-out";
+  const Result r = moesim({"sweep", file.string(), "--out", out.string(), "--jobs", "2"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
+  EXPECT_NE(r.err.find(file.string()), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("\"10\""), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("Gbps"), std::string::npos) << describe(r);
+  EXPECT_FALSE(fs::exists(out)) << describe(r);
+  EXPECT_EQ(listing(work_), std::set<std::string>{"sweep-bad.json"});
+}
+
+// The bad value sits in the file at $.sweep.axes[0].values[1] (quickstart's cluster is a preset: the
+// file has no $.cluster.levels at all), so that is the path the message must name.
+TEST_F(BadInput, SweepInvalidPointMessageNamesTheSweepAxis) {
+  OrderedJson doc = quickstart();
+  doc["sweep"] = OrderedJson::parse(R"({"axes": [{"path": "cluster.levels[0].bandwidth", "values": ["400Gbps", "10"]}]})");
+  const fs::path file = scenario("sweep-bad.json", doc);
+  const Result r = moesim({"sweep", file.string(), "--out", (root_ / "sweep-out").string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("$.sweep.axes[0].values[1]"), std::string::npos) << "the message names no sweep value\n" << describe(r);
+  EXPECT_NE(r.err.find("cluster.levels[0].bandwidth"), std::string::npos) << describe(r);
+}
+
+// The usage promises `validate` checks "the scenario (and every sweep point)": a grid with an
+// invalid value must not validate when `sweep` refuses the very same file.
+TEST_F(BadInput, ValidateChecksEverySweepPoint) {
+  OrderedJson doc = quickstart();
+  doc["sweep"] = OrderedJson::parse(R"({"axes": [{"path": "cluster.levels[0].bandwidth", "values": ["400Gbps", "10"]}]})");
+  const fs::path file = scenario("sweep-bad.json", doc);
+  const Result r = moesim({"validate", file.string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
+  EXPECT_NE(r.err.find("$.sweep.axes[0].values[1]"), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("\"10\""), std::string::npos) << describe(r);
+  // No "valid" on stdout before the error: the scenario is not valid.
+  EXPECT_EQ(r.out, "") << describe(r);
+  EXPECT_EQ(listing(work_), std::set<std::string>{"sweep-bad.json"});
+}
+
+// Points a strategy refuses (ep_size 12 does not divide 16 GPUs) are valid input for a sweep: they
+// become "invalid" rows. `validate` lists them, exits 0; `sweep` records them and runs the rest.
+TEST_F(BadInput, SweepPointsRefusedByTheStrategyAreListedAndRecorded) {
+  OrderedJson doc = quickstart();
+  doc["training"]["iterations"] = 1;
+  doc["sweep"] = OrderedJson::parse(R"({"axes": [{"path": "strategy.ep_size", "values": [16, 12, 8]}]})");
+  const fs::path file = scenario("sweep-ep.json", doc);
+  const Result v = moesim({"validate", file.string()});
+  EXPECT_EQ(v.code, 0) << describe(v);
+  EXPECT_NE(v.out.find("sweep point 1 would be refused"), std::string::npos) << describe(v);
+  EXPECT_NE(v.out.find("$.strategy.ep_size"), std::string::npos) << describe(v);
+  EXPECT_EQ(v.out.find("sweep point 0 would be refused"), std::string::npos) << describe(v);
+  EXPECT_EQ(v.out.find("sweep point 2 would be refused"), std::string::npos) << describe(v);
+  EXPECT_NE(v.out.find("1 would be refused"), std::string::npos) << describe(v);
+
+  const fs::path out = root_ / "sweep-out";
+  const Result r = moesim({"sweep", file.string(), "--out", out.string(), "--jobs", "2"});
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("(1 refused)"), std::string::npos) << describe(r);
+  const Csv csv = Csv::parse(read_text(out / "results.csv"));
+  ASSERT_EQ(csv.rows.size(), 3u);
+  EXPECT_EQ(csv.at(0, "status"), "ok");
+  EXPECT_EQ(csv.at(1, "strategy.ep_size"), "12");
+  EXPECT_EQ(csv.at(1, "status"), "invalid");
+  EXPECT_EQ(csv.at(1, "iteration_time_ms"), "");
+  EXPECT_NE(csv.rows[1].back().find("16 GPUs do not split into EP groups of 12"), std::string::npos) << csv.rows[1].back();
+  EXPECT_EQ(csv.at(2, "status"), "ok");
+  // 8 GPUs per EP group: two groups, 4 experts per GPU; a different iteration time from ep_size 16.
+  EXPECT_NE(csv.at(0, "iteration_time_ms"), csv.at(2, "iteration_time_ms"));
+}
+
+TEST_F(BadInput, SweepWithoutSweepBlock) {
+  const fs::path out = root_ / "sweep-out";
+  const Result r = moesim({"sweep", kQuickstart.string(), "--out", out.string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
+  EXPECT_NE(r.err.find("$.sweep"), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("moesim run"), std::string::npos) << describe(r);
+  EXPECT_FALSE(fs::exists(out));
+}
+
+}  // namespace
+}  // namespace moesim_cli

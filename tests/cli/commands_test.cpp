@@ -1,0 +1,135 @@
+// The command line itself: usage, unknown commands, `presets`, `--version`.
+#include <map>
+
+#include "cli_test_support.hpp"
+
+namespace moesim_cli {
+namespace {
+
+using Commands = CliTest;
+
+// `moesim presets`: "HEADING:" lines, then "  NAME  DESCRIPTION" entries.
+std::map<std::string, std::map<std::string, std::string>> parse_presets(const std::string& text) {
+  std::map<std::string, std::map<std::string, std::string>> sections;
+  std::string heading;
+  for (const auto& line : split_lines(text)) {
+    if (line.empty()) continue;
+    if (line[0] != ' ') {
+      heading = line.back() == ':' ? line.substr(0, line.size() - 1) : line;
+      sections[heading];
+      continue;
+    }
+    const std::size_t start = line.find_first_not_of(' ');
+    const std::size_t end = line.find(' ', start);
+    const std::string name = line.substr(start, end - start);
+    const std::size_t desc = end == std::string::npos ? std::string::npos : line.find_first_not_of(' ', end);
+    sections[heading][name] = desc == std::string::npos ? "" : line.substr(desc);
+  }
+  return sections;
+}
+
+// Every NAME in the section, whatever the heading is called.
+std::map<std::string, std::string> all_entries(const std::map<std::string, std::map<std::string, std::string>>& sections) {
+  std::map<std::string, std::string> all;
+  for (const auto& [heading, entries] : sections) all.insert(entries.begin(), entries.end());
+  return all;
+}
+
+TEST_F(Commands, PresetsListsModelsTopologiesGpusAndStrategies) {
+  const Result r = moesim({"presets"});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.err, "");
+  const auto entries = all_entries(parse_presets(r.out));
+  for (const char* name : {"mixtral-8x7b", "deepseek-v3", "gpt-medium-moe", "hybridep-1000dc", "dgx-h100-2node",
+                           "h100-sxm5-80gb", "t4-16gb", "ep"})
+    EXPECT_TRUE(entries.count(name)) << name << " not listed\n" << r.out;
+  // Descriptions come from the preset files.
+  const auto description = [&](const std::string& name) { return entries.count(name) ? entries.at(name) : ""; };
+  EXPECT_EQ(description("mixtral-8x7b"), "Mixtral-8x7B");
+  EXPECT_EQ(description("h100-sxm5-80gb"), "NVIDIA H100 SXM5 80GB");
+  EXPECT_NE(description("ep").find("expert parallelism"), std::string::npos);
+  // Every file of models/ and topologies/ is listed (gpus.json is the GPU catalogue, not a topology).
+  for (const char* folder : {"models", "topologies"}) {
+    for (const auto& e : fs::directory_iterator(kSourceDir / folder)) {
+      if (e.path().extension() == ".json" && e.path().stem() != "gpus") {
+        EXPECT_TRUE(entries.count(e.path().stem().string())) << e.path() << " not listed";
+      }
+    }
+  }
+  EXPECT_TRUE(listing(work_).empty());
+}
+
+TEST_F(Commands, PresetsSectionsAreNamedAndHoldTheirKinds) {
+  const Result r = moesim({"presets"});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const auto sections = parse_presets(r.out);
+  std::set<std::string> headings;
+  for (const auto& [h, e] : sections) headings.insert(h);
+  EXPECT_EQ(headings, (std::set<std::string>{"models", "topologies", "gpus", "strategies"})) << r.out;
+  const auto has = [&](const std::string& heading, const std::string& name) {
+    return sections.count(heading) && sections.at(heading).count(name);
+  };
+  EXPECT_TRUE(has("models", "mixtral-8x7b"));
+  EXPECT_TRUE(has("models", "deepseek-v3"));
+  EXPECT_TRUE(has("models", "gpt-medium-moe"));
+  EXPECT_TRUE(has("topologies", "hybridep-1000dc"));
+  EXPECT_TRUE(has("gpus", "h100-sxm5-80gb"));
+  EXPECT_TRUE(has("strategies", "ep"));
+}
+
+TEST_F(Commands, NoArgumentsPrintsUsageAndExits2) {
+  const Result r = moesim({});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  const std::string all = r.out + r.err;
+  EXPECT_NE(all.find("usage: moesim COMMAND"), std::string::npos) << describe(r);
+  for (const char* cmd : {"run SCENARIO.json", "validate SCENARIO.json", "sweep SCENARIO.json", "presets"})
+    EXPECT_NE(all.find(cmd), std::string::npos) << cmd << "\n" << describe(r);
+  EXPECT_TRUE(listing(work_).empty());
+}
+
+TEST_F(Commands, HelpExits0) {
+  const Result r = moesim({"--help"});
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("usage: moesim COMMAND"), std::string::npos) << describe(r);
+}
+
+TEST_F(Commands, UnknownCommandExits2) {
+  const Result r = moesim({"frobnicate"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(r.out, "") << describe(r);
+  EXPECT_NE(r.err.find("unknown command \"frobnicate\""), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("usage: moesim"), std::string::npos) << describe(r);
+  EXPECT_TRUE(listing(work_).empty());
+}
+
+TEST_F(Commands, RunWithoutScenarioExits2) {
+  const Result r = moesim({"run"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("missing SCENARIO.json"), std::string::npos) << describe(r);
+  EXPECT_TRUE(listing(work_).empty());
+}
+
+TEST_F(Commands, Version) {
+  const Result r = moesim({"--version"});
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.out.rfind("moesim ", 0), 0u) << describe(r);
+}
+
+TEST_F(Commands, ValidateGoodScenario) {
+  const Result r = moesim({"validate", kQuickstart.string()});
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.out, kQuickstart.string() + ": valid (ep on 16 GPUs, HybridEP GPT-Medium MoE, 2 iteration(s))\n");
+  EXPECT_EQ(r.err, "");
+  EXPECT_TRUE(listing(work_).empty());
+}
+
+TEST_F(Commands, RunWithoutOutWritesToOutName) {
+  // The documented default: out/NAME under the current folder.
+  const Result r = moesim({"run", kQuickstart.string(), "--quiet"});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(listing(work_ / "out" / "quickstart"), (std::set<std::string>{"results.json", "scenario.effective.json"}));
+}
+
+}  // namespace
+}  // namespace moesim_cli

@@ -1,0 +1,242 @@
+// `moesim sweep`: a 3 x 2 grid over quickstart (node uplink bandwidth x pipelining degree). An
+// uninterrupted run, a run stopped with --stop-after and resumed, and a run resumed after a crash
+// left half a row all give the same results.csv byte for byte; a results.csv of another sweep is
+// refused and left alone; and the values themselves follow the physics (less bandwidth, slower).
+#include "cli_test_support.hpp"
+
+namespace moesim_cli {
+namespace {
+
+const std::vector<std::string> kBandwidths{"400Gbps", "1600Gbps", "3200Gbps"};
+const std::vector<int> kDegrees{1, 2};
+constexpr std::size_t kPoints = 6;
+constexpr double kTokensPerIteration = 16.0 * 8 * 1024 * 2;  // quickstart: 16 GPUs x 8 x 1024 x 2 microbatches
+
+class Sweep : public CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    file_ = scenario("sweep.json", sweep_doc(kBandwidths));
+  }
+
+  static OrderedJson sweep_doc(const std::vector<std::string>& bandwidths) {
+    OrderedJson doc = quickstart();
+    doc["training"]["iterations"] = 1;
+    OrderedJson axes = OrderedJson::array();
+    axes.push_back({{"path", "cluster.levels[0].bandwidth"}, {"values", bandwidths}});
+    axes.push_back({{"path", "strategy.pipelining_degree"}, {"values", kDegrees}});
+    doc["sweep"] = {{"axes", axes}};
+    return doc;
+  }
+
+  Result sweep(const fs::path& out, std::vector<std::string> extra = {}, const fs::path& file = {}) {
+    std::vector<std::string> args{"sweep", (file.empty() ? file_ : file).string(), "--out", out.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return moesim(args);
+  }
+
+  // The uninterrupted reference run (--jobs 2): root/A/results.csv.
+  std::string reference() {
+    const Result r = sweep(root_ / "A", {"--jobs", "2"});
+    EXPECT_EQ(r.code, 0) << describe(r);
+    const std::string csv = read_text(root_ / "A" / "results.csv");
+    EXPECT_EQ(split_lines(csv).size(), 1 + kPoints) << csv;
+    return csv;
+  }
+
+  fs::path file_;
+};
+
+TEST_F(Sweep, UninterruptedRunWritesEveryPointInGridOrder) {
+  const std::string text = reference();
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+  const Csv csv = Csv::parse(text);
+  ASSERT_EQ(csv.rows.size(), kPoints);
+  ASSERT_GE(csv.header.size(), 4u);
+  EXPECT_EQ(csv.header[0], "point");
+  EXPECT_EQ(csv.header[1], "cluster.levels[0].bandwidth");
+  EXPECT_EQ(csv.header[2], "strategy.pipelining_degree");
+  EXPECT_EQ(csv.header.back(), "note");
+  for (std::size_t p = 0; p < kPoints; ++p) {
+    ASSERT_EQ(csv.rows[p].size(), csv.header.size()) << "row " << p;
+    EXPECT_EQ(csv.at(p, "point"), std::to_string(p));
+    // The first axis varies slowest.
+    EXPECT_EQ(csv.at(p, "cluster.levels[0].bandwidth"), kBandwidths[p / 2]);
+    EXPECT_EQ(csv.at(p, "strategy.pipelining_degree"), std::to_string(kDegrees[p % 2]));
+    EXPECT_EQ(csv.at(p, "status"), "ok");
+    EXPECT_EQ(csv.at(p, "note"), "");
+    EXPECT_NEAR(csv.number(p, "tokens_per_second") * csv.number(p, "iteration_time_ms") / 1e3, kTokensPerIteration,
+                1e-6 * kTokensPerIteration);
+  }
+  // The folder holds the CSV and the effective base scenario, nothing else.
+  EXPECT_EQ(listing(root_ / "A"), (std::set<std::string>{"results.csv", "scenario.effective.json"}));
+  const Json eff = Json::parse(read_text(root_ / "A" / "scenario.effective.json"));
+  EXPECT_EQ(eff.at("sweep").at("axes").size(), 2u);
+}
+
+TEST_F(Sweep, ValuesFollowBandwidth) {
+  const Csv csv = Csv::parse(reference());
+  ASSERT_EQ(csv.rows.size(), kPoints);
+  for (std::size_t d = 0; d < kDegrees.size(); ++d) {
+    for (std::size_t b = 0; b + 1 < kBandwidths.size(); ++b) {
+      const std::size_t slow = b * 2 + d, fast = (b + 1) * 2 + d;
+      // Less node bandwidth, longer iteration, for the same pipelining degree.
+      EXPECT_GT(csv.number(slow, "iteration_time_ms"), csv.number(fast, "iteration_time_ms"))
+          << kBandwidths[b] << " vs " << kBandwidths[b + 1] << ", pipelining " << kDegrees[d];
+      EXPECT_GT(csv.number(slow, "all_to_all_busy_ms"), csv.number(fast, "all_to_all_busy_ms"));
+      // The all-to-all crosses the node link: its time shrinks by at most the bandwidth ratio (the
+      // latency and the NVLink part do not shrink) and by most of it (the node link dominates).
+      const double bw_ratio = b == 0 ? 4.0 : 2.0;
+      const double ratio = csv.number(slow, "all_to_all_busy_ms") / csv.number(fast, "all_to_all_busy_ms");
+      EXPECT_LE(ratio, bw_ratio * (1 + 1e-9)) << kBandwidths[b] << " vs " << kBandwidths[b + 1];
+      EXPECT_GT(ratio, 0.85 * bw_ratio) << kBandwidths[b] << " vs " << kBandwidths[b + 1];
+      // Compute and the bytes moved do not depend on the link speed.
+      EXPECT_EQ(csv.at(slow, "compute_ms"), csv.at(fast, "compute_ms"));
+      EXPECT_EQ(csv.at(slow, "bytes_level0"), csv.at(fast, "bytes_level0"));
+      EXPECT_EQ(csv.at(slow, "bytes_level1"), csv.at(fast, "bytes_level1"));
+    }
+  }
+  // Splitting the tokens in 2 chunks overlaps the all-to-all with expert compute: faster at every
+  // bandwidth of this communication-bound setup.
+  for (std::size_t b = 0; b < kBandwidths.size(); ++b)
+    EXPECT_LT(csv.number(b * 2 + 1, "iteration_time_ms"), csv.number(b * 2, "iteration_time_ms")) << kBandwidths[b];
+}
+
+TEST_F(Sweep, PointMatchesASingleRun) {
+  // The last point (3200Gbps, pipelining 2) is the base scenario itself with 1 iteration.
+  const Csv csv = Csv::parse(reference());
+  ASSERT_EQ(csv.rows.size(), kPoints);
+  OrderedJson doc = sweep_doc(kBandwidths);
+  doc.erase("sweep");
+  const fs::path single = scenario("single.json", doc);
+  const Result r = moesim({"run", single.string(), "--out", (root_ / "single").string(), "--quiet"});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const Json res = Json::parse(read_text(root_ / "single" / "results.json"));
+  EXPECT_DOUBLE_EQ(csv.number(5, "iteration_time_ms"), res.at("iteration_time_ms").get<double>());
+  EXPECT_DOUBLE_EQ(csv.number(5, "tokens_per_second"), res.at("tokens_per_second").get<double>());
+  EXPECT_DOUBLE_EQ(csv.number(5, "peak_memory_bytes"), res.at("memory").at("peak_bytes").get<double>());
+}
+
+TEST_F(Sweep, StopAfterThenResumeIsByteIdentical) {
+  const std::string a = reference();
+  const fs::path b = root_ / "B";
+  // 2 points, exit 3: header + 2 rows, identical to the first lines of A.
+  Result r = sweep(b, {"--stop-after", "2"});
+  EXPECT_EQ(r.code, 3) << describe(r);
+  std::string text = read_text(b / "results.csv");
+  auto lines = split_lines(text);
+  ASSERT_EQ(lines.size(), 3u) << text;
+  EXPECT_EQ(text, a.substr(0, text.size()));
+  // 2 more, exit 3 again.
+  r = sweep(b, {"--stop-after", "2", "--jobs", "2"});
+  EXPECT_EQ(r.code, 3) << describe(r);
+  text = read_text(b / "results.csv");
+  EXPECT_EQ(split_lines(text).size(), 5u) << text;
+  EXPECT_EQ(text, a.substr(0, text.size()));
+  // The rest, exit 0: byte-identical to the uninterrupted run.
+  r = sweep(b, {"--jobs", "1"});
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(read_text(b / "results.csv"), a);
+  // A finished sweep re-run: nothing to do, nothing changed.
+  r = sweep(b);
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("6 already done, 0 run now"), std::string::npos) << describe(r);
+  EXPECT_EQ(read_text(b / "results.csv"), a);
+  EXPECT_EQ(read_text(b / "scenario.effective.json"), read_text(root_ / "A" / "scenario.effective.json"));
+}
+
+TEST_F(Sweep, ResumeAfterCrashMidRow) {
+  const std::string a = reference();
+  const fs::path c = root_ / "C";
+  fs::create_directories(c);
+  // The sweep writes its effective scenario before the first row, so a crash leaves it behind.
+  fs::copy_file(root_ / "A" / "scenario.effective.json", c / "scenario.effective.json");
+  // A crash while writing the last row: half of it on disk, no newline.
+  const std::size_t last_row = a.rfind('\n', a.size() - 2) + 1;
+  const std::size_t cut = last_row + (a.size() - last_row) / 2;
+  write_text(c / "results.csv", a.substr(0, cut));
+  Result r = sweep(c, {"--jobs", "2"});
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(read_text(c / "results.csv"), a);
+
+  // A crash earlier: 2 complete rows, the third cut after its point number.
+  const auto lines = split_lines(a);
+  write_text(c / "results.csv", lines[0] + "\n" + lines[1] + "\n" + lines[2] + "\n" + lines[3].substr(0, 2));
+  r = sweep(c);
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(read_text(c / "results.csv"), a);
+
+  // Only the header survived.
+  write_text(c / "results.csv", lines[0] + "\n");
+  r = sweep(c, {"--jobs", "2"});
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(read_text(c / "results.csv"), a);
+}
+
+TEST_F(Sweep, ForeignCsvIsRefusedAndLeftAlone) {
+  const fs::path d = root_ / "D";
+  fs::create_directories(d);
+  const std::string foreign = "point,model.experts,status\n0,8,ok\n1,16,ok\n";
+  write_text(d / "results.csv", foreign);
+  const Result r = sweep(d, {"--jobs", "2"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
+  EXPECT_NE(r.err.find((d / "results.csv").string()), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("header"), std::string::npos) << describe(r);
+  EXPECT_EQ(read_text(d / "results.csv"), foreign);
+  // Nothing else written next to it either.
+  EXPECT_EQ(listing(d), std::set<std::string>{"results.csv"});
+}
+
+TEST_F(Sweep, CsvOfSameAxesButOtherValuesIsNotResumed) {
+  // Stop a sweep after 2 points (both at 400Gbps), then change the first axis' values and resume.
+  // The 2 kept rows were computed at 400Gbps but the grid now says 100Gbps: keeping them would mix
+  // two different sweeps in one file. Either refuse (exit 2, file untouched) or recompute: the file
+  // must end up equal to a fresh run of the new grid.
+  const fs::path e = root_ / "E";
+  Result r = sweep(e, {"--stop-after", "2"});
+  ASSERT_EQ(r.code, 3) << describe(r);
+  const std::string partial = read_text(e / "results.csv");
+  const std::vector<std::string> changed{"100Gbps", "1600Gbps", "3200Gbps"};
+  const fs::path edited = scenario("sweep-edited.json", sweep_doc(changed));
+  r = sweep(e, {}, edited);
+  const fs::path fresh = root_ / "fresh";
+  const Result f = sweep(fresh, {}, edited);
+  ASSERT_EQ(f.code, 0) << describe(f);
+  if (r.code == 2) {
+    EXPECT_EQ(read_text(e / "results.csv"), partial);
+  } else {
+    EXPECT_EQ(r.code, 0) << describe(r);
+    const std::string got = read_text(e / "results.csv");
+    EXPECT_EQ(got, read_text(fresh / "results.csv")) << "resume kept rows of another grid:\n" << got;
+  }
+}
+
+TEST_F(Sweep, CsvOfAnotherBaseScenarioIsNotResumed) {
+  // Same axes and values, but the scenario under them changed (half the micro-batch): the 2 kept
+  // rows describe another scenario. Either refuse (exit 2, file untouched) or recompute: the file
+  // must end up equal to a fresh run of the edited scenario.
+  const fs::path e = root_ / "E";
+  Result r = sweep(e, {"--stop-after", "2"});
+  ASSERT_EQ(r.code, 3) << describe(r);
+  const std::string partial = read_text(e / "results.csv");
+  OrderedJson doc = sweep_doc(kBandwidths);
+  doc["training"]["micro_batch_size"] = 4;
+  const fs::path edited = scenario("sweep-edited.json", doc);
+  r = sweep(e, {}, edited);
+  const fs::path fresh = root_ / "fresh";
+  const Result f = sweep(fresh, {}, edited);
+  ASSERT_EQ(f.code, 0) << describe(f);
+  ASSERT_NE(read_text(fresh / "results.csv").substr(0, partial.size()), partial) << "the edit changes no value";
+  if (r.code == 2) {
+    EXPECT_EQ(read_text(e / "results.csv"), partial);
+  } else {
+    EXPECT_EQ(r.code, 0) << describe(r);
+    const std::string got = read_text(e / "results.csv");
+    EXPECT_EQ(got, read_text(fresh / "results.csv")) << "resume kept rows of another scenario:\n" << got;
+  }
+}
+
+}  // namespace
+}  // namespace moesim_cli
