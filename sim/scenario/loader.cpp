@@ -242,6 +242,10 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.routing.kind = r.at("kind") == "zipf" ? workload::RoutingKind::Zipf : workload::RoutingKind::Uniform;
   s.routing.zipf_exponent = r.at("zipf_exponent").get<double>();
   s.routing.resample_each_iteration = r.at("resample_each_iteration").get<bool>();
+  const std::string sampling = r.at("sampling").get<std::string>();
+  s.routing.sampling = sampling == "sampled"    ? workload::RoutingSampling::Sampled
+                       : sampling == "expected" ? workload::RoutingSampling::Expected
+                                                : workload::RoutingSampling::Auto;
   const Json& cp = doc.at("compute");
   s.compute.dtype = s.training.dtype;
   s.compute.launch_overhead = schema::as_time(cp.at("launch_overhead"));

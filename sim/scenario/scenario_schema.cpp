@@ -85,6 +85,9 @@ NodePtr scenario_schema() {
       optional("kind", enumeration({"uniform", "zipf"}), "uniform", "token routing: uniform or skewed (Zipf)"),
       optional("zipf_exponent", number(0), 1.0, "Zipf exponent s of expert popularity (zipf only)"),
       optional("resample_each_iteration", boolean(), true, "draw a new hot-expert ranking every iteration"),
+      optional("sampling", enumeration({"auto", "sampled", "expected"}), "auto",
+               "per-source multinomial draws (sampled), expected shares (expected), or sampled up to 4M "
+               "GPU×expert pairs (auto)"),
   });
   static const NodePtr network = object({
       optional("model", enumeration({"analytic"}), "analytic", "communication model (analytic α-β)"),

@@ -24,20 +24,78 @@ std::vector<double> RoutingModel::popularity(int iteration, int layer) const {
   return p;
 }
 
-DispatchPlan plan_dispatch(const std::vector<double>& popularity, double tokens, int top_k, double capacity_factor) {
+bool RoutingModel::sampled(double sources) const {
+  if (config_.sampling == RoutingSampling::Auto) return sources * experts_ <= kAutoSampledLimit;
+  return config_.sampling == RoutingSampling::Sampled;
+}
+
+Rng RoutingModel::sampler(int iteration, int layer, int microbatch) const {
+  return Rng::derive(seed_, "routing/sample",
+                     (static_cast<std::uint64_t>(iteration) << 40) | (static_cast<std::uint64_t>(layer) << 20) |
+                         static_cast<std::uint32_t>(microbatch));
+}
+
+namespace {
+
+// Binomial(n, p) from the seeded stream.
+double binomial(Rng& rng, double n, double p) {
+  if (n <= 0 || p <= 0) return 0;
+  if (p >= 1) return n;
+  const double mean = n * p;
+  if (mean < 30 || n * (1 - p) < 30) {
+    if (p > 0.5) return n - binomial(rng, n, 1 - p);
+    // Inversion: walk the pmf from 0; expected O(n·p) steps.
+    double u = rng.uniform();
+    double q = std::pow(1 - p, n);
+    const double ratio = p / (1 - p);
+    double k = 0;
+    while (u > q && k < n) {
+      u -= q;
+      q *= (n - k) / (k + 1) * ratio;
+      ++k;
+    }
+    return k;
+  }
+  // Normal approximation with continuity correction (Box–Muller).
+  const double u1 = std::max(rng.uniform(), 1e-300), u2 = rng.uniform();
+  const double z = std::sqrt(-2 * std::log(u1)) * std::cos(2 * 3.141592653589793 * u2);
+  return std::clamp(std::floor(mean + z * std::sqrt(mean * (1 - p)) + 0.5), 0.0, n);
+}
+
+}  // namespace
+
+std::vector<double> sample_copies(const std::vector<double>& popularity, double copies, Rng& rng) {
+  std::vector<double> out(popularity.size(), 0.0);
+  double left = std::round(copies), mass = 1.0;
+  for (std::size_t e = 0; e < popularity.size() && left > 0; ++e) {
+    const double p = mass > 0 ? std::min(1.0, popularity[e] / mass) : 1.0;
+    const double x = e + 1 == popularity.size() ? left : binomial(rng, left, p);
+    out[e] = x;
+    left -= x;
+    mass -= popularity[e];
+  }
+  return out;
+}
+
+DispatchPlan apply_capacity(std::vector<double> copies, double capacity) {
   DispatchPlan plan;
-  const double copies = tokens * top_k;
-  const double experts = static_cast<double>(popularity.size());
-  plan.capacity = capacity_factor > 0 ? std::ceil(capacity_factor * copies / experts) : 0;
-  plan.kept_per_expert.resize(popularity.size());
-  for (std::size_t e = 0; e < popularity.size(); ++e) {
-    const double want = copies * popularity[e];
-    const double kept = plan.capacity > 0 ? std::min(want, plan.capacity) : want;
-    plan.kept_per_expert[e] = kept;
+  plan.capacity = capacity;
+  plan.kept_per_expert = std::move(copies);
+  for (double& c : plan.kept_per_expert) {
+    const double kept = capacity > 0 ? std::min(c, capacity) : c;
+    plan.dropped += c - kept;
     plan.kept += kept;
-    plan.dropped += want - kept;
+    c = kept;
   }
   return plan;
+}
+
+DispatchPlan plan_dispatch(const std::vector<double>& popularity, double tokens, int top_k, double capacity_factor) {
+  const double copies = tokens * top_k;
+  const double experts = static_cast<double>(popularity.size());
+  std::vector<double> want(popularity.size());
+  for (std::size_t e = 0; e < popularity.size(); ++e) want[e] = copies * popularity[e];
+  return apply_capacity(std::move(want), capacity_factor > 0 ? std::ceil(capacity_factor * copies / experts) : 0);
 }
 
 }  // namespace moesim::workload

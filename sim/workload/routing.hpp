@@ -8,21 +8,40 @@
 #include <cstdint>
 #include <vector>
 
+#include "sim/core/rng.hpp"
+
+
 namespace moesim::workload {
 
 enum class RoutingKind { Uniform, Zipf };
+
+// How each source GPU's token copies are spread over the experts:
+//  - sampled: a seeded multinomial draw per source, layer, microbatch and iteration, so sources
+//    differ from each other as real gates do (a dense routing matrix);
+//  - expected: every source sends exactly its expected share (popularity × copies), a rank-1
+//    routing matrix that costs O(GPUs + experts) and scales to 1000 datacenters;
+//  - auto: sampled while sources × experts ≤ 4M, expected above.
+enum class RoutingSampling { Auto, Sampled, Expected };
 
 struct RoutingConfig {
   RoutingKind kind = RoutingKind::Uniform;
   double zipf_exponent = 1.0;
   bool resample_each_iteration = true;
+  RoutingSampling sampling = RoutingSampling::Auto;
 };
+
+inline constexpr double kAutoSampledLimit = 4.0 * 1024 * 1024;
 
 class RoutingModel {
  public:
   RoutingModel(RoutingConfig config, int experts, std::uint64_t seed);
   // Share of routed token copies that go to each expert; sums to 1.
   std::vector<double> popularity(int iteration, int layer) const;
+  // Whether sources draw their routing (see RoutingSampling) for a layer with `sources` GPUs.
+  bool sampled(double sources) const;
+  // The seeded stream of the per-source draws of one layer and microbatch.
+  Rng sampler(int iteration, int layer, int microbatch) const;
+  const RoutingConfig& config() const { return config_; }
 
  private:
   RoutingConfig config_;
@@ -37,6 +56,13 @@ struct DispatchPlan {
   double dropped = 0;                   // copies one source drops (over capacity)
   double capacity = 0;                  // per source and expert; 0 = unlimited
 };
+
+// Token copies one source sends to each expert: a multinomial draw of `copies` over `popularity`
+// (conditional binomials in expert order; each binomial by inversion for small means and the
+// normal approximation for large ones, all from the seeded stream).
+std::vector<double> sample_copies(const std::vector<double>& popularity, double copies, Rng& rng);
+// Capacity applied to one source's copies per expert (0: unlimited).
+DispatchPlan apply_capacity(std::vector<double> copies_per_expert, double capacity);
 
 DispatchPlan plan_dispatch(const std::vector<double>& popularity, double tokens, int top_k, double capacity_factor);
 

@@ -10,12 +10,14 @@ using namespace moesim;
 namespace {
 
 // 4 GPUs on one 100 GB/s switch; 2 MoE layers, H 256, M 512, 4 experts, top-1, 4 heads, no
-// vocabulary; 128 tokens per GPU, one microbatch, bf16, dropless uniform routing.
+// vocabulary; 128 tokens per GPU, one microbatch, bf16, dropless uniform routing by expected
+// shares (every source sends exactly 1/E of its tokens to each expert).
 const char* kSmall = R"({
   "name": "small",
   "cluster": {"gpu": "h100-sxm5-80gb", "levels": [{"name": "gpu", "count": 4, "bandwidth": "100GB/s", "latency": "1us"}]},
   "model": {"layers": 2, "hidden": 256, "ffn_hidden": 512, "experts": 4, "top_k": 1, "heads": 4},
   "training": {"sequence_length": 128},
+  "routing": {"sampling": "expected"},
   "strategy": {"name": "ep"}
 })";
 
@@ -65,7 +67,7 @@ TEST(EpStrategy, CapacityFactorDropsTheHotExpertsOverflow) {
   doc["model"]["layers"] = 1;
   doc["training"]["sequence_length"] = 1200;
   doc["training"]["capacity_factor"] = 1.0;
-  doc["routing"] = {{"kind", "zipf"}, {"zipf_exponent", 1.0}};
+  doc["routing"] = {{"kind", "zipf"}, {"zipf_exponent", 1.0}, {"sampling", "expected"}};
   const auto r = run(doc.dump())->results();
   EXPECT_NEAR(r["tokens"]["dropped_copies"].get<double>(), 400.0, 1e-9);
   EXPECT_NEAR(r["tokens"]["dropped_fraction"].get<double>(), 1.0 / 6.0, 1e-12);
@@ -152,4 +154,25 @@ TEST(EpStrategy, ExpertDataParallelAllReduceWhenEpIsSmallerThanTheCluster) {
   // Expert all-reduce over 2 GPUs: 2 steps of S/2 from each of 2 GPUs = 2·S bytes per collective,
   // S = 2 experts · 262144 params · 2 B = 1048576 B. Dense: 6·527360 per layer as before.
   EXPECT_DOUBLE_EQ(ar.bytes, 2 * (6 * 527360.0) + 4 * (2 * 1048576.0));
+}
+
+TEST(EpStrategy, SampledRoutingConservesTokensAndVariesPerSource) {
+  // Per-source multinomial draws: every source still routes exactly T·k copies (128 per GPU and
+  // layer, 4 GPUs, 2 layers: 1024 in all), but the experts no longer receive exactly 1/E each,
+  // so the busiest GPU computes more than the mean even under uniform popularity.
+  auto doc = schema::Json::parse(kSmall);
+  doc["routing"]["sampling"] = "sampled";
+  doc["training"]["sequence_length"] = 4096;
+  const auto r = run(doc.dump())->results();
+  EXPECT_DOUBLE_EQ(r["tokens"]["routed_copies"].get<double>(), 4.0 * 4096 * 2);
+  EXPECT_DOUBLE_EQ(r["tokens"]["dropped_copies"].get<double>(), 0.0);
+  EXPECT_GT(r["busy_ms"]["expert"]["max"].get<double>(), r["busy_ms"]["expert"]["mean"].get<double>());
+  // The bytes that cross stay near the expected D·(G−1)/G per GPU: 4·4096·256·2·3/4 per
+  // all-to-all, 8 all-to-alls; a multinomial's spread over 16384 copies is well under 3 %.
+  const double expected = 8 * 4 * 4096 * 256 * 2 * 0.75;
+  EXPECT_NEAR(r["network"]["collectives"]["all_to_all"]["bytes"].get<double>(), expected, 0.03 * expected);
+  // Same seed, same draws; another seed, other draws.
+  EXPECT_EQ(run(doc.dump())->results().dump(), r.dump());
+  doc["seed"] = 99;
+  EXPECT_NE(run(doc.dump())->results()["busy_ms"]["expert"]["max"], r["busy_ms"]["expert"]["max"]);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <cmath>
 #include <numeric>
 
 #include "sim/core/error.hpp"
@@ -180,43 +181,87 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
   const auto cost = [&](std::uint32_t g) -> const LayerCosts& { return costs[topo.kind_index(g)]; };
   const auto& cm_of = [&](std::uint32_t g) -> const compute::ComputeModel& { return ctx.compute[topo.kind_index(g)]; };
 
-  // Per layer: the dispatch plan and the expert compute time per (kind, rank) and chunk.
+  // Routing of one layer and microbatch: the dispatch traffic of each EP group (one matrix shared
+  // by all groups when routing is by expected shares) and each GPU's expert compute per chunk.
   struct MoePlan {
-    network::TrafficPtr dispatch, combine;
-    std::vector<Time> expert_fwd;  // [kind * n + rank], one chunk
+    std::vector<network::TrafficPtr> dispatch, combine;
+    std::vector<Time> expert_fwd;  // per GPU, one chunk
+  };
+  const bool sampled = ctx.routing.sampled(static_cast<double>(gpus));
+  const double copies = tokens * m.top_k;
+  const double capacity = t.capacity_factor > 0 ? std::ceil(t.capacity_factor * copies / m.experts) : 0.0;
+  double dropped = 0, routed = 0;
+  const auto route = [&](int layer, int mb) {
+    MoePlan mp;
+    mp.expert_fwd.assign(gpus, 0);
+    const std::vector<double> popularity = ctx.routing.popularity(it, layer);
+    // Expert compute of GPU g from the token copies its experts received.
+    const auto experts_time = [&](std::uint32_t g, const std::vector<double>& received) {
+      Time total = 0;
+      const int r = static_cast<int>(g) % n;
+      for (int e = r * per_rank; e < (r + 1) * per_rank; ++e)
+        total += ffn_time(cm_of(g), m, received[e] / chunks, m.ffn_hidden);
+      return total;
+    };
+    if (!sampled) {
+      const auto plan = workload::apply_capacity(
+          [&] {
+            std::vector<double> want(popularity.size());
+            for (std::size_t e = 0; e < want.size(); ++e) want[e] = copies * popularity[e];
+            return want;
+          }(),
+          capacity);
+      dropped += plan.dropped * gpus;
+      routed += (plan.kept + plan.dropped) * gpus;
+      std::vector<double> a(n, plan.kept * m.hidden * b / chunks), q(n, 0.0), received(m.experts);
+      for (int e = 0; e < m.experts; ++e) {
+        q[e / per_rank] += plan.kept > 0 ? plan.kept_per_expert[e] / plan.kept : 0.0;
+        received[e] = plan.kept_per_expert[e] * n;
+      }
+      std::vector<Time> by_kind_rank(kinds * n, -1);
+      for (std::uint32_t g = 0; g < gpus; ++g) {
+        Time& cached = by_kind_rank[topo.kind_index(g) * n + g % n];
+        if (cached < 0) cached = experts_time(g, received);
+        mp.expert_fwd[g] = cached;
+      }
+      auto dispatch = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::factored(std::move(a), std::move(q)));
+      mp.combine.push_back(std::make_shared<network::TrafficMatrix>(dispatch->transposed()));
+      mp.dispatch.push_back(std::move(dispatch));
+      return mp;
+    }
+    Rng rng = ctx.routing.sampler(it, layer, mb);
+    for (int gi = 0; gi < groups; ++gi) {
+      std::vector<double> bytes(static_cast<std::size_t>(n) * n, 0.0), received(m.experts, 0.0);
+      for (int src = 0; src < n; ++src) {
+        const auto plan = workload::apply_capacity(workload::sample_copies(popularity, copies, rng), capacity);
+        dropped += plan.dropped;
+        routed += plan.kept + plan.dropped;
+        for (int e = 0; e < m.experts; ++e) {
+          bytes[static_cast<std::size_t>(src) * n + e / per_rank] += plan.kept_per_expert[e] * m.hidden * b / chunks;
+          received[e] += plan.kept_per_expert[e];
+        }
+      }
+      for (int r = 0; r < n; ++r) {
+        const auto g = static_cast<std::uint32_t>(gi * n + r);
+        mp.expert_fwd[g] = experts_time(g, received);
+      }
+      auto dispatch = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(n, std::move(bytes)));
+      mp.combine.push_back(std::make_shared<network::TrafficMatrix>(dispatch->transposed()));
+      mp.dispatch.push_back(std::move(dispatch));
+    }
+    return mp;
   };
   std::vector<MoePlan> plans(m.layers);
-  double dropped = 0, routed = 0;
-  for (int layer = m.dense_layers; layer < m.layers; ++layer) {
-    const auto plan = workload::plan_dispatch(ctx.routing.popularity(it, layer), tokens, m.top_k, t.capacity_factor);
-    dropped += plan.dropped * gpus * t.microbatches;
-    routed += (plan.kept + plan.dropped) * gpus * t.microbatches;
-    MoePlan& mp = plans[layer];
-    std::vector<double> a(n, plan.kept * m.hidden * b / chunks), q(n, 0.0);
-    mp.expert_fwd.assign(kinds * n, 0);
-    for (int r = 0; r < n; ++r) {
-      for (int e = r * per_rank; e < (r + 1) * per_rank; ++e) {
-        q[r] += plan.kept > 0 ? plan.kept_per_expert[e] / plan.kept : 0.0;
-        for (std::size_t k = 0; k < kinds; ++k)
-          mp.expert_fwd[k * n + r] += ffn_time(ctx.compute[k], m, plan.kept_per_expert[e] * n / chunks, m.ffn_hidden);
-      }
-    }
-    auto dispatch = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::factored(std::move(a), std::move(q)));
-    mp.combine = std::make_shared<network::TrafficMatrix>(dispatch->transposed());
-    mp.dispatch = std::move(dispatch);
-  }
-  totals_.dropped_token_copies += dropped;
-  totals_.routed_token_copies += routed;
-  totals_.dropped_per_iteration.push_back(dropped);
 
   std::vector<TaskId> members;
   std::vector<std::vector<TaskId>> chunk_tasks(chunks, std::vector<TaskId>(gpus));
   std::vector<TaskId> before(gpus), last_sync(gpus, engine::kNone);
-  const auto a2a = [&](const network::TrafficPtr& traffic, std::uint8_t stream, const engine::Label& label,
+  const auto a2a = [&](const std::vector<network::TrafficPtr>& traffic, std::uint8_t stream, const engine::Label& label,
                        std::vector<TaskId>& out_by_gpu, const std::vector<TaskId>& after) {
     for (int gi = 0; gi < groups; ++gi) {
-      pb.collective({network::CollectiveKind::AllToAll, options_.all_to_all, ep_group[gi], 0, traffic}, stream, label,
-                    members);
+      pb.collective({network::CollectiveKind::AllToAll, options_.all_to_all, ep_group[gi], 0,
+                     traffic.size() == 1 ? traffic[0] : traffic[gi]},
+                    stream, label, members);
       for (int r = 0; r < n; ++r) {
         const std::uint32_t g = static_cast<std::uint32_t>(gi * n + r);
         pb.depend(after[g], members[r]);
@@ -244,6 +289,7 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
 
   for (int mb = 0; mb < t.microbatches; ++mb) {
     const bool last_mb = mb + 1 == t.microbatches;
+    for (int layer = m.dense_layers; layer < m.layers; ++layer) plans[layer] = route(layer, mb);
     // Forward.
     {
       auto l = pb.label(Phase::Forward, WorkKind::OtherCompute, "embedding", it, 0, mb);
@@ -271,7 +317,7 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
               chunk, before);
         auto le = pb.label(Phase::Forward, WorkKind::Expert, "experts", it, layer, mb, c);
         for (std::uint32_t g = 0; g < gpus; ++g) {
-          const TaskId e = pb.compute(g, mp.expert_fwd[topo.kind_index(g) * n + g % n], le);
+          const TaskId e = pb.compute(g, mp.expert_fwd[g], le);
           if (n_has_comm) pb.depend(chunk[g], e);
           chunk[g] = e;
         }
@@ -317,7 +363,7 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
                 chunk, before);
           auto le = pb.label(Phase::Backward, WorkKind::Expert, "experts", it, layer, mb, c);
           for (std::uint32_t g = 0; g < gpus; ++g) {
-            const TaskId e = pb.compute(g, cm_of(g).backward(mp.expert_fwd[topo.kind_index(g) * n + g % n]), le);
+            const TaskId e = pb.compute(g, cm_of(g).backward(mp.expert_fwd[g]), le);
             if (n_has_comm) pb.depend(chunk[g], e);
             chunk[g] = e;
             exp_bwd[g] = e;
@@ -363,6 +409,9 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
   }
   all_reduce(dp_group, m.embedding_params() * b, pb.label(Phase::GradSync, WorkKind::AllReduce, "embedding_grads", it, 0),
              embed_bwd);
+  totals_.dropped_token_copies += dropped;
+  totals_.routed_token_copies += routed;
+  totals_.dropped_per_iteration.push_back(dropped);
   auto lo = pb.label(Phase::Optimizer, WorkKind::Optimizer, "optimizer", it, 0);
   for (std::uint32_t g = 0; g < gpus; ++g) {
     const TaskId o = pb.compute(g, cost(g).optimizer, lo);
