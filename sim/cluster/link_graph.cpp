@@ -35,9 +35,19 @@ LinkGraph::LinkGraph(const Topology& topo) : graph_(topo.gpu_count()) {
     }
     child_vertex = std::move(hubs);
   }
+  first_host_ = boost::num_vertices(graph_);
+  for (std::uint32_t m = 0; m < topo.gpu_count(); ++m) {
+    const GpuSpec& g = topo.gpu(m);
+    boost::add_edge(m, boost::add_vertex(graph_), LinkProps{kHostLevel, g.host_bandwidth.bytes_per_second, g.host_latency},
+                    graph_);
+  }
 }
 
-Route LinkGraph::route(std::uint32_t from, std::uint32_t to) const {
+Route LinkGraph::host_route(std::uint32_t gpu) const { return route_between(gpu, first_host_ + gpu); }
+
+Route LinkGraph::route(std::uint32_t from, std::uint32_t to) const { return route_between(from, to); }
+
+Route LinkGraph::route_between(std::size_t from, std::size_t to) const {
   Route r;
   if (from == to) return r;
   const std::size_t n = boost::num_vertices(graph_);

@@ -1,5 +1,6 @@
-// The cluster's links as a Boost.Graph: one vertex per GPU and one hub per worker above the GPU
-// level (a switch, or the gateway of a mesh/ring), edges carrying level, bandwidth and latency.
+// The cluster's links as a Boost.Graph: one vertex per GPU, one hub per worker above the GPU
+// level (a switch, or the gateway of a mesh/ring), and one host vertex per GPU joined by its PCIe
+// host link (level kHostLevel); edges carry level, bandwidth and latency.
 // Routes are shortest paths by latency (Dijkstra); the analytic model derives its default α per
 // level from the latency of the route between two GPUs that first differ at that level.
 #pragma once
@@ -11,6 +12,8 @@
 #include "sim/cluster/topology.hpp"
 
 namespace moesim::cluster {
+
+inline constexpr int kHostLevel = -1;
 
 struct LinkProps {
   int level = 0;
@@ -33,9 +36,13 @@ class LinkGraph {
   std::size_t vertex_count() const { return boost::num_vertices(graph_); }
   std::size_t link_count() const { return boost::num_edges(graph_); }
   Route route(std::uint32_t from_gpu, std::uint32_t to_gpu) const;
+  // The PCIe link between a GPU and its host (for offload: optimizer state, weights).
+  Route host_route(std::uint32_t gpu) const;
 
  private:
+  Route route_between(std::size_t from, std::size_t to) const;
   Graph graph_;
+  std::size_t first_host_ = 0;
 };
 
 }  // namespace moesim::cluster

@@ -99,6 +99,10 @@ CollectiveCost AnalyticModel::all_to_all_direct(CollectiveKind kind, const Traff
       load = std::max({load, out[w], in[w]});
       cross += out[w];
     }
+    // Invariant: every byte that leaves a worker enters another one.
+    const double entering = std::accumulate(in.begin(), in.end(), 0.0);
+    if (std::abs(entering - cross) > 1e-9 * std::max(1.0, cross))
+      invariant_failed(fmt::format("all-to-all loses bytes at level {}: {} leave, {} enter", l, cross, entering));
     if (load > 0) c.duration = std::max(c.duration, params_.get(kind, l).cost(load));
     if (l == levels - 1) c.max_bytes_sent_per_gpu = *std::max_element(out.begin(), out.end());
     c.bytes_by_level[l] = std::max(0.0, cross - previous_cross);

@@ -176,3 +176,21 @@ TEST(EpStrategy, SampledRoutingConservesTokensAndVariesPerSource) {
   doc["seed"] = 99;
   EXPECT_NE(run(doc.dump())->results()["busy_ms"]["expert"]["max"], r["busy_ms"]["expert"]["max"]);
 }
+
+TEST(EpStrategy, RunTooLargeForThisMachineIsRefusedWithTheEstimate) {
+  // 1000 DCs × 8 GPUs for 65535 iterations. The ep estimate per iteration is
+  // G·(microbatches·(layers·(8 + 6·P) + 4) + 2·layers + 4) = 8000·(172 + 24 + 4) = 1.6 M tasks,
+  // at 120 B each: 1.6e6 × 65535 × 120 ≈ 12.6 TB — refused before anything is built.
+  auto doc = schema::Json::parse(kSmall);
+  doc["cluster"] = {{"preset", "hybridep-1000dc"}};
+  doc["model"] = {{"preset", "gpt-medium-moe"}, {"experts", 8000}};
+  doc["training"]["iterations"] = 65535;
+  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  try {
+    sim.check();
+    FAIL() << "not refused";
+  } catch (const InfeasibleError& e) {
+    EXPECT_NE(std::string(e.what()).find("of host memory"), std::string::npos) << e.what();
+    EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 1.6e6 * 65535 * 120);
+  }
+}

@@ -69,9 +69,10 @@ TEST(LinkGraph, RoutesCrossEachLevelOnce) {
   // too (100 + 5 us) and its bottleneck is the 10 Gbps DC link.
   Topology t({level("dc", 2, "10Gbps", "100us"), level("gpu", 8, "128Gbps", "5us")}, {any_gpu()}, {});
   LinkGraph g(t);
-  // 16 GPUs, 2 DC switches and one top switch; 16 GPU uplinks and 2 DC uplinks.
-  EXPECT_EQ(g.vertex_count(), 19u);
-  EXPECT_EQ(g.link_count(), 18u);
+  // 16 GPUs, 2 DC switches, one top switch and 16 hosts; 16 GPU uplinks, 2 DC uplinks and 16
+  // PCIe host links.
+  EXPECT_EQ(g.vertex_count(), 35u);
+  EXPECT_EQ(g.link_count(), 34u);
   EXPECT_EQ(g.route(0, 1).latency, 5 * kMicrosecond);
   const Route far = g.route(0, 8);
   EXPECT_EQ(far.latency, 105 * kMicrosecond);
@@ -205,4 +206,17 @@ TEST(AnalyticModel, OversubscriptionDividesTheUplink) {
   const auto ab = AlphaBetaTable::from_topology(t, g);
   EXPECT_DOUBLE_EQ(ab.level_default(0).beta, 40.0);
   EXPECT_EQ(ab.level_default(0).alpha, 1 * kMicrosecond);
+}
+
+TEST(LinkGraph, EachGpuHasItsHostLink) {
+  // The test GPU keeps GpuSpec's defaults: 16 GB/s PCIe, 2 us. GPU-to-GPU routes never pass
+  // through a host.
+  Topology t({level("node", 2, "400Gbps", "5us"), level("gpu", 4, "900GB/s", "1us")}, {any_gpu()}, {});
+  LinkGraph g(t);
+  const Route h = g.host_route(5);
+  ASSERT_EQ(h.levels.size(), 1u);
+  EXPECT_EQ(h.levels[0], kHostLevel);
+  EXPECT_DOUBLE_EQ(h.bottleneck_bytes_per_second, 16e9);
+  EXPECT_EQ(h.latency, 2 * kMicrosecond);
+  for (int l : g.route(0, 7).levels) EXPECT_NE(l, kHostLevel);
 }
