@@ -194,3 +194,54 @@ TEST(EpStrategy, RunTooLargeForThisMachineIsRefusedWithTheEstimate) {
     EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 1.6e6 * 65535 * 120);
   }
 }
+
+TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {
+  // 2 GPUs, 1 MoE layer, 2 experts (one per GPU), top-1, uniform expected routing, no capacity
+  // limit, pipelining degree 1. Every task of a GPU depends on the one before, so the iteration is
+  // the sum of its compute tasks and of its collectives, except the dense-gradient all-reduce,
+  // which starts when attention's backward ends and overlaps the embedding's backward:
+  //   embed + attention + gate + dispatch + experts + combine + output + lm_head      (forward)
+  //   + lm_head' + output' + combine' + experts' + dispatch' + gate' + attention'      (backward)
+  //   + max(embed', all-reduce) + optimizer.
+  // Component costs come from the compute and network models (each tested on its own); the
+  // schedule is what this test checks.
+  auto doc = schema::Json::parse(kSmall);
+  doc["cluster"]["levels"][0]["count"] = 2;
+  doc["model"]["layers"] = 1;
+  doc["model"]["experts"] = 2;
+  const auto sc = test::scenario_from(doc.dump());
+  auto sim = std::make_unique<simulation::Simulation>(sc);
+  sim->check();
+  sim->run();
+
+  const auto topo = sc.topology();
+  compute::ComputeModel cm(topo.gpu(0), sc.compute);
+  const auto& m = sc.model;
+  const double t = 128, h = 256, b = 2;
+  const Time norm = cm.memory_bound(2 * t * h * b);
+  const Time embed = cm.memory_bound(2 * t * h * b);
+  const Time lm_head = cm.gemm(t, 0, h) + cm.memory_bound(2 * t * 0 * 4);
+  const Time attention = cm.gemm(t, h + 2 * 4 * 64, h) + cm.attention(1, 4, 128, 64, true) + cm.gemm(t, h, h) + norm;
+  const Time gate = cm.gemm(t, 2, h) + cm.memory_bound(2 * t * 2 * 4) + cm.memory_bound(2 * t * 1 * h * b);
+  const Time output = cm.memory_bound(2 * t * 1 * h * b) + norm;
+  // Each expert gets 64 tokens from each of the 2 GPUs: 128 tokens through H→M→H.
+  const Time experts = cm.gemm(128, 512, h) + cm.gemm(128, h, 512);
+  // The all-to-all: each GPU sends the half of its 128·256·2 B meant for the other GPU.
+  cluster::LinkGraph graph(topo);
+  network::AnalyticModel net(topo, network::AlphaBetaTable::from_topology(topo, graph));
+  const std::vector<std::uint32_t> both{0, 1};
+  auto traffic = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::uniform(2, t * h * b / 2));
+  const Time a2a = net.cost({network::CollectiveKind::AllToAll, network::Algorithm::Direct, 0, 0, traffic}, both).duration;
+  EXPECT_EQ(a2a, 1 * kMicrosecond + 32768 * 10);  // α = 1 us, 32768 B at 100 GB/s (10 ps/B)
+  const double dense_params = m.attention_params() + m.norm_params() + m.gate_params();
+  const Time all_reduce =
+      net.cost({network::CollectiveKind::AllReduce, network::Algorithm::Ring, 0, dense_params * b, nullptr}, both).duration;
+  const Time optimizer = cm.optimizer_step(m.replicated_params() + m.expert_params());
+
+  const Time forward = embed + attention + gate + a2a + experts + a2a + output + lm_head;
+  const Time backward = cm.backward(lm_head) + cm.backward(output) + a2a + cm.backward(experts) + a2a +
+                        cm.backward(gate) + cm.backward(attention);
+  const Time expected = forward + backward + std::max(cm.backward(embed), all_reduce) + optimizer;
+  EXPECT_EQ(sim->metrics().iteration_time[0], expected);
+  EXPECT_EQ(sim->metrics().gpus[0].exposed_communication, 4 * a2a + std::max<Time>(0, all_reduce - cm.backward(embed)));
+}
