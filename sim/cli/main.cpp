@@ -25,9 +25,11 @@ namespace {
 constexpr const char* kUsage = R"(usage: moesim COMMAND [options]
 
 commands:
-  run SCENARIO.json [--out DIR] [--trace]   simulate; write results.json, scenario.effective.json
+  run SCENARIO.json [--out DIR] [--trace [--trace-gpus LIST]]
+                                            simulate; write results.json, scenario.effective.json
                                             (and trace.json for Perfetto with --trace) to DIR
-                                            (default out/NAME)
+                                            (default out/NAME); LIST like 0-7,16 picks the GPUs
+                                            traced (default: all up to 512 GPUs, else 0-15)
   validate SCENARIO.json                    check the scenario (and every sweep point), run nothing
   sweep SCENARIO.json [--out DIR] [--jobs N] run the scenario's sweep grid in parallel, append one
                                             row per point to DIR/results.csv; re-run to resume
@@ -37,6 +39,28 @@ common options:
   --data DIR    folder holding models/ and topologies/ (default: $MOESIM_DATA or the source tree)
   --quiet       no summary on stdout
 )";
+
+// Parses "0-7,16" into a per-GPU mask; a bad list is a usage error.
+std::vector<bool> gpu_mask(const std::string& spec, std::uint32_t gpus) {
+  std::vector<bool> mask(gpus, false);
+  std::size_t pos = 0;
+  while (pos <= spec.size()) {
+    const std::size_t end = std::min(spec.find(',', pos), spec.size());
+    const std::string item = spec.substr(pos, end - pos);
+    const std::size_t dash = item.find('-');
+    try {
+      std::size_t used = 0;
+      const unsigned long first = std::stoul(item.substr(0, dash), &used);
+      const unsigned long last = dash == std::string::npos ? first : std::stoul(item.substr(dash + 1));
+      if (first > last || last >= gpus) throw std::out_of_range("range");
+      for (unsigned long g = first; g <= last; ++g) mask[g] = true;
+    } catch (const std::logic_error&) {
+      throw po::error(fmt::format("--trace-gpus: \"{}\" is not a GPU or range of GPUs 0-{}", item, gpus - 1));
+    }
+    pos = end + 1;
+  }
+  return mask;
+}
 
 // Writes `text` to `path` through a temporary file, so a reader never sees half a file.
 void write_file(const fs::path& path, const std::string& text) {
@@ -54,6 +78,7 @@ struct Common {
   fs::path out;
   fs::path data;
   bool trace = false;
+  std::string trace_gpus;
   bool quiet = false;
   unsigned jobs = 0;
   std::optional<std::size_t> stop_after;
@@ -63,7 +88,7 @@ Common parse(const std::vector<std::string>& args, bool needs_scenario) {
   Common c;
   std::string data, out;
   po::options_description opts;
-  opts.add_options()("out", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))(
+  opts.add_options()("out", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))(
       "quiet", po::bool_switch(&c.quiet))("jobs", po::value(&c.jobs))("stop-after", po::value<std::size_t>())(
       "scenario", po::value<std::string>());
   po::positional_options_description pos;
@@ -85,6 +110,15 @@ int cmd_run(const Common& c) {
   const fs::path out = c.out.empty() ? fs::path("out") / sc.name : c.out;
   const auto t0 = std::chrono::steady_clock::now();
   simulation::Simulation sim(std::move(sc));
+  std::vector<bool> traced;
+  const auto gpus = static_cast<std::uint32_t>(sim.scenario().gpu_count());
+  if (c.trace) {
+    traced = c.trace_gpus.empty() ? std::vector<bool>() : gpu_mask(c.trace_gpus, gpus);
+    if (c.trace_gpus.empty() && gpus > 512) {
+      traced = gpu_mask("0-15", gpus);
+      std::cerr << fmt::format("moesim: tracing GPUs 0-15 of {} (choose others with --trace-gpus)\n", gpus);
+    }
+  }
   sim.check();
   sim.run();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -96,7 +130,7 @@ int cmd_run(const Common& c) {
     const fs::path tmp = out / "trace.json.tmp";
     {
       std::ofstream t(tmp, std::ios::binary);
-      sim.write_trace(t);
+      sim.write_trace(t, traced);
     }
     fs::rename(tmp, out / "trace.json");
   }

@@ -18,7 +18,9 @@ void write_chrome_trace(std::ostream& out, const engine::Engine& eng, const Trac
     first = false;
     out << event;
   };
+  const auto wanted = [&](std::uint32_t g) { return names.include.empty() || names.include[g]; };
   for (std::uint32_t g = 0; g < eng.gpus(); ++g) {
+    if (!wanted(g)) continue;
     emit(fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}})", g, quoted(names.gpu.at(g))));
     emit(fmt::format(R"({{"ph":"M","name":"process_sort_index","pid":{},"tid":0,"args":{{"sort_index":{}}}}})", g, g));
     for (std::uint8_t s = 0; s < eng.streams_per_gpu(); ++s)
@@ -27,6 +29,7 @@ void write_chrome_trace(std::ostream& out, const engine::Engine& eng, const Trac
   }
   const auto& tasks = eng.tasks();
   for (const auto& t : tasks) {
+    if (!wanted(t.gpu)) continue;
     const std::string& name = eng.names()[t.label.name];
     const std::string title = fmt::format("{} {} L{}", engine::to_string(t.label.phase), name, t.label.layer);
     const std::string args = fmt::format(R"({{"iteration":{},"layer":{},"microbatch":{},"chunk":{},"kind":"{}"}})",

@@ -15,6 +15,7 @@ namespace moesim::report {
 struct TraceNames {
   std::vector<std::string> gpu;     // per GPU, e.g. "GPU 3 (h100-sxm5-80gb)"
   std::vector<std::string> stream;  // per stream index, e.g. "compute", "dispatch"
+  std::vector<bool> include;        // per GPU: written to the trace (empty: all)
 };
 
 void write_chrome_trace(std::ostream& out, const engine::Engine& engine, const TraceNames& names);

@@ -87,8 +87,9 @@ double Simulation::tokens_per_second() const {
   return seconds > 0 ? tokens / seconds : 0.0;
 }
 
-void Simulation::write_trace(std::ostream& out) const {
+void Simulation::write_trace(std::ostream& out, const std::vector<bool>& gpus) const {
   report::TraceNames names;
+  names.include = gpus;
   for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g)
     names.gpu.push_back(fmt::format("GPU {} ({})", g, topology_.gpu(g).key));
   names.stream = {"compute", "comm: dispatch", "comm: combine", "comm: gradients"};

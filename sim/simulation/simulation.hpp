@@ -37,7 +37,8 @@ class Simulation {
   double tokens_per_second() const;
   schema::Json results() const;
   std::string summary(double wall_seconds) const;
-  void write_trace(std::ostream& out) const;
+  // `gpus`: which GPUs to write (empty: all).
+  void write_trace(std::ostream& out, const std::vector<bool>& gpus = {}) const;
 
   // Estimated host memory for the run's task program, in bytes.
   double host_memory_estimate() const;

@@ -184,3 +184,27 @@ TEST_F(Determinism, SeedChangesZipfRouting) {
 
 }  // namespace
 }  // namespace moesim_cli
+
+namespace moesim_cli {
+namespace {
+
+class TraceSelection : public CliTest {};
+
+TEST_F(TraceSelection, TraceGpusKeepsOnlyTheChosenTracks) {
+  const fs::path out = root_ / "t";
+  Result r = moesim({"run", kQuickstart.string(), "--out", out.string(), "--trace", "--trace-gpus", "0-1,15"});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const Json trace = Json::parse(read_text(out / "trace.json"));
+  std::set<int> pids;
+  for (const auto& e : trace.at("traceEvents")) pids.insert(e.at("pid").get<int>());
+  EXPECT_EQ(pids, (std::set<int>{0, 1, 15}));
+  // A GPU outside the cluster (quickstart has 16) is a usage error, and nothing is written.
+  const fs::path bad = root_ / "bad";
+  r = moesim({"run", kQuickstart.string(), "--out", bad.string(), "--trace", "--trace-gpus", "3-16"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("--trace-gpus"), std::string::npos) << describe(r);
+  EXPECT_FALSE(fs::exists(bad));
+}
+
+}  // namespace
+}  // namespace moesim_cli
