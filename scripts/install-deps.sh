@@ -6,6 +6,7 @@ packages=(
   libboost-graph-dev libboost-program-options-dev
   nlohmann-json3-dev libfmt-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  python3-matplotlib
 )
 missing=()
 for p in "${packages[@]}"; do

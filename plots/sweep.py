@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""Plot a metric of a moesim sweep (results.csv) against one swept axis, one line per value of
+another axis. Reads only the CSV that `moesim sweep` writes.
+
+    plots/sweep.py out/sweep-interdc/results.csv --x "cluster.levels[0].count" \
+        --y iteration_time_ms --group "cluster.levels[0].bandwidth" -o interdc.png
+
+Rows whose status is not "ok" (infeasible or invalid points) are skipped. Other axes are
+averaged unless fixed with --where PATH=VALUE.
+"""
+import argparse
+import csv
+import re
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def number(text):
+    """Sorts "10Gbps" by its number, plain numbers by value, other strings as text."""
+    m = re.match(r"^\s*([-+0-9.eE]+)", text)
+    units = {"bps": 1e-9, "Kbps": 1e-6, "Mbps": 1e-3, "Gbps": 1, "Tbps": 1e3, "MB/s": 8e-3, "GB/s": 8, "TB/s": 8e3}
+    if m:
+        try:
+            value = float(m.group(1))
+        except ValueError:
+            return (1, text)
+        rest = text[m.end():].strip()
+        return (0, value * units.get(rest, 1))
+    return (1, text)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("csv")
+    ap.add_argument("--x", required=True, help="swept axis on the x axis (a column of the CSV)")
+    ap.add_argument("--y", default="iteration_time_ms", help="metric column (default iteration_time_ms)")
+    ap.add_argument("--group", help="axis giving one line per value")
+    ap.add_argument("--where", action="append", default=[], help="PATH=VALUE: keep only these rows")
+    ap.add_argument("--log-x", action="store_true")
+    ap.add_argument("--log-y", action="store_true")
+    ap.add_argument("-o", "--output", default="sweep.png")
+    args = ap.parse_args(argv)
+
+    with open(args.csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for col in [args.x, args.y] + ([args.group] if args.group else []):
+        if rows and col not in rows[0]:
+            sys.exit(f"{args.csv}: no column {col!r}; columns: {', '.join(rows[0].keys())}")
+    filters = [w.split("=", 1) for w in args.where]
+    series = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        if r["status"] != "ok" or any(r.get(k) != v for k, v in filters):
+            continue
+        series[r[args.group] if args.group else args.y][r[args.x]].append(float(r[args.y]))
+    if not series:
+        sys.exit(f"{args.csv}: no row with status ok matches")
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for name in sorted(series, key=number):
+        xs = sorted(series[name], key=number)
+        ys = [sum(series[name][x]) / len(series[name][x]) for x in xs]
+        numeric = all(number(x)[0] == 0 for x in xs)
+        ax.plot([number(x)[1] for x in xs] if numeric else xs, ys, marker="o", label=f"{args.group} = {name}" if args.group else name)
+    ax.set_xlabel(args.x)
+    ax.set_ylabel(args.y)
+    if args.log_x:
+        ax.set_xscale("log")
+    if args.log_y:
+        ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=120)
+    print(args.output)
+
+
+if __name__ == "__main__":
+    main()
