@@ -25,6 +25,7 @@ struct GpuSpec {
   std::array<double, 5> peak_flops{};  // FLOP/s per Dtype; 0 where the GPU has no such unit
   double hbm_bytes_per_second = 0;
   double memory_bytes = 0;
+  int sms = 0;  // streaming multiprocessors; 0: unknown (no wave quantization)
   double gemm_efficiency = 0.7;
   double attention_efficiency = 0.5;
   bool flash_attention = true;

@@ -20,7 +20,16 @@ ComputeModel::ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, GemmEff
 double ComputeModel::gemm_efficiency(double m, double n, double k) const {
   if (table_)
     if (auto e = table_(m, n, k, options_.dtype)) return *e;
-  return options_.gemm_efficiency.value_or(gpu_.gemm_efficiency);
+  return options_.gemm_efficiency.value_or(gpu_.gemm_efficiency) * wave_efficiency(m, n, k);
+}
+
+double ComputeModel::wave_efficiency(double m, double n, double k) const {
+  if (gpu_.sms <= 0) return 1.0;
+  const double sms = gpu_.sms;
+  double tiles = std::ceil(m / 128) * std::ceil(n / 128);
+  if (tiles < sms) tiles *= std::max(1.0, std::min(std::floor(sms / tiles), std::floor(k / 512)));
+  const double waves = std::ceil(tiles / sms);
+  return tiles / (waves * sms);
 }
 
 Time ComputeModel::roofline(double flops, double efficiency, double bytes) const {

@@ -1,7 +1,10 @@
 // Kernel cost on one GPU kind: a roofline. A kernel takes
 //     launch_overhead + max(FLOPs / (peak[dtype] · efficiency), bytes moved / HBM bandwidth).
 // GeMM efficiency is the GPU's `gemm_efficiency` (the fraction of peak a large cuBLAS GeMM
-// reaches) unless a calibration table gives one for the shape; attention uses the GPU's
+// reaches) times the wave quantization of the shape, unless a calibration table gives one. Wave
+// quantization: the output is cut into 128×128 tiles, one per SM at a time; when there are fewer
+// tiles than SMs, K is split (as cuBLAS's split-K does) into up to SMs/tiles slices of at least
+// 512; the last wave of tiles leaves SMs idle: efficiency × tiles / (waves · SMs). attention uses the GPU's
 // `attention_efficiency`, and without FlashAttention it also reads and writes the L×L score
 // matrix through HBM (HeterMoE §2.2: why V100 falls far behind A40 on long sequences).
 // Backward costs `backward_factor` (2 by default: gradients of inputs and of weights) times forward.
@@ -42,6 +45,8 @@ class ComputeModel {
   const cluster::GpuSpec& gpu() const { return gpu_; }
   const ComputeOptions& options() const { return options_; }
   double gemm_efficiency(double m, double n, double k) const;
+  // The fraction of the GPU's SMs a GeMM of this shape keeps busy (1 when the SM count is unknown).
+  double wave_efficiency(double m, double n, double k) const;
 
  private:
   Time roofline(double flops, double efficiency, double bytes) const;

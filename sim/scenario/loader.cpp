@@ -107,6 +107,7 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g) {
   }
   s.hbm_bytes_per_second = schema::as_bandwidth(g.at("hbm_bandwidth")).bytes_per_second;
   s.memory_bytes = schema::as_bytes(g.at("memory"));
+  if (g.contains("sms")) s.sms = g.at("sms").get<int>();
   s.gemm_efficiency = g.at("gemm_efficiency").get<double>();
   s.attention_efficiency = g.at("attention_efficiency").get<double>();
   s.flash_attention = g.at("flash_attention").get<bool>();

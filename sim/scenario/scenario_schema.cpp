@@ -17,6 +17,7 @@ NodePtr gpu_schema() {
                "dense peak per dtype, e.g. {\"bf16\": \"989TFLOPS\"}"),
       required("hbm_bandwidth", bandwidth(), "memory bandwidth, e.g. \"3.35TB/s\""),
       required("memory", bytes(), "memory capacity, e.g. \"80GiB\""),
+      optional("sms", integer(1), nullptr, "streaming multiprocessors (enables GeMM wave quantization)"),
       optional("gemm_efficiency", number(0, 1, true), 0.7, "fraction of peak a large GeMM reaches"),
       optional("attention_efficiency", number(0, 1, true), 0.5, "fraction of peak attention reaches"),
       optional("flash_attention", boolean(), true, "whether FlashAttention runs on this GPU"),

@@ -54,3 +54,18 @@ TEST(ComputeModel, AttentionWithoutFlashAttentionIsMemoryBoundAtLongSequences) {
   EXPECT_EQ(tp, seconds_to_time(bytes / 3e12));
   EXPECT_GT(static_cast<double>(tp) / static_cast<double>(tf), 5.0);
 }
+
+TEST(ComputeModel, WaveQuantizationOfSmallAndOddGemms) {
+  // 132 SMs. 4096×4096: 32×32 = 1024 tiles = 7.76 waves → 8 waves: 1024/1056 = 0.9697.
+  // 64×2048×7168 (an expert with 64 tokens): 1×16 tiles, split-K by min(⌊132/16⌋, ⌊7168/512⌋) = 8
+  // → 128 tiles in one wave: 128/132. 128×128×256: one tile, K too short to split: 1/132.
+  auto g = gpu(true);
+  g.sms = 132;
+  compute::ComputeModel cm(g, {});
+  EXPECT_DOUBLE_EQ(cm.wave_efficiency(4096, 4096, 4096), 1024.0 / 1056.0);
+  EXPECT_DOUBLE_EQ(cm.wave_efficiency(64, 2048, 7168), 128.0 / 132.0);
+  EXPECT_DOUBLE_EQ(cm.wave_efficiency(128, 128, 256), 1.0 / 132.0);
+  EXPECT_DOUBLE_EQ(cm.gemm_efficiency(4096, 4096, 4096), 0.5 * 1024.0 / 1056.0);
+  // Without an SM count the GPU's efficiency applies unchanged.
+  EXPECT_DOUBLE_EQ(compute::ComputeModel(gpu(true), {}).gemm_efficiency(128, 128, 256), 0.5);
+}
