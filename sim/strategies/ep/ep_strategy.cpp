@@ -6,6 +6,8 @@
 #include <numeric>
 
 #include "sim/core/error.hpp"
+#include "sim/strategies/ep/ep_costs.hpp"
+#include "sim/strategies/ep/ep_routing.hpp"
 
 namespace moesim::strategies::ep {
 
@@ -74,42 +76,6 @@ void EpStrategy::check(const StrategyContext& ctx) const {
   }
 }
 
-namespace {
-
-// Per-layer compute durations of one GPU kind (forward; backward via the compute model).
-struct LayerCosts {
-  Time embed = 0, lm_head = 0, attention = 0, gate = 0, shared = 0, post = 0, dense_ffn = 0, optimizer = 0;
-};
-
-Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn) {
-  if (tokens <= 0) return 0;
-  // H→ffn (twice for SwiGLU: gate and up projections), then ffn→H.
-  return (m.ffn_gemms() - 1) * cm.gemm(tokens, ffn, m.hidden) + cm.gemm(tokens, m.hidden, ffn);
-}
-
-LayerCosts layer_costs(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
-                       double params_on_gpu) {
-  LayerCosts c;
-  const double tokens = t.tokens_per_microbatch();
-  const double b = cluster::dtype_bytes(t.dtype);
-  const double h = m.hidden;
-  const Time norm = cm.memory_bound(2 * tokens * h * b);  // read and write the activations
-  c.embed = cm.memory_bound(2 * tokens * h * b);
-  c.lm_head = cm.gemm(tokens, m.vocab, h) + cm.memory_bound(2 * tokens * m.vocab * 4);  // logits + fp32 softmax
-  c.attention = cm.gemm(tokens, h + 2 * m.kv_heads * m.head_dim(), h) +
-                cm.attention(t.micro_batch_size, m.heads, t.sequence_length, m.head_dim(), t.causal) +
-                cm.gemm(tokens, h, h) + norm;
-  // Router GeMM, softmax/top-k over the logits, and permuting the k copies into the send buffer.
-  c.gate = cm.gemm(tokens, m.experts, h) + cm.memory_bound(2 * tokens * m.experts * 4) +
-           cm.memory_bound(2 * tokens * m.top_k * h * b);
-  c.shared = m.shared_experts * ffn_time(cm, m, tokens, m.ffn_hidden);
-  c.post = cm.memory_bound(2 * tokens * m.top_k * h * b) + norm;  // un-permute, weighted sum, residual
-  c.dense_ffn = ffn_time(cm, m, tokens, m.dense_ffn_hidden) + norm;
-  c.optimizer = cm.optimizer_step(params_on_gpu);
-  return c;
-}
-
-}  // namespace
 
 std::vector<workload::MemoryFootprint> EpStrategy::memory(const StrategyContext& ctx) const {
   const int n = ep_size(ctx);
@@ -155,7 +121,6 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
   const int per_rank = m.experts / n;
   const int chunks = options_.pipelining_degree;
   const double b = cluster::dtype_bytes(t.dtype);
-  const double tokens = t.tokens_per_microbatch();
   const std::size_t kinds = ctx.compute.size();
 
   // Groups: EP groups are consecutive GPUs; the expert-data-parallel group of EP rank r holds the
@@ -181,77 +146,9 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
   const auto cost = [&](std::uint32_t g) -> const LayerCosts& { return costs[topo.kind_index(g)]; };
   const auto& cm_of = [&](std::uint32_t g) -> const compute::ComputeModel& { return ctx.compute[topo.kind_index(g)]; };
 
-  // Routing of one layer and microbatch: the dispatch traffic of each EP group (one matrix shared
-  // by all groups when routing is by expected shares) and each GPU's expert compute per chunk.
-  struct MoePlan {
-    std::vector<network::TrafficPtr> dispatch, combine;
-    std::vector<Time> expert_fwd;  // per GPU, one chunk
-  };
-  const bool sampled = ctx.routing.sampled(static_cast<double>(gpus));
-  const double copies = tokens * m.top_k;
-  const double capacity = t.capacity_factor > 0 ? std::ceil(t.capacity_factor * copies / m.experts) : 0.0;
+  const EpLayout layout{n, groups, per_rank, chunks};
   double dropped = 0, routed = 0;
-  const auto route = [&](int layer, int mb) {
-    MoePlan mp;
-    mp.expert_fwd.assign(gpus, 0);
-    const std::vector<double> popularity = ctx.routing.popularity(it, layer);
-    // Expert compute of GPU g from the token copies its experts received.
-    const auto experts_time = [&](std::uint32_t g, const std::vector<double>& received) {
-      Time total = 0;
-      const int r = static_cast<int>(g) % n;
-      for (int e = r * per_rank; e < (r + 1) * per_rank; ++e)
-        total += ffn_time(cm_of(g), m, received[e] / chunks, m.ffn_hidden);
-      return total;
-    };
-    if (!sampled) {
-      const auto plan = workload::apply_capacity(
-          [&] {
-            std::vector<double> want(popularity.size());
-            for (std::size_t e = 0; e < want.size(); ++e) want[e] = copies * popularity[e];
-            return want;
-          }(),
-          capacity);
-      dropped += plan.dropped * gpus;
-      routed += (plan.kept + plan.dropped) * gpus;
-      std::vector<double> a(n, plan.kept * m.hidden * b / chunks), q(n, 0.0), received(m.experts);
-      for (int e = 0; e < m.experts; ++e) {
-        q[e / per_rank] += plan.kept > 0 ? plan.kept_per_expert[e] / plan.kept : 0.0;
-        received[e] = plan.kept_per_expert[e] * n;
-      }
-      std::vector<Time> by_kind_rank(kinds * n, -1);
-      for (std::uint32_t g = 0; g < gpus; ++g) {
-        Time& cached = by_kind_rank[topo.kind_index(g) * n + g % n];
-        if (cached < 0) cached = experts_time(g, received);
-        mp.expert_fwd[g] = cached;
-      }
-      auto dispatch = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::factored(std::move(a), std::move(q)));
-      mp.combine.push_back(std::make_shared<network::TrafficMatrix>(dispatch->transposed()));
-      mp.dispatch.push_back(std::move(dispatch));
-      return mp;
-    }
-    Rng rng = ctx.routing.sampler(it, layer, mb);
-    for (int gi = 0; gi < groups; ++gi) {
-      std::vector<double> bytes(static_cast<std::size_t>(n) * n, 0.0), received(m.experts, 0.0);
-      for (int src = 0; src < n; ++src) {
-        const auto plan = workload::apply_capacity(workload::sample_copies(popularity, copies, rng), capacity);
-        dropped += plan.dropped;
-        routed += plan.kept + plan.dropped;
-        for (int e = 0; e < m.experts; ++e) {
-          bytes[static_cast<std::size_t>(src) * n + e / per_rank] += plan.kept_per_expert[e] * m.hidden * b / chunks;
-          received[e] += plan.kept_per_expert[e];
-        }
-      }
-      for (int r = 0; r < n; ++r) {
-        const auto g = static_cast<std::uint32_t>(gi * n + r);
-        mp.expert_fwd[g] = experts_time(g, received);
-      }
-      auto dispatch = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(n, std::move(bytes)));
-      mp.combine.push_back(std::make_shared<network::TrafficMatrix>(dispatch->transposed()));
-      mp.dispatch.push_back(std::move(dispatch));
-    }
-    return mp;
-  };
-  std::vector<MoePlan> plans(m.layers);
+  std::vector<EpLayerRouting> plans(m.layers);
 
   std::vector<TaskId> members;
   std::vector<std::vector<TaskId>> chunk_tasks(chunks, std::vector<TaskId>(gpus));
@@ -289,7 +186,11 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
 
   for (int mb = 0; mb < t.microbatches; ++mb) {
     const bool last_mb = mb + 1 == t.microbatches;
-    for (int layer = m.dense_layers; layer < m.layers; ++layer) plans[layer] = route(layer, mb);
+    for (int layer = m.dense_layers; layer < m.layers; ++layer) {
+      plans[layer] = route_layer(ctx, layout, it, layer, mb);
+      dropped += plans[layer].dropped_copies;
+      routed += plans[layer].routed_copies;
+    }
     // Forward.
     {
       auto l = pb.label(Phase::Forward, WorkKind::OtherCompute, "embedding", it, 0, mb);
@@ -303,7 +204,7 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
         for (std::uint32_t g = 0; g < gpus; ++g) pb.compute(g, cost(g).dense_ffn, lf);
         continue;
       }
-      const MoePlan& mp = plans[layer];
+      const EpLayerRouting& mp = plans[layer];
       auto lg = pb.label(Phase::Forward, WorkKind::Gate, "gate", it, layer, mb);
       for (std::uint32_t g = 0; g < gpus; ++g) before[g] = pb.compute(g, cost(g).gate, lg);
       if (m.shared_experts > 0) {
@@ -347,7 +248,7 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
         auto lf = pb.label(Phase::Backward, WorkKind::DenseFfn, "dense_ffn", it, layer, mb);
         for (std::uint32_t g = 0; g < gpus; ++g) pb.compute(g, cm_of(g).backward(cost(g).dense_ffn), lf);
       } else {
-        const MoePlan& mp = plans[layer];
+        const EpLayerRouting& mp = plans[layer];
         auto lp = pb.label(Phase::Backward, WorkKind::OtherCompute, "combine_output", it, layer, mb);
         for (std::uint32_t g = 0; g < gpus; ++g) before[g] = pb.compute(g, cm_of(g).backward(cost(g).post), lp);
         if (m.shared_experts > 0) {

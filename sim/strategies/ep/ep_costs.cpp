@@ -1,0 +1,32 @@
+#include "sim/strategies/ep/ep_costs.hpp"
+
+namespace moesim::strategies::ep {
+
+Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn) {
+  if (tokens <= 0) return 0;
+  return (m.ffn_gemms() - 1) * cm.gemm(tokens, ffn, m.hidden) + cm.gemm(tokens, m.hidden, ffn);
+}
+
+LayerCosts layer_costs(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
+                       double params_on_gpu) {
+  LayerCosts c;
+  const double tokens = t.tokens_per_microbatch();
+  const double b = cluster::dtype_bytes(t.dtype);
+  const double h = m.hidden;
+  const Time norm = cm.memory_bound(2 * tokens * h * b);  // read and write the activations
+  c.embed = cm.memory_bound(2 * tokens * h * b);
+  c.lm_head = cm.gemm(tokens, m.vocab, h) + cm.memory_bound(2 * tokens * m.vocab * 4);  // logits + fp32 softmax
+  c.attention = cm.gemm(tokens, h + 2 * m.kv_heads * m.head_dim(), h) +
+                cm.attention(t.micro_batch_size, m.heads, t.sequence_length, m.head_dim(), t.causal) +
+                cm.gemm(tokens, h, h) + norm;
+  // Router GeMM, softmax/top-k over the logits, and permuting the k copies into the send buffer.
+  c.gate = cm.gemm(tokens, m.experts, h) + cm.memory_bound(2 * tokens * m.experts * 4) +
+           cm.memory_bound(2 * tokens * m.top_k * h * b);
+  c.shared = m.shared_experts * ffn_time(cm, m, tokens, m.ffn_hidden);
+  c.post = cm.memory_bound(2 * tokens * m.top_k * h * b) + norm;  // un-permute, weighted sum, residual
+  c.dense_ffn = ffn_time(cm, m, tokens, m.dense_ffn_hidden) + norm;
+  c.optimizer = cm.optimizer_step(params_on_gpu);
+  return c;
+}
+
+}  // namespace moesim::strategies::ep

@@ -1,0 +1,23 @@
+// Compute durations of the pieces of an MoE transformer layer on one GPU kind, forward (backward
+// through the compute model's backward factor): attention with its projections and norm, the
+// router, the experts' FFN, the combine, dense FFN blocks, embedding, LM head and optimizer step.
+// Shared by the strategies that schedule these pieces differently.
+#pragma once
+
+#include "sim/compute/compute_model.hpp"
+#include "sim/workload/model_shape.hpp"
+
+namespace moesim::strategies::ep {
+
+struct LayerCosts {
+  Time embed = 0, lm_head = 0, attention = 0, gate = 0, shared = 0, post = 0, dense_ffn = 0, optimizer = 0;
+};
+
+// FFN of `tokens` tokens through an expert (or dense FFN) of size `ffn`: H→ffn (twice for SwiGLU),
+// then ffn→H.
+Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn);
+
+LayerCosts layer_costs(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
+                       double params_on_gpu);
+
+}  // namespace moesim::strategies::ep

@@ -1,1 +1,0 @@
-#include "sim/strategies/strategy.hpp"
