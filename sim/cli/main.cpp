@@ -165,8 +165,11 @@ int cmd_validate(const Common& c) {
     points += fmt::format("  sweep: {} points, {} can run, {} would be refused\n", plan.scenarios.size(),
                           plan.scenarios.size() - refused, refused);
   }
-  std::cout << fmt::format("{}: valid ({} on {} GPUs, {}, {} iteration(s))\n", c.scenario.string(), sc.strategy->name,
-                           sc.gpu_count(), sc.model.name, sc.training.iterations)
+  double peak = 0;
+  for (const auto& f : sim.memory()) peak = std::max(peak, f.total());
+  std::cout << fmt::format("{}: valid ({} on {} GPUs, {}, {} iteration(s); peak GPU memory {}, task program about {})\n",
+                           c.scenario.string(), sc.strategy->name, sc.gpu_count(), sc.model.name, sc.training.iterations,
+                           format_bytes(peak), format_bytes(sim.host_memory_estimate()))
             << points;
   return 0;
 }
