@@ -36,6 +36,16 @@ std::vector<std::uint32_t> Topology::location(std::uint32_t m) const {
   return x;
 }
 
+std::uint32_t Topology::index_of(const std::vector<std::uint32_t>& x) const {
+  if (x.size() != levels_.size()) invariant_failed("location with the wrong number of levels");
+  std::uint32_t m = 0;
+  for (int l = 0; l < level_count(); ++l) {
+    if (x[l] >= levels_[l].count) invariant_failed(fmt::format("location {} outside level {} of {}", x[l], l, levels_[l].count));
+    m += x[l] * stride_[l];
+  }
+  return m;
+}
+
 int Topology::first_differing_level(std::uint32_t m, std::uint32_t n) const {
   for (int l = 0; l < level_count(); ++l)
     if (worker(m, l) != worker(n, l)) return l;

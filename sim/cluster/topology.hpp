@@ -36,6 +36,8 @@ class Topology {
 
   // HybridEP Eq. 13.
   std::vector<std::uint32_t> location(std::uint32_t m) const;
+  // The inverse: m = Σ_i x_i · Π_{j>i} SF^j.
+  std::uint32_t index_of(const std::vector<std::uint32_t>& location) const;
   std::uint32_t coordinate(std::uint32_t m, int level) const { return (m / stride_[level]) % levels_[level].count; }
   // Cluster-wide index of the level-`level` worker that holds GPU m (e.g. its DC, its node).
   std::uint32_t worker(std::uint32_t m, int level) const { return m / stride_[level]; }

@@ -58,6 +58,8 @@ TEST(Topology, LocationRenumberingFollowsEq13) {
   EXPECT_EQ(three.location(17), (std::vector<std::uint32_t>{1, 1, 1}));
   EXPECT_EQ(three.location(23), (std::vector<std::uint32_t>{1, 2, 3}));
   EXPECT_EQ(three.worker(17, 1), 4u);  // the fifth node of the cluster
+  for (std::uint32_t m = 0; m < three.gpu_count(); ++m) EXPECT_EQ(three.index_of(three.location(m)), m);
+  EXPECT_EQ(three.index_of({1, 2, 3}), 23u);
   EXPECT_EQ(three.first_differing_level(17, 19), 2);
   EXPECT_EQ(three.first_differing_level(17, 13), 1);
   EXPECT_EQ(three.first_differing_level(17, 5), 0);
