@@ -90,6 +90,7 @@ CollectiveCost AnalyticModel::all_to_all_direct(CollectiveKind kind, const Traff
   std::vector<std::uint32_t> ids;
   std::vector<double> out, in;
   double previous_cross = 0;
+  Time alpha = 0, drain = 0;
   for (int l = 0; l < levels; ++l) {
     const std::uint32_t workers = compress_workers(topology_, members, l, ids);
     if (workers <= 1) continue;
@@ -103,11 +104,16 @@ CollectiveCost AnalyticModel::all_to_all_direct(CollectiveKind kind, const Traff
     const double entering = std::accumulate(in.begin(), in.end(), 0.0);
     if (std::abs(entering - cross) > 1e-9 * std::max(1.0, cross))
       invariant_failed(fmt::format("all-to-all loses bytes at level {}: {} leave, {} enter", l, cross, entering));
-    if (load > 0) c.duration = std::max(c.duration, params_.get(kind, l).cost(load));
+    if (load > 0) {
+      const AlphaBeta ab = params_.get(kind, l);
+      alpha = std::max(alpha, ab.alpha);
+      drain = std::max(drain, ab.cost(load) - ab.alpha);
+    }
     if (l == levels - 1) c.max_bytes_sent_per_gpu = *std::max_element(out.begin(), out.end());
     c.bytes_by_level[l] = std::max(0.0, cross - previous_cross);
     previous_cross = cross;
   }
+  c.duration = alpha + drain;
   return c;
 }
 
@@ -170,7 +176,7 @@ CollectiveCost AnalyticModel::rings(CollectiveKind kind, const std::vector<std::
   CollectiveCost c;
   const int levels = topology_.level_count();
   c.bytes_by_level.assign(levels, 0.0);
-  Time step = 0;
+  Time alpha = 0, drain = 0;
   double previous_cross = 0;
   std::map<std::uint32_t, std::uint32_t> leaving;  // worker → ring edges leaving it
   for (int l = 0; l < levels; ++l) {
@@ -188,12 +194,16 @@ CollectiveCost AnalyticModel::rings(CollectiveKind kind, const std::vector<std::
     }
     std::uint32_t busiest = 0;
     for (const auto& [w, count] : leaving) busiest = std::max(busiest, count);
-    if (busiest > 0) step = std::max(step, params_.get(kind, l).cost(chunk * busiest));
+    if (busiest > 0) {
+      const AlphaBeta ab = params_.get(kind, l);
+      alpha = std::max(alpha, ab.alpha);
+      drain = std::max(drain, ab.cost(chunk * busiest) - ab.alpha);
+    }
     const double cross = crossing * steps * chunk;
     c.bytes_by_level[l] = std::max(0.0, cross - previous_cross);
     previous_cross = cross;
   }
-  c.duration = static_cast<Time>(std::llround(steps)) * step;
+  c.duration = static_cast<Time>(std::llround(steps)) * (alpha + drain);
   c.max_bytes_sent_per_gpu = steps * chunk;
   return c;
 }

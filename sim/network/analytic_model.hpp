@@ -1,12 +1,14 @@
 // The analytic network model: each collective costs α + β·bytes per phase, per level.
 //  - direct all-to-all(v): all sends run at once; at each level l the busiest worker (most bytes
-//    leaving or entering it, from the traffic matrix) sets α_l + load·β_l; the collective lasts
-//    as long as its slowest level (HybridEP Eq. 3: D·(G−1)/G per GPU for even routing).
+//    leaving or entering it, from the traffic matrix) needs load·β_l; the collective lasts the α of
+//    the coarsest level it crosses plus its slowest level's load·β (HybridEP Eq. 3: D·(G−1)/G per
+//    GPU for even routing).
 //  - hierarchical (2-D) all-to-all: an intra-node phase that regroups data by destination local
 //    rank, then an inter-node phase between GPUs of equal local rank; phases add up.
 //  - ring all-gather / reduce-scatter / all-reduce: (n−1), (n−1), 2(n−1) steps of P, S/n, S/n
-//    bytes (HybridEP Eq. 4: P_E·(G−1) per GPU; all-reduce 2(G−1)/G·S); each step costs the
-//    slowest level the ring crosses, counting the ring edges that share a worker's uplink.
+//    bytes (HybridEP Eq. 4: P_E·(G−1) per GPU; all-reduce 2(G−1)/G·S); each step costs the α of
+//    the coarsest level the ring crosses plus the slowest level's chunk·β, counting the ring edges
+//    that share a worker's uplink.
 //  - hierarchical all-reduce: reduce-scatter in the node, all-reduce across nodes on S/k,
 //    all-gather in the node.
 //  - point-to-point: α of the coarsest level crossed plus bytes times the slowest β on the way.
