@@ -1,4 +1,5 @@
-// The analytic network model: each collective costs α + β·bytes per phase, per level.
+// The analytic network model: each collective costs α + β·bytes per phase (collective_plan.hpp
+// says which phases an algorithm has), per level.
 //  - direct all-to-all(v): all sends run at once; at each level l the busiest worker (most bytes
 //    leaving or entering it, from the traffic matrix) needs load·β_l; the collective lasts the α of
 //    the coarsest level it crosses plus its slowest level's load·β (HybridEP Eq. 3: D·(G−1)/G per
@@ -39,16 +40,12 @@ class AnalyticModel {
   const cluster::Topology& topology() const { return topology_; }
 
  private:
-  CollectiveCost all_to_all_direct(CollectiveKind kind, const TrafficMatrix& t, std::span<const std::uint32_t> members) const;
-  CollectiveCost all_to_all_hierarchical(const TrafficMatrix& t, std::span<const std::uint32_t> members) const;
+  // One direct exchange: every sender at once; the busiest worker of each level sets its drain.
+  CollectiveCost exchange(CollectiveKind kind, const TrafficMatrix& t, std::span<const std::uint32_t> members) const;
   // Concurrent rings (each a list of GPUs), `steps` steps of `chunk` bytes per ring edge.
   CollectiveCost rings(CollectiveKind kind, const std::vector<std::vector<std::uint32_t>>& rings, double steps,
                        double chunk) const;
-  CollectiveCost ring_collective(const CollectiveOp& op, std::span<const std::uint32_t> members) const;
-  CollectiveCost hierarchical_collective(const CollectiveOp& op, std::span<const std::uint32_t> members) const;
   CollectiveCost p2p(double bytes, std::uint32_t from, std::uint32_t to) const;
-  // Groups members by their node (the level above GPUs); empty if uneven or single-level.
-  std::vector<std::vector<std::uint32_t>> local_groups(std::span<const std::uint32_t> members) const;
 
   const cluster::Topology& topology_;
   AlphaBetaTable params_;

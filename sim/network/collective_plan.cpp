@@ -1,0 +1,169 @@
+#include "sim/network/collective_plan.hpp"
+
+#include <fmt/format.h>
+#include <map>
+
+#include "sim/core/error.hpp"
+
+namespace moesim::network {
+
+std::uint32_t compress_workers(const cluster::Topology& topo, std::span<const std::uint32_t> members, int level,
+                               std::vector<std::uint32_t>& ids, std::vector<std::uint32_t>* global) {
+  ids.resize(members.size());
+  if (global) global->clear();
+  std::map<std::uint32_t, std::uint32_t> seen;
+  std::uint32_t last_worker = UINT32_MAX, last_id = 0, next = 0;
+  for (std::size_t r = 0; r < members.size(); ++r) {
+    const std::uint32_t w = topo.worker(members[r], level);
+    if (w != last_worker) {
+      auto [it, inserted] = seen.emplace(w, next);
+      if (inserted) {
+        ++next;
+        if (global) global->push_back(w);
+      }
+      last_worker = w;
+      last_id = it->second;
+    }
+    ids[r] = last_id;
+  }
+  return next;
+}
+
+std::vector<std::vector<std::uint32_t>> local_groups(std::span<const std::uint32_t> members,
+                                                     const cluster::Topology& topo) {
+  std::vector<std::vector<std::uint32_t>> groups;
+  if (topo.level_count() < 2) return groups;
+  const int node_level = topo.level_count() - 2;
+  std::map<std::uint32_t, std::size_t> index;
+  for (std::uint32_t m : members) {
+    auto [it, inserted] = index.emplace(topo.worker(m, node_level), groups.size());
+    if (inserted) groups.emplace_back();
+    groups[it->second].push_back(m);
+  }
+  for (const auto& g : groups)
+    if (g.size() != groups.front().size()) return {};
+  return groups;
+}
+
+namespace {
+
+// Phase matrices of the 2-D all-to-all: g hands everything for local index i to its node peer of
+// index i, which forwards it to the GPUs of local index i in the other nodes.
+std::pair<TrafficMatrix, TrafficMatrix> hierarchical_matrices(const TrafficMatrix& t, std::span<const std::uint32_t> members,
+                                                              const std::vector<std::vector<std::uint32_t>>& groups) {
+  const std::uint32_t n = t.size();
+  const std::size_t k = groups.front().size();
+  std::map<std::uint32_t, std::uint32_t> rank_of_gpu;
+  for (std::uint32_t r = 0; r < n; ++r) rank_of_gpu[members[r]] = r;
+  std::vector<std::uint32_t> node(n), local(n);
+  std::vector<std::vector<std::uint32_t>> rank_at(groups.size(), std::vector<std::uint32_t>(k));
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    for (std::size_t i = 0; i < k; ++i) {
+      const std::uint32_t r = rank_of_gpu.at(groups[g][i]);
+      node[r] = static_cast<std::uint32_t>(g);
+      local[r] = static_cast<std::uint32_t>(i);
+      rank_at[g][i] = r;
+    }
+  std::vector<double> p1(static_cast<std::size_t>(n) * n, 0.0), p2(static_cast<std::size_t>(n) * n, 0.0);
+  for (std::uint32_t s = 0; s < n; ++s)
+    for (std::uint32_t d = 0; d < n; ++d) {
+      const double b = t.at(s, d);
+      if (b == 0) continue;
+      const std::uint32_t relay = rank_at[node[s]][local[d]];
+      if (relay != s) p1[static_cast<std::size_t>(s) * n + relay] += b;
+      if (relay != d) p2[static_cast<std::size_t>(relay) * n + d] += b;
+    }
+  return {TrafficMatrix::dense(n, std::move(p1)), TrafficMatrix::dense(n, std::move(p2))};
+}
+
+CollectivePhase exchange(CollectiveKind kind, TrafficMatrix t) {
+  return {kind, ExchangePhase{std::make_shared<TrafficMatrix>(std::move(t))}};
+}
+
+CollectivePhase ring(CollectiveKind kind, std::vector<std::vector<std::uint32_t>> rings, double steps, double chunk) {
+  return {kind, RingPhase{std::move(rings), steps, chunk}};
+}
+
+}  // namespace
+
+std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<const std::uint32_t> members,
+                                             const cluster::Topology& topo) {
+  std::vector<CollectivePhase> phases;
+  if (members.size() <= 1) return phases;
+  const double n = static_cast<double>(members.size());
+  const auto count = static_cast<std::uint32_t>(members.size());
+  switch (op.kind) {
+    case CollectiveKind::AllToAll: {
+      if (!op.traffic || op.traffic->size() != members.size())
+        invariant_failed("all-to-all without a traffic matrix matching its group");
+      const auto groups = local_groups(members, topo);
+      if (op.algorithm != Algorithm::Hierarchical || groups.size() <= 1 || groups.front().size() <= 1) {
+        phases.push_back({op.kind, ExchangePhase{op.traffic}});
+        return phases;
+      }
+      constexpr std::uint32_t kMaxDenseRanks = 2048;
+      if (count > kMaxDenseRanks)
+        throw InfeasibleError(fmt::format("hierarchical all-to-all is modelled for groups of up to {} GPUs (this one "
+                                          "has {}); use \"all_to_all\": \"direct\"",
+                                          kMaxDenseRanks, count));
+      auto [p1, p2] = hierarchical_matrices(*op.traffic, members, groups);
+      phases.push_back(exchange(op.kind, std::move(p1)));
+      phases.push_back(exchange(op.kind, std::move(p2)));
+      return phases;
+    }
+    case CollectiveKind::P2P:
+      if (members.size() != 2) invariant_failed("point-to-point needs a group of two");
+      phases.push_back({op.kind, TransferPhase{members[0], members[1], op.bytes}});
+      return phases;
+    case CollectiveKind::AllGather:
+    case CollectiveKind::ReduceScatter:
+    case CollectiveKind::AllReduce:
+      break;
+  }
+  const double s = op.bytes;
+  if (op.algorithm == Algorithm::Direct) {
+    const double per_pair = op.kind == CollectiveKind::AllGather ? s : s / n;
+    if (op.kind == CollectiveKind::AllReduce) {
+      phases.push_back(exchange(CollectiveKind::ReduceScatter, TrafficMatrix::uniform(count, per_pair)));
+      phases.push_back(exchange(CollectiveKind::AllGather, TrafficMatrix::uniform(count, per_pair)));
+    } else {
+      phases.push_back(exchange(op.kind, TrafficMatrix::uniform(count, per_pair)));
+    }
+    return phases;
+  }
+  const auto local = op.algorithm == Algorithm::Hierarchical ? local_groups(members, topo)
+                                                             : std::vector<std::vector<std::uint32_t>>{};
+  if (local.size() <= 1 || local.front().size() <= 1) {
+    std::vector<std::vector<std::uint32_t>> one{std::vector<std::uint32_t>(members.begin(), members.end())};
+    switch (op.kind) {
+      case CollectiveKind::AllGather: phases.push_back(ring(op.kind, one, n - 1, s)); break;
+      case CollectiveKind::ReduceScatter: phases.push_back(ring(op.kind, one, n - 1, s / n)); break;
+      default: phases.push_back(ring(op.kind, one, 2 * (n - 1), s / n)); break;
+    }
+    return phases;
+  }
+  // Hierarchical: rings inside each node, and across nodes one ring per local index, all at once.
+  const double k = static_cast<double>(local.front().size());
+  const double nodes = static_cast<double>(local.size());
+  std::vector<std::vector<std::uint32_t>> cross(local.front().size());
+  for (const auto& g : local)
+    for (std::size_t i = 0; i < g.size(); ++i) cross[i].push_back(g[i]);
+  switch (op.kind) {
+    case CollectiveKind::AllReduce:
+      phases.push_back(ring(CollectiveKind::ReduceScatter, local, k - 1, s / k));
+      phases.push_back(ring(CollectiveKind::AllReduce, cross, 2 * (nodes - 1), s / (k * nodes)));
+      phases.push_back(ring(CollectiveKind::AllGather, local, k - 1, s / k));
+      break;
+    case CollectiveKind::AllGather:
+      phases.push_back(ring(CollectiveKind::AllGather, cross, nodes - 1, s));
+      phases.push_back(ring(CollectiveKind::AllGather, local, k - 1, s * nodes));
+      break;
+    default:
+      phases.push_back(ring(CollectiveKind::ReduceScatter, local, k - 1, s / k));
+      phases.push_back(ring(CollectiveKind::ReduceScatter, cross, nodes - 1, s / (k * nodes)));
+      break;
+  }
+  return phases;
+}
+
+}  // namespace moesim::network

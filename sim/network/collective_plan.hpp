@@ -1,0 +1,57 @@
+// How a collective runs, independent of how its time is computed: a sequence of phases, each a
+// direct exchange given by a traffic matrix, a set of concurrent rings stepping in lockstep, or one
+// point-to-point transfer. The analytic model costs each phase with α-β; the flow model turns each
+// into link demands that compete with other collectives.
+//  - all-to-all direct: one exchange; hierarchical (2-D): an exchange inside each node that
+//    regroups data by destination local rank, then one between GPUs of equal local rank;
+//  - all-gather / reduce-scatter / all-reduce: ring (n−1, n−1, 2(n−1) steps of P, S/n, S/n), direct
+//    (every rank to every rank: P per pair; S/n per pair; both), or hierarchical (reduce-scatter in
+//    the node, the collective across nodes on S/k, all-gather in the node);
+//  - point-to-point: one transfer.
+#pragma once
+
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "sim/cluster/topology.hpp"
+#include "sim/network/collective.hpp"
+
+namespace moesim::network {
+
+struct ExchangePhase {
+  TrafficPtr traffic;  // ranks of the collective's group
+};
+
+struct RingPhase {
+  std::vector<std::vector<std::uint32_t>> rings;  // GPUs of each ring, all running at once
+  double steps = 0;
+  double chunk = 0;  // bytes per ring edge per step
+};
+
+struct TransferPhase {
+  std::uint32_t from = 0, to = 0;  // GPUs
+  double bytes = 0;
+};
+
+struct CollectivePhase {
+  CollectiveKind kind = CollectiveKind::AllToAll;  // whose α-β parameters apply
+  std::variant<ExchangePhase, RingPhase, TransferPhase> work;
+};
+
+// Throws InfeasibleError for a hierarchical all-to-all over more than 2048 GPUs (its phase
+// matrices are dense).
+std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<const std::uint32_t> members,
+                                             const cluster::Topology& topology);
+
+// Members grouped by node (the level above GPUs), in member order; empty if the groups are uneven
+// or the cluster has one level.
+std::vector<std::vector<std::uint32_t>> local_groups(std::span<const std::uint32_t> members,
+                                                     const cluster::Topology& topology);
+
+// Renumbers the level-`level` workers of `members` as 0..k−1 (ids[r]); returns k. `global`, if
+// given, receives the cluster-wide index of each renumbered worker.
+std::uint32_t compress_workers(const cluster::Topology& topology, std::span<const std::uint32_t> members, int level,
+                               std::vector<std::uint32_t>& ids, std::vector<std::uint32_t>* global = nullptr);
+
+}  // namespace moesim::network
