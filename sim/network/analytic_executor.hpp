@@ -2,37 +2,18 @@
 // collective ends α-β time later. Accumulates network statistics for the report.
 #pragma once
 
-#include <array>
-#include <vector>
-
 #include "sim/engine/engine.hpp"
 #include "sim/network/analytic_model.hpp"
+#include "sim/network/executor.hpp"
 
 namespace moesim::network {
 
-struct KindStats {
-  std::uint64_t collectives = 0;
-  std::uint64_t pairs = 0;
-  double bytes = 0;
-  Time time = 0;  // sum of collective durations
-};
-
-struct NetworkStats {
-  std::vector<double> bytes_by_level;
-  std::array<KindStats, 5> by_kind{};  // indexed by CollectiveKind
-};
-
-// The collective programme: the op of every engine collective, by CollectiveId.
-struct CollectiveProgram {
-  GroupTable groups;
-  std::vector<CollectiveOp> ops;
-};
-
-class AnalyticExecutor final : public engine::CollectiveExecutor {
+class AnalyticExecutor final : public NetworkExecutor {
  public:
   AnalyticExecutor(const AnalyticModel& model, const CollectiveProgram& program);
   void start(engine::Engine& engine, engine::CollectiveId id, Time now) override;
-  const NetworkStats& stats() const { return stats_; }
+  std::string model_name() const override { return "analytic"; }
+  NetworkStats stats() const override { return stats_; }
 
  private:
   const AnalyticModel& model_;

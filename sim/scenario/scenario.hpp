@@ -31,6 +31,7 @@ struct Scenario {
   workload::RoutingConfig routing;
   compute::ComputeOptions compute;
   network::Algorithm all_reduce = network::Algorithm::Ring;
+  std::string network_model = "analytic";  // or "flow"
   const strategies::StrategyInfo* strategy = nullptr;
   schema::Json strategy_options;
 

@@ -91,7 +91,8 @@ NodePtr scenario_schema() {
                "GPU×expert pairs (auto)"),
   });
   static const NodePtr network = object({
-      optional("model", enumeration({"analytic"}), "analytic", "communication model (analytic α-β)"),
+      optional("model", enumeration({"analytic", "flow"}), "analytic",
+               "communication model: analytic α-β, or flow (links shared max-min fairly: contention)"),
       optional("all_reduce", enumeration({"ring", "hierarchical", "direct"}), "ring", "gradient all-reduce algorithm"),
   });
   static const NodePtr compute = object({

@@ -85,7 +85,7 @@ Json Simulation::results() const {
   r["exposed_communication_ms"] = to_json(stats_over(m.gpus, [&](const auto& g) { return per_it(g.exposed_communication); }));
   r["collective_wait_ms"] = to_json(stats_over(m.gpus, [&](const auto& g) { return per_it(g.collective_wait); }));
 
-  const auto& ns = executor_->stats();
+  const auto& ns = network_stats_;
   Json by_level = Json::object();
   for (int l = 0; l < topology_.level_count(); ++l) by_level[topology_.levels()[l].name] = ns.bytes_by_level[l] / iters;
   Json colls = Json::object();
@@ -96,7 +96,25 @@ Json Simulation::results() const {
         {"count", ks.collectives / iters}, {"gpu_pairs", ks.pairs / iters}, {"bytes", ks.bytes / iters},
         {"summed_duration_ms", ms(ks.time) / iters}};
   }
-  r["network"] = {{"model", "analytic"}, {"bytes_by_level", by_level}, {"collectives", colls}};
+  r["network"] = {{"model", executor_->model_name()}, {"bytes_by_level", by_level}, {"collectives", colls}};
+  if (!ns.link_levels.empty()) {
+    const auto link_json = [&](const network::LinkStat& l) {
+      return Json{{"name", l.name},
+                  {"bytes", l.bytes / iters},
+                  {"busy_ms", ms(l.busy) / iters},
+                  {"peak_utilization", l.peak_utilization}};
+    };
+    Json levels_json = Json::object(), hottest = Json::array();
+    for (const auto& l : ns.link_levels) {
+      Json j = link_json(l);
+      j.erase("name");
+      j["busy_ms_busiest_link"] = j["busy_ms"];
+      j.erase("busy_ms");
+      levels_json[l.name] = j;
+    }
+    for (const auto& l : ns.hottest_links) hottest.push_back(link_json(l));
+    r["network"]["links"] = {{"by_level", levels_json}, {"hottest", hottest}};
+  }
 
   r["tokens"] = {{"routed_copies", totals.routed_token_copies},
                  {"dropped_copies", totals.dropped_token_copies},
@@ -145,7 +163,7 @@ std::string Simulation::summary(double wall_seconds) const {
   row("compute busy / iteration", fmt::format("{:.3f} ms (mean over GPUs)", mean([](const auto& g) { return ms(g.compute); }) / iters));
   row("communication / iteration", fmt::format("{:.3f} ms", mean([](const auto& g) { return ms(g.communication); }) / iters));
   row("exposed communication", fmt::format("{:.3f} ms", mean([](const auto& g) { return ms(g.exposed_communication); }) / iters));
-  const auto& ns = executor_->stats();
+  const auto& ns = network_stats_;
   std::string levels;
   for (int l = 0; l < topology_.level_count(); ++l)
     levels += fmt::format("{}{}: {}", l ? ", " : "", topology_.levels()[l].name, format_bytes(ns.bytes_by_level[l] / iters));

@@ -68,8 +68,12 @@ void Simulation::run() {
   engine_->reserve(tasks, tasks * 2);
   strategies::ProgramBuilder builder(*engine_, program_);
   for (int it = 0; it < scenario_.training.iterations; ++it) strategy_->build_iteration(ctx, builder, it);
-  executor_ = std::make_unique<network::AnalyticExecutor>(*network_, program_);
+  if (scenario_.network_model == "flow")
+    executor_ = std::make_unique<network::FlowExecutor>(topology_, network_->params(), program_);
+  else
+    executor_ = std::make_unique<network::AnalyticExecutor>(*network_, program_);
   engine_->run(*executor_);
+  network_stats_ = executor_->stats();
   metrics_ = report::measure(*engine_, scenario_.training.iterations);
 }
 

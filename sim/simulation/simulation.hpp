@@ -10,6 +10,7 @@
 
 #include "sim/cluster/link_graph.hpp"
 #include "sim/network/analytic_executor.hpp"
+#include "sim/network/flow_executor.hpp"
 #include "sim/report/metrics.hpp"
 #include "sim/scenario/scenario.hpp"
 
@@ -30,7 +31,7 @@ class Simulation {
   const scenario::Scenario& scenario() const { return scenario_; }
   const report::Metrics& metrics() const { return *metrics_; }
   const engine::Engine& engine() const { return *engine_; }
-  const network::NetworkStats& network_stats() const { return executor_->stats(); }
+  const network::NetworkStats& network_stats() const { return network_stats_; }
   const std::vector<workload::MemoryFootprint>& memory() const { return memory_; }
 
   Time mean_iteration_time() const;
@@ -56,7 +57,8 @@ class Simulation {
   std::vector<workload::MemoryFootprint> memory_;
   std::unique_ptr<engine::Engine> engine_;
   network::CollectiveProgram program_;
-  std::unique_ptr<network::AnalyticExecutor> executor_;
+  std::unique_ptr<network::NetworkExecutor> executor_;
+  network::NetworkStats network_stats_;
   std::optional<report::Metrics> metrics_;
   bool checked_ = false;
 };

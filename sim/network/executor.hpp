@@ -1,0 +1,51 @@
+// What every network model offers the engine and the report: it runs collectives (an engine
+// CollectiveExecutor) over the collective programme the strategy wrote, and keeps statistics.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "sim/engine/engine.hpp"
+#include "sim/network/collective.hpp"
+
+namespace moesim::network {
+
+// The collective programme: the op of every engine collective, by CollectiveId.
+struct CollectiveProgram {
+  GroupTable groups;
+  std::vector<CollectiveOp> ops;
+};
+
+struct KindStats {
+  std::uint64_t collectives = 0;
+  std::uint64_t pairs = 0;
+  double bytes = 0;
+  Time time = 0;  // sum of collective durations
+};
+
+struct LinkStat {
+  std::string name;
+  int level = 0;
+  double bytes = 0;
+  Time busy = 0;                // time with traffic on the link
+  double peak_utilization = 0;  // highest fraction of its capacity in use
+};
+
+struct NetworkStats {
+  std::vector<double> bytes_by_level;
+  std::array<KindStats, 5> by_kind{};  // indexed by CollectiveKind
+  // Flow model only: per level, the sums over its links (bytes, busy, peak = max), and the links
+  // that carried the most bytes.
+  std::vector<LinkStat> link_levels;
+  std::vector<LinkStat> hottest_links;
+};
+
+class NetworkExecutor : public engine::CollectiveExecutor {
+ public:
+  virtual std::string model_name() const = 0;
+  // Statistics of the finished run.
+  virtual NetworkStats stats() const = 0;
+};
+
+}  // namespace moesim::network

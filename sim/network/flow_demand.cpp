@@ -1,0 +1,155 @@
+#include "sim/network/flow_demand.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace moesim::network {
+
+FlowDemands::FlowDemands(const FlowLinks& links, const AlphaBetaTable& params)
+    : links_(links), topology_(links.topology()), params_(params), scratch_(links.size(), 0.0) {}
+
+void FlowDemands::add(std::uint32_t link, double bytes) const {
+  if (bytes <= 0 || link == kNoLink) return;
+  if (scratch_[link] == 0) touched_.push_back(link);
+  scratch_[link] += bytes;
+}
+
+void FlowDemands::collect(FlowPhase& out) const {
+  std::sort(touched_.begin(), touched_.end());
+  for (std::uint32_t l : touched_) {
+    out.demand.push_back({l, scratch_[l]});
+    scratch_[l] = 0;
+  }
+  touched_.clear();
+}
+
+void FlowDemands::add_sibling(int level, std::uint32_t parent, std::uint32_t i, std::uint32_t j, double bytes) const {
+  // Direct on a mesh; hop by hop the shorter way round a ring.
+  const cluster::Level& lv = topology_.levels()[level];
+  if (lv.fabric == cluster::Fabric::FullMesh) {
+    add(links_.sibling(level, parent, i, j), bytes);
+    return;
+  }
+  const std::uint32_t n = lv.count, forward = (j + n - i) % n;
+  const bool clockwise = forward <= n - forward;
+  for (std::uint32_t a = i; a != j;) {
+    const std::uint32_t b = clockwise ? (a + 1) % n : (a + n - 1) % n;
+    add(links_.sibling(level, parent, a, b), bytes);
+    a = b;
+  }
+}
+
+int FlowDemands::add_path(std::uint32_t u, std::uint32_t v, double bytes) const {
+  const int top = topology_.first_differing_level(u, v);
+  if (top < 0 || bytes <= 0) return -1;
+  for (int l = topology_.level_count() - 1; l >= top; --l) {
+    const cluster::Level& lv = topology_.levels()[l];
+    const std::uint32_t wu = topology_.worker(u, l), wv = topology_.worker(v, l);
+    const std::uint32_t pu = l == 0 ? 0 : topology_.worker(u, l - 1), pv = l == 0 ? 0 : topology_.worker(v, l - 1);
+    if (lv.fabric == cluster::Fabric::Switch) {
+      add(links_.uplink(l, wu, true), bytes);
+      add(links_.uplink(l, wv, false), bytes);
+      add(links_.core(l, pu), bytes);
+      if (pv != pu) add(links_.core(l, pv), bytes);
+    } else if (l == top) {
+      add_sibling(l, pu, topology_.coordinate(u, l), topology_.coordinate(v, l), bytes);
+    }
+  }
+  return top;
+}
+
+void FlowDemands::exchange(CollectiveKind kind, const TrafficMatrix& t, std::span<const std::uint32_t> members,
+                           FlowPhase& out) const {
+  const int levels = topology_.level_count();
+  std::vector<std::uint32_t> ids, global;
+  std::vector<double> w_out, w_in;
+  std::map<std::uint32_t, double> in_above;  // bytes entering each worker of the level above
+  double previous_cross = 0;
+  Time alpha = 0;
+  for (int l = 0; l < levels; ++l) {
+    const cluster::Level& lv = topology_.levels()[l];
+    const std::uint32_t workers = compress_workers(topology_, members, l, ids, &global);
+    std::map<std::uint32_t, double> in_here;
+    if (workers > 1) {
+      t.worker_loads(ids, workers, w_out, w_in);
+      double cross = 0;
+      for (std::uint32_t w = 0; w < workers; ++w) {
+        cross += w_out[w];
+        in_here[global[w]] = w_in[w];
+      }
+      if (cross > 0) alpha = std::max(alpha, params_.get(kind, l).alpha);
+      out.bytes_by_level[l] = std::max(0.0, cross - previous_cross);
+      previous_cross = cross;
+      if (lv.fabric == cluster::Fabric::Switch) {
+        std::map<std::uint32_t, double> through;  // bytes through each parent's switch
+        for (std::uint32_t w = 0; w < workers; ++w) {
+          add(links_.uplink(l, global[w], true), w_out[w]);
+          add(links_.uplink(l, global[w], false), w_in[w]);
+          through[global[w] / lv.count] += w_out[w];
+        }
+        for (auto& [p, bytes] : through) {
+          auto it = in_above.find(p);
+          add(links_.core(l, p), bytes + (it == in_above.end() ? 0.0 : it->second));
+        }
+      } else {
+        // Pairs of sibling workers: a_w·Q_v for a factored matrix, summed ranks otherwise.
+        std::vector<double> pair(static_cast<std::size_t>(workers) * workers, 0.0);
+        if (t.is_factored()) {
+          std::vector<double> aw(workers, 0.0), qw(workers, 0.0);
+          for (std::uint32_t r = 0; r < t.size(); ++r) {
+            aw[ids[r]] += t.a()[r];
+            qw[ids[r]] += t.q()[r];
+          }
+          for (std::uint32_t a = 0; a < workers; ++a)
+            for (std::uint32_t b = 0; b < workers; ++b)
+              if (a != b) pair[static_cast<std::size_t>(a) * workers + b] = aw[a] * qw[b];
+        } else {
+          for (std::uint32_t s = 0; s < t.size(); ++s)
+            for (std::uint32_t d = 0; d < t.size(); ++d)
+              if (ids[s] != ids[d]) pair[static_cast<std::size_t>(ids[s]) * workers + ids[d]] += t.at(s, d);
+        }
+        for (std::uint32_t a = 0; a < workers; ++a)
+          for (std::uint32_t b = 0; b < workers; ++b) {
+            const double bytes = pair[static_cast<std::size_t>(a) * workers + b];
+            if (bytes <= 0 || global[a] / lv.count != global[b] / lv.count) continue;
+            add_sibling(l, global[a] / lv.count, global[a] % lv.count, global[b] % lv.count, bytes);
+          }
+      }
+    }
+    in_above = std::move(in_here);
+  }
+  out.latency = alpha;
+}
+
+FlowPhase FlowDemands::demand(const CollectivePhase& phase, std::span<const std::uint32_t> members) const {
+  FlowPhase out;
+  out.bytes_by_level.assign(topology_.level_count(), 0.0);
+  if (const auto* e = std::get_if<ExchangePhase>(&phase.work)) {
+    exchange(phase.kind, *e->traffic, members, out);
+  } else if (const auto* r = std::get_if<RingPhase>(&phase.work)) {
+    const double bytes = r->steps * r->chunk;
+    int top = topology_.level_count();
+    for (const auto& ring : r->rings)
+      for (std::size_t i = 0; ring.size() > 1 && i < ring.size(); ++i) {
+        const std::uint32_t u = ring[i], v = ring[(i + 1) % ring.size()];
+        const int l = add_path(u, v, bytes);
+        if (l >= 0) {
+          top = std::min(top, l);
+          out.bytes_by_level[l] += bytes;
+        }
+      }
+    if (top < topology_.level_count())
+      out.latency = static_cast<Time>(std::llround(r->steps)) * params_.get(phase.kind, top).alpha;
+  } else if (const auto* x = std::get_if<TransferPhase>(&phase.work)) {
+    const int l = add_path(x->from, x->to, x->bytes);
+    if (l >= 0) {
+      out.latency = params_.get(phase.kind, l).alpha;
+      out.bytes_by_level[l] += x->bytes;
+    }
+  }
+  collect(out);
+  return out;
+}
+
+}  // namespace moesim::network

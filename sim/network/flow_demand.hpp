@@ -1,0 +1,50 @@
+// Link demands of a collective phase for the flow model: the bytes each directed link must carry.
+// Transfers are aggregated at the coarsest level that keeps every link's load exact: a direct
+// exchange is reduced to each worker's bytes leaving and entering it at each level (O(GPUs) for a
+// factored traffic matrix, not O(GPU pairs)), sibling pairs only where the fabric is a mesh or
+// ring; rings and point-to-point transfers add their bytes along the tree route. The phase's
+// latency is the α of the coarsest level it crosses (times the steps of a ring).
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "sim/network/alpha_beta.hpp"
+#include "sim/network/collective_plan.hpp"
+#include "sim/network/flow_links.hpp"
+
+namespace moesim::network {
+
+struct LinkDemand {
+  std::uint32_t link = 0;
+  double bytes = 0;
+};
+
+struct FlowPhase {
+  Time latency = 0;
+  std::vector<LinkDemand> demand;
+  std::vector<double> bytes_by_level;  // bytes whose coarsest crossed level is l
+};
+
+class FlowDemands {
+ public:
+  FlowDemands(const FlowLinks& links, const AlphaBetaTable& params);
+  FlowPhase demand(const CollectivePhase& phase, std::span<const std::uint32_t> members) const;
+
+ private:
+  void exchange(CollectiveKind kind, const TrafficMatrix& t, std::span<const std::uint32_t> members, FlowPhase& out) const;
+  // Adds `bytes` from GPU u to GPU v along the tree; returns the coarsest level crossed (−1: none).
+  int add_path(std::uint32_t u, std::uint32_t v, double bytes) const;
+  void add(std::uint32_t link, double bytes) const;
+  // Sibling workers i → j of `parent` at a mesh or ring level.
+  void add_sibling(int level, std::uint32_t parent, std::uint32_t i, std::uint32_t j, double bytes) const;
+  void collect(FlowPhase& out) const;
+
+  const FlowLinks& links_;
+  const cluster::Topology& topology_;
+  const AlphaBetaTable& params_;
+  mutable std::vector<double> scratch_;          // per link, zero between calls
+  mutable std::vector<std::uint32_t> touched_;   // links with scratch_ != 0
+};
+
+}  // namespace moesim::network

@@ -1,0 +1,168 @@
+#include "sim/network/flow_executor.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/core/error.hpp"
+
+namespace moesim::network {
+
+namespace {
+constexpr std::uint32_t kDrain = 0x80000000u;
+}
+
+FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTable& params, const CollectiveProgram& program)
+    : topology_(topology), program_(program), links_(topology), demands_(links_, params), solver_(links_.size()) {
+  capacity_.resize(links_.size());
+  for (std::uint32_t l = 0; l < links_.size(); ++l) capacity_[l] = links_.capacity(l);
+  link_rate_.assign(links_.size(), 0.0);
+  link_bytes_.assign(links_.size(), 0.0);
+  link_peak_.assign(links_.size(), 0.0);
+  link_busy_.assign(links_.size(), 0);
+  stats_.bytes_by_level.assign(topology.level_count(), 0.0);
+}
+
+void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time now) {
+  const CollectiveOp& op = program_.ops.at(id);
+  const auto& members = program_.groups.members(op.group);
+  std::uint32_t r;
+  if (free_running_.empty()) {
+    r = static_cast<std::uint32_t>(running_.size());
+    if (r >= kDrain) invariant_failed("more than 2^31 collectives in flight");
+    running_.emplace_back();
+  } else {
+    r = free_running_.back();
+    free_running_.pop_back();
+  }
+  Running& run = running_[r];
+  run.id = id;
+  run.phases = plan_collective(op, members, topology_);
+  run.next = 0;
+  run.started = now;
+  const double n = static_cast<double>(members.size());
+  run.pairs = members.size() <= 1                        ? 0.0
+              : op.kind == CollectiveKind::AllToAll ? static_cast<double>(op.traffic->pairs())
+              : op.kind == CollectiveKind::P2P      ? (op.bytes > 0 ? 1.0 : 0.0)
+                                                    : n * (n - 1);
+  next_phase(engine, r, now);
+}
+
+void FlowExecutor::next_phase(engine::Engine& engine, std::uint32_t r, Time now) {
+  Running& run = running_[r];
+  const CollectiveOp& op = program_.ops[run.id];
+  if (run.next == run.phases.size()) {
+    engine.finish_collective_at(run.id, now);
+    KindStats& k = stats_.by_kind[static_cast<std::size_t>(op.kind)];
+    ++k.collectives;
+    k.pairs += static_cast<std::uint64_t>(run.pairs);
+    k.time += now - run.started;
+    run.phases.clear();
+    free_running_.push_back(r);
+    return;
+  }
+  const FlowPhase phase = demands_.demand(run.phases[run.next++], program_.groups.members(op.group));
+  for (std::size_t l = 0; l < phase.bytes_by_level.size(); ++l) {
+    stats_.bytes_by_level[l] += phase.bytes_by_level[l];
+    stats_.by_kind[static_cast<std::size_t>(op.kind)].bytes += phase.bytes_by_level[l];
+  }
+  if (phase.demand.empty()) {  // nothing crosses a link: only the latency
+    engine.set_timer(r, now + phase.latency);
+    return;
+  }
+  Flow f;
+  f.running = r;
+  f.latency = phase.latency;
+  for (const LinkDemand& d : phase.demand) f.remaining = std::max(f.remaining, d.bytes);
+  f.share = phase.demand;
+  for (LinkDemand& d : f.share) d.bytes /= f.remaining;
+  advance(now);
+  flows_.push_back(std::move(f));
+  reschedule(engine, now);
+}
+
+void FlowExecutor::on_timer(engine::Engine& engine, std::uint32_t token, Time now) {
+  if (!(token & kDrain)) {
+    next_phase(engine, token, now);  // a phase's latency has passed
+    return;
+  }
+  if ((token & ~kDrain) != (generation_ & ~kDrain)) return;  // rates changed since: stale
+  advance(now);
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < flows_.size(); ++i) {
+    if (flows_[i].finish <= now) {
+      engine.set_timer(flows_[i].running, now + flows_[i].latency);
+    } else {
+      if (kept != i) flows_[kept] = std::move(flows_[i]);
+      ++kept;
+    }
+  }
+  flows_.resize(kept);
+  reschedule(engine, now);
+}
+
+void FlowExecutor::advance(Time now) {
+  const Time dt = now - last_;
+  if (dt <= 0) return;
+  const double seconds = time_to_seconds(dt);
+  for (Flow& f : flows_) f.remaining = std::max(0.0, f.remaining - f.rate * seconds);
+  for (std::uint32_t l : busy_links_) {
+    link_bytes_[l] += link_rate_[l] * seconds;
+    link_busy_[l] += dt;
+  }
+  last_ = now;
+}
+
+void FlowExecutor::reschedule(engine::Engine& engine, Time now) {
+  last_ = now;
+  for (std::uint32_t l : busy_links_) link_rate_[l] = 0;
+  busy_links_.clear();
+  ++generation_;
+  if (flows_.empty()) return;
+  std::vector<const std::vector<LinkDemand>*> shares;
+  shares.reserve(flows_.size());
+  for (const Flow& f : flows_) shares.push_back(&f.share);
+  solver_.solve(shares, capacity_, rates_);
+  ++solves_;
+  Time next = INT64_MAX;
+  for (std::size_t i = 0; i < flows_.size(); ++i) {
+    Flow& f = flows_[i];
+    f.rate = rates_[i];
+    if (f.rate <= 0) invariant_failed("a flow got no bandwidth");
+    f.finish = now + static_cast<Time>(std::ceil(f.remaining / f.rate * 1e12));
+    next = std::min(next, f.finish);
+    for (const LinkDemand& d : f.share) {
+      if (link_rate_[d.link] == 0) busy_links_.push_back(d.link);
+      link_rate_[d.link] += d.bytes * f.rate;
+    }
+  }
+  for (std::uint32_t l : busy_links_) link_peak_[l] = std::max(link_peak_[l], link_rate_[l] / capacity_[l]);
+  engine.set_timer(kDrain | (generation_ & ~kDrain), next);
+}
+
+NetworkStats FlowExecutor::stats() const {
+  NetworkStats s = stats_;
+  s.link_levels.resize(topology_.level_count());
+  for (int l = 0; l < topology_.level_count(); ++l) {
+    s.link_levels[l].name = topology_.levels()[l].name;
+    s.link_levels[l].level = l;
+  }
+  std::vector<std::uint32_t> used;
+  for (std::uint32_t l = 0; l < links_.size(); ++l) {
+    if (link_bytes_[l] <= 0) continue;
+    used.push_back(l);
+    LinkStat& lv = s.link_levels[links_.level(l)];
+    lv.bytes += link_bytes_[l];
+    lv.busy = std::max(lv.busy, link_busy_[l]);
+    lv.peak_utilization = std::max(lv.peak_utilization, link_peak_[l]);
+  }
+  const std::size_t top = std::min<std::size_t>(10, used.size());
+  std::partial_sort(used.begin(), used.begin() + static_cast<std::ptrdiff_t>(top), used.end(),
+                    [&](std::uint32_t a, std::uint32_t b) { return link_bytes_[a] != link_bytes_[b] ? link_bytes_[a] > link_bytes_[b] : a < b; });
+  for (std::size_t i = 0; i < top; ++i) {
+    const std::uint32_t l = used[i];
+    s.hottest_links.push_back({links_.name(l), links_.level(l), link_bytes_[l], link_busy_[l], link_peak_[l]});
+  }
+  return s;
+}
+
+}  // namespace moesim::network

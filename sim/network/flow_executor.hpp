@@ -1,0 +1,70 @@
+// The flow network model (DESIGN.md §3): each collective runs its phases (collective_plan.hpp) in
+// turn; a phase is a flow that loads the directed links of the cluster with its bytes
+// (flow_demand.hpp). Concurrent flows share every link max-min fairly (max_min.hpp); rates are
+// recomputed whenever a flow starts or finishes and the next completion is rescheduled. A phase
+// ends its latency (the α of the coarsest level it crosses) after its last byte drains. With one
+// collective at a time this gives the analytic model's times; with several, contention.
+#pragma once
+
+#include <vector>
+
+#include "sim/network/alpha_beta.hpp"
+#include "sim/network/collective_plan.hpp"
+#include "sim/network/executor.hpp"
+#include "sim/network/flow_demand.hpp"
+#include "sim/network/flow_links.hpp"
+#include "sim/network/max_min.hpp"
+
+namespace moesim::network {
+
+class FlowExecutor final : public NetworkExecutor {
+ public:
+  FlowExecutor(const cluster::Topology& topology, const AlphaBetaTable& params, const CollectiveProgram& program);
+  void start(engine::Engine& engine, engine::CollectiveId id, Time now) override;
+  void on_timer(engine::Engine& engine, std::uint32_t token, Time now) override;
+  std::string model_name() const override { return "flow"; }
+  NetworkStats stats() const override;
+  const FlowLinks& links() const { return links_; }
+  std::uint64_t rate_solves() const { return solves_; }
+
+ private:
+  struct Running {
+    engine::CollectiveId id = 0;
+    std::vector<CollectivePhase> phases;
+    std::size_t next = 0;
+    Time started = 0;
+    double pairs = 0;
+  };
+  struct Flow {
+    std::uint32_t running = 0;
+    std::vector<LinkDemand> share;  // (link, fraction of the flow's rate it puts on the link)
+    double remaining = 0;           // bytes on the flow's busiest link still to send
+    double rate = 0;                // bytes per second on that link
+    Time finish = 0;
+    Time latency = 0;
+  };
+
+  void next_phase(engine::Engine& engine, std::uint32_t running, Time now);
+  void advance(Time now);
+  void reschedule(engine::Engine& engine, Time now);
+
+  const cluster::Topology& topology_;
+  const CollectiveProgram& program_;
+  FlowLinks links_;
+  FlowDemands demands_;
+  MaxMinSolver solver_;
+  std::vector<double> capacity_;
+  std::vector<Running> running_;
+  std::vector<std::uint32_t> free_running_;
+  std::vector<Flow> flows_;
+  std::vector<double> link_rate_, link_bytes_, link_peak_;
+  std::vector<Time> link_busy_;
+  std::vector<std::uint32_t> busy_links_;
+  std::vector<double> rates_;
+  Time last_ = 0;
+  std::uint32_t generation_ = 0;
+  std::uint64_t solves_ = 0;
+  NetworkStats stats_;
+};
+
+}  // namespace moesim::network

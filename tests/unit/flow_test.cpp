@@ -1,0 +1,239 @@
+// The flow network model: max-min fair sharing derived by hand, agreement with the analytic model
+// when nothing contends, and contention when something does.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "sim/cluster/link_graph.hpp"
+#include "sim/network/analytic_model.hpp"
+#include "sim/network/flow_executor.hpp"
+#include "sim/network/max_min.hpp"
+#include "sim/simulation/simulation.hpp"
+#include "test_support.hpp"
+
+using namespace moesim;
+using namespace moesim::cluster;
+using namespace moesim::network;
+
+namespace {
+
+GpuSpec any_gpu() {
+  GpuSpec g;
+  g.key = "test-gpu";
+  g.peak_flops[static_cast<std::size_t>(Dtype::bf16)] = 1e15;
+  g.hbm_bytes_per_second = 1e12;
+  g.memory_bytes = 80e9;
+  return g;
+}
+
+Level level(const char* name, std::uint32_t count, const char* bw, const char* latency, double oversubscription = 1) {
+  return Level{name, count, Fabric::Switch, *parse_bandwidth(bw), *parse_time(latency), oversubscription};
+}
+
+// Runs collectives through the engine, each started by a compute task of the given duration on
+// every member, and returns each collective's [start, end].
+struct Bench {
+  explicit Bench(Topology t) : topo(std::move(t)), graph(topo), params(AlphaBetaTable::from_topology(topo, graph)) {}
+  std::vector<std::pair<Time, Time>> run(const std::vector<std::pair<CollectiveOp, Time>>& ops, bool flow = true) {
+    engine::Engine e(topo.gpu_count(), 8);
+    std::uint8_t stream = 1;
+    for (const auto& [op, at] : ops) {
+      const auto& gpus = program.groups.members(op.group);
+      const auto id = e.add_collective(static_cast<std::uint32_t>(gpus.size()), engine::WorkKind::AllToAll);
+      program.ops.push_back(op);
+      for (std::uint32_t g : gpus) {
+        const auto pre = e.add_compute(g, stream, at, {});
+        e.depend(pre, e.add_member(id, g, stream, {}));
+      }
+      ++stream;
+    }
+    AnalyticModel model(topo, params);
+    std::unique_ptr<NetworkExecutor> x;
+    if (flow) x = std::make_unique<FlowExecutor>(topo, params, program);
+    else x = std::make_unique<AnalyticExecutor>(model, program);
+    e.run(*x);
+    stats = x->stats();
+    std::vector<std::pair<Time, Time>> out;
+    for (const auto& c : e.collectives()) out.emplace_back(c.start, c.end);
+    program.ops.clear();  // groups stay: the tests reuse them
+    return out;
+  }
+  GroupId group(std::vector<std::uint32_t> g) { return program.groups.intern(std::move(g)); }
+  Topology topo;
+  LinkGraph graph;
+  AlphaBetaTable params;
+  CollectiveProgram program;
+  NetworkStats stats;
+};
+
+std::vector<std::uint32_t> iota(std::uint32_t n) {
+  std::vector<std::uint32_t> v(n);
+  std::iota(v.begin(), v.end(), 0u);
+  return v;
+}
+
+}  // namespace
+
+TEST(MaxMin, ClassicExampleWithTwoBottlenecks) {
+  // Links L0 (capacity 10) and L1 (capacity 4). Flow A crosses both, B only L0, C only L1.
+  // Progressive filling: all rise together until L1 saturates at A = C = 2; then B alone on L0
+  // takes the remaining 10 − 2 = 8.
+  MaxMinSolver solver(2);
+  const std::vector<LinkDemand> a{{0, 1}, {1, 1}}, b{{0, 1}}, c{{1, 1}};
+  std::vector<double> rates;
+  solver.solve({&a, &b, &c}, {10, 4}, rates);
+  EXPECT_DOUBLE_EQ(rates[0], 2);
+  EXPECT_DOUBLE_EQ(rates[1], 8);
+  EXPECT_DOUBLE_EQ(rates[2], 2);
+}
+
+TEST(MaxMin, UnevenLoadsOfOneFlow) {
+  // A phase putting its full size on L0 and half of it on L1 (a = 0.5), beside a flow on L1 alone;
+  // both links capacity 6. Equal rates r: L0 carries r (saturates at 6), L1 carries 0.5r + r
+  // (saturates at r = 4) → both freeze at 4; L0 keeps 2 spare.
+  MaxMinSolver solver(2);
+  const std::vector<LinkDemand> phase{{0, 1}, {1, 0.5}}, other{{1, 1}};
+  std::vector<double> rates;
+  solver.solve({&phase, &other}, {6, 6}, rates);
+  EXPECT_DOUBLE_EQ(rates[0], 4);
+  EXPECT_DOUBLE_EQ(rates[1], 4);
+}
+
+TEST(FlowModel, LoneTransferTakesLatencyPlusBytesOverBandwidth) {
+  // 2 GPUs on a 100 GB/s switch, 3 us: 1 MB takes 3 us + 1e6 × 10 ps = 13 us.
+  Bench b(Topology({level("gpu", 2, "100GB/s", "3us")}, {any_gpu()}, {}));
+  const auto t = b.run({{{CollectiveKind::P2P, Algorithm::Direct, b.group({0, 1}), 1e6, nullptr}, 0}});
+  EXPECT_EQ(t[0].second - t[0].first, 13 * kMicrosecond);
+}
+
+TEST(FlowModel, TwoTransfersShareABottleneckAndTheFirstFreesItsShare) {
+  // GPU 0 → 2 (1 MB) and GPU 1 → 2 (3 MB) both enter GPU 2 over its 100 GB/s downlink: 50 GB/s
+  // each. The first drains at 2e6 × 10 ps = 20 us; the second then has 2 MB left at full rate:
+  // another 20 us, so it drains at 40 us. Each ends 1 us (latency) after it drains.
+  Bench b(Topology({level("gpu", 3, "100GB/s", "1us")}, {any_gpu()}, {}));
+  const auto t = b.run({{{CollectiveKind::P2P, Algorithm::Direct, b.group({0, 2}), 1e6, nullptr}, 0},
+                        {{CollectiveKind::P2P, Algorithm::Direct, b.group({1, 2}), 3e6, nullptr}, 0}});
+  EXPECT_EQ(t[0].second, 21 * kMicrosecond);
+  EXPECT_EQ(t[1].second, 41 * kMicrosecond);
+  // Alone, the second would take 1 + 30 us.
+  const auto alone = b.run({{{CollectiveKind::P2P, Algorithm::Direct, b.group({1, 2}), 3e6, nullptr}, 0}});
+  EXPECT_EQ(alone[0].second, 31 * kMicrosecond);
+}
+
+TEST(FlowModel, OversubscriptionHalvesTheInterLevelRate) {
+  // 4 nodes × 2 GPUs; the node switch is 2:1 oversubscribed: its core carries 4 × 100 GB/s / 2.
+  // Four node-to-node transfers at once (0→1, 1→0, 2→3, 3→2 by node) load every uplink once but
+  // the core four times: 200 GB/s / 4 = 50 GB/s each, half the uplink rate. 1 MB: 20 us of drain.
+  Topology t({level("node", 4, "100GB/s", "0us", 2.0), level("gpu", 2, "1000GB/s", "0us")}, {any_gpu()}, {});
+  Bench b(std::move(t));
+  std::vector<std::pair<CollectiveOp, Time>> ops;
+  for (auto [from, to] : {std::pair{0u, 2u}, {2u, 0u}, {4u, 6u}, {6u, 4u}})
+    ops.push_back({{CollectiveKind::P2P, Algorithm::Direct, b.group({from, to}), 1e6, nullptr}, 0});
+  for (const auto& [start, end] : b.run(ops)) EXPECT_EQ(end - start, 20 * kMicrosecond);
+  // One of them alone runs at the 100 GB/s of the uplinks: 10 us.
+  const auto alone = b.run({ops[0]});
+  EXPECT_EQ(alone[0].second - alone[0].first, 10 * kMicrosecond);
+}
+
+TEST(FlowModel, AgreesWithAnalyticOnEveryCollectiveAlone) {
+  // 2 DCs × 2 nodes × 4 GPUs; every algorithm, one collective at a time: flow within 1 % of
+  // analytic (they share α and β; the flow model only adds picosecond rounding).
+  Topology t({level("dc", 2, "10Gbps", "100us"), level("node", 2, "400Gbps", "5us"), level("gpu", 4, "900GB/s", "1us")},
+             {any_gpu()}, {});
+  Bench b(std::move(t));
+  std::vector<double> a(16), q(16);
+  for (int i = 0; i < 16; ++i) {
+    a[i] = 1e6 * (1 + i % 3);
+    q[i] = (1.0 + i) / 136.0;
+  }
+  auto skewed = std::make_shared<TrafficMatrix>(TrafficMatrix::factored(a, q));
+  auto uniform = std::make_shared<TrafficMatrix>(TrafficMatrix::uniform(16, 5e5));
+  const GroupId all = b.group(iota(16));
+  const std::vector<CollectiveOp> ops{
+      {CollectiveKind::AllToAll, Algorithm::Direct, all, 0, uniform},
+      {CollectiveKind::AllToAll, Algorithm::Direct, all, 0, skewed},
+      {CollectiveKind::AllToAll, Algorithm::Hierarchical, all, 0, skewed},
+      {CollectiveKind::AllReduce, Algorithm::Ring, all, 64e6, nullptr},
+      {CollectiveKind::AllReduce, Algorithm::Hierarchical, all, 64e6, nullptr},
+      {CollectiveKind::AllReduce, Algorithm::Direct, all, 64e6, nullptr},
+      {CollectiveKind::AllGather, Algorithm::Ring, all, 4e6, nullptr},
+      {CollectiveKind::ReduceScatter, Algorithm::Hierarchical, all, 64e6, nullptr},
+      {CollectiveKind::P2P, Algorithm::Direct, b.group({3, 12}), 8e6, nullptr},
+  };
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const auto flow = b.run({{ops[i], 0}}, true);
+    const auto analytic = b.run({{ops[i], 0}}, false);
+    const double f = static_cast<double>(flow[0].second), an = static_cast<double>(analytic[0].second);
+    EXPECT_NEAR(f, an, 0.01 * an) << "op " << i;
+    EXPECT_GT(an, 0) << "op " << i;
+  }
+}
+
+TEST(FlowModel, ContendingCollectivesShareTheLinkByHand) {
+  // 2 GPUs, 100 GB/s, 1 us. An all-to-all sending 2 MB each way and a ring all-reduce of 8 MB
+  // (2 steps of 4 MB per GPU: 8 MB over each uplink) start together. Both load the same two
+  // uplinks and downlinks: 50 GB/s each. The all-to-all drains at 2e6 × 20 ps = 40 us and ends at
+  // 41 us. The all-reduce has 6 MB left, alone at 100 GB/s: 60 us more → drains at 100 us, ends
+  // 2 steps × 1 us later: 102 us. Alone it would take 2 + 80 = 82 us.
+  Bench b(Topology({level("gpu", 2, "100GB/s", "1us")}, {any_gpu()}, {}));
+  const GroupId both = b.group({0, 1});
+  auto traffic = std::make_shared<TrafficMatrix>(TrafficMatrix::uniform(2, 2e6));
+  const CollectiveOp a2a{CollectiveKind::AllToAll, Algorithm::Direct, both, 0, traffic};
+  const CollectiveOp ar{CollectiveKind::AllReduce, Algorithm::Ring, both, 8e6, nullptr};
+  const auto t = b.run({{a2a, 0}, {ar, 0}});
+  EXPECT_EQ(t[0].second, 41 * kMicrosecond);
+  EXPECT_EQ(t[1].second, 102 * kMicrosecond);
+  EXPECT_EQ(b.run({{ar, 0}})[0].second, 82 * kMicrosecond);
+  // The analytic model cannot see it: 41 us and 82 us.
+  const auto an = b.run({{a2a, 0}, {ar, 0}}, false);
+  EXPECT_EQ(an[1].second, 82 * kMicrosecond);
+}
+
+TEST(FlowModel, SkewedAllToAllIsSlowerByTheHotReceiversLoad) {
+  // 4 GPUs at 100 GB/s, no latency. Uniform: each of 4 GPUs sends 1 MB to each other: every
+  // downlink takes 3 MB: 30 us. Skewed, same 12 MB in all: every GPU sends 1 MB to each of the
+  // others but GPU 0 sends its 3 MB to GPU 1 only... here a factored matrix whose receiver shares
+  // are 0.7, 0.1, 0.1, 0.1 with 4 MB routed per source: GPU 0 receives 3 × 2.8 MB = 8.4 MB over
+  // its 100 GB/s downlink: 84 us, the hot receiver's load over its bandwidth.
+  Bench b(Topology({level("gpu", 4, "100GB/s", "0us")}, {any_gpu()}, {}));
+  const GroupId all = b.group(iota(4));
+  auto uniform = std::make_shared<TrafficMatrix>(TrafficMatrix::uniform(4, 1e6));
+  auto skewed = std::make_shared<TrafficMatrix>(
+      TrafficMatrix::factored(std::vector<double>(4, 4e6), std::vector<double>{0.7, 0.1, 0.1, 0.1}));
+  for (bool flow : {true, false}) {
+    EXPECT_EQ(b.run({{{CollectiveKind::AllToAll, Algorithm::Direct, all, 0, uniform}, 0}}, flow)[0].second,
+              30 * kMicrosecond);
+    EXPECT_EQ(b.run({{{CollectiveKind::AllToAll, Algorithm::Direct, all, 0, skewed}, 0}}, flow)[0].second,
+              84 * kMicrosecond);
+  }
+}
+
+TEST(FlowModel, LinkStatisticsAddUp) {
+  // The uniform all-to-all above: each GPU's uplink and downlink carry 3 MB, busy 30 us, fully
+  // used: 24 MB over the GPU level's links in all.
+  Bench b(Topology({level("gpu", 4, "100GB/s", "0us")}, {any_gpu()}, {}));
+  auto uniform = std::make_shared<TrafficMatrix>(TrafficMatrix::uniform(4, 1e6));
+  b.run({{{CollectiveKind::AllToAll, Algorithm::Direct, b.group(iota(4)), 0, uniform}, 0}});
+  ASSERT_EQ(b.stats.link_levels.size(), 1u);
+  EXPECT_NEAR(b.stats.link_levels[0].bytes, 24e6, 1);
+  EXPECT_EQ(b.stats.link_levels[0].busy, 30 * kMicrosecond);
+  EXPECT_DOUBLE_EQ(b.stats.link_levels[0].peak_utilization, 1.0);
+  ASSERT_FALSE(b.stats.hottest_links.empty());
+  EXPECT_NEAR(b.stats.hottest_links[0].bytes, 3e6, 1);
+}
+
+TEST(FlowModel, FullEpIterationAgreesWithAnalyticWithoutContention) {
+  // quickstart (2 DGX H100 nodes, EP 16, 2 chunks): its collectives never overlap, so the flow
+  // model's iteration equals the analytic one within 1 %.
+  const auto l = test::loader();
+  auto doc = l.read_json(std::string(MOESIM_SOURCE_DIR) + "/scenarios/quickstart.json");
+  doc["training"]["iterations"] = 1;
+  simulation::Simulation analytic(test::scenario_from(doc.dump()));
+  analytic.run();
+  doc["network"] = {{"model", "flow"}};
+  simulation::Simulation flow(test::scenario_from(doc.dump()));
+  flow.run();
+  const double a = static_cast<double>(analytic.mean_iteration_time()), f = static_cast<double>(flow.mean_iteration_time());
+  EXPECT_NEAR(f, a, 0.01 * a);
+  EXPECT_EQ(flow.results()["network"]["model"], "flow");
+}
