@@ -1,7 +1,9 @@
 #include "sim/network/collective_plan.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include "sim/core/error.hpp"
 
@@ -11,18 +13,25 @@ std::uint32_t compress_workers(const cluster::Topology& topo, std::span<const st
                                std::vector<std::uint32_t>& ids, std::vector<std::uint32_t>* global) {
   ids.resize(members.size());
   if (global) global->clear();
-  std::map<std::uint32_t, std::uint32_t> seen;
+  // Members in ascending order (EP, DP and node groups all are) need no lookup: a new worker is a
+  // new id. Otherwise a hash map remembers the workers seen.
+  const bool ascending = std::is_sorted(members.begin(), members.end());
+  std::unordered_map<std::uint32_t, std::uint32_t> seen;
   std::uint32_t last_worker = UINT32_MAX, last_id = 0, next = 0;
   for (std::size_t r = 0; r < members.size(); ++r) {
     const std::uint32_t w = topo.worker(members[r], level);
     if (w != last_worker) {
-      auto [it, inserted] = seen.emplace(w, next);
-      if (inserted) {
-        ++next;
+      bool fresh = true;
+      if (!ascending) {
+        auto [it, inserted] = seen.emplace(w, next);
+        fresh = inserted;
+        last_id = it->second;
+      }
+      if (fresh) {
+        last_id = next++;
         if (global) global->push_back(w);
       }
       last_worker = w;
-      last_id = it->second;
     }
     ids[r] = last_id;
   }
@@ -96,8 +105,9 @@ std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<c
     case CollectiveKind::AllToAll: {
       if (!op.traffic || op.traffic->size() != members.size())
         invariant_failed("all-to-all without a traffic matrix matching its group");
-      const auto groups = local_groups(members, topo);
-      if (op.algorithm != Algorithm::Hierarchical || groups.size() <= 1 || groups.front().size() <= 1) {
+      const auto groups = op.algorithm == Algorithm::Hierarchical ? local_groups(members, topo)
+                                                                  : std::vector<std::vector<std::uint32_t>>{};
+      if (groups.size() <= 1 || groups.front().size() <= 1) {
         phases.push_back({op.kind, ExchangePhase{op.traffic}});
         return phases;
       }

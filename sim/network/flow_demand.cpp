@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
+#include <unordered_map>
 
 namespace moesim::network {
 
@@ -16,7 +16,7 @@ void FlowDemands::add(std::uint32_t link, double bytes) const {
 }
 
 void FlowDemands::collect(FlowPhase& out) const {
-  std::sort(touched_.begin(), touched_.end());
+  out.demand.reserve(touched_.size());
   for (std::uint32_t l : touched_) {
     out.demand.push_back({l, scratch_[l]});
     scratch_[l] = 0;
@@ -62,35 +62,33 @@ int FlowDemands::add_path(std::uint32_t u, std::uint32_t v, double bytes) const 
 void FlowDemands::exchange(CollectiveKind kind, const TrafficMatrix& t, std::span<const std::uint32_t> members,
                            FlowPhase& out) const {
   const int levels = topology_.level_count();
-  std::vector<std::uint32_t> ids, global;
-  std::vector<double> w_out, w_in;
-  std::map<std::uint32_t, double> in_above;  // bytes entering each worker of the level above
+  std::vector<std::uint32_t> ids, global, above_global;
+  std::vector<double> w_out, w_in, above_in;  // the level above: its workers and the bytes entering them
   double previous_cross = 0;
   Time alpha = 0;
   for (int l = 0; l < levels; ++l) {
     const cluster::Level& lv = topology_.levels()[l];
     const std::uint32_t workers = compress_workers(topology_, members, l, ids, &global);
-    std::map<std::uint32_t, double> in_here;
+    w_in.assign(workers, 0.0);
     if (workers > 1) {
       t.worker_loads(ids, workers, w_out, w_in);
       double cross = 0;
-      for (std::uint32_t w = 0; w < workers; ++w) {
-        cross += w_out[w];
-        in_here[global[w]] = w_in[w];
-      }
+      for (std::uint32_t w = 0; w < workers; ++w) cross += w_out[w];
       if (cross > 0) alpha = std::max(alpha, params_.get(kind, l).alpha);
       out.bytes_by_level[l] = std::max(0.0, cross - previous_cross);
       previous_cross = cross;
       if (lv.fabric == cluster::Fabric::Switch) {
-        std::map<std::uint32_t, double> through;  // bytes through each parent's switch
         for (std::uint32_t w = 0; w < workers; ++w) {
           add(links_.uplink(l, global[w], true), w_out[w]);
           add(links_.uplink(l, global[w], false), w_in[w]);
-          through[global[w] / lv.count] += w_out[w];
         }
-        for (auto& [p, bytes] : through) {
-          auto it = in_above.find(p);
-          add(links_.core(l, p), bytes + (it == in_above.end() ? 0.0 : it->second));
+        if (links_.core(l, 0) != kNoLink) {
+          // Bytes through each parent's switch: from its children, and from above into the parent.
+          std::unordered_map<std::uint32_t, double> through;
+          for (std::uint32_t w = 0; w < workers; ++w) through[global[w] / lv.count] += w_out[w];
+          for (std::size_t p = 0; p < above_global.size(); ++p)
+            if (through.count(above_global[p])) through[above_global[p]] += above_in[p];
+          for (const auto& [p, bytes] : through) add(links_.core(l, p), bytes);
         }
       } else {
         // Pairs of sibling workers: a_w·Q_v for a factored matrix, summed ranks otherwise.
@@ -117,7 +115,8 @@ void FlowDemands::exchange(CollectiveKind kind, const TrafficMatrix& t, std::spa
           }
       }
     }
-    in_above = std::move(in_here);
+    above_global = global;
+    above_in = w_in;
   }
   out.latency = alpha;
 }

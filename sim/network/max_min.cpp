@@ -5,7 +5,7 @@
 
 namespace moesim::network {
 
-MaxMinSolver::MaxMinSolver(std::size_t links) : residual_(links), weight_(links), stamp_(links, 0) {}
+MaxMinSolver::MaxMinSolver(std::size_t links) : residual_(links), weight_(links), users_(links, 0), stamp_(links, 0) {}
 
 void MaxMinSolver::solve(const std::vector<const std::vector<LinkDemand>*>& shares, const std::vector<double>& capacity,
                          std::vector<double>& rates) {
@@ -23,24 +23,32 @@ void MaxMinSolver::solve(const std::vector<const std::vector<LinkDemand>*>& shar
         stamp_[d.link] = epoch_;
         residual_[d.link] = capacity[d.link];
         weight_[d.link] = 0;
+        users_[d.link] = 0;
         touched_.push_back(d.link);
       }
       weight_[d.link] += d.bytes;
+      ++users_[d.link];
     }
   std::vector<char> frozen(flows, 0);
   std::size_t unfrozen = flows;
   while (unfrozen > 0) {
     ++rounds_;
-    // The increment every unfrozen flow can still take before the first link saturates.
+    // The increment every unfrozen flow can still take before the first link saturates. Links
+    // are counted by their unfrozen users, not by a floating weight, so rounding cannot stall it.
     double step = std::numeric_limits<double>::infinity();
+    std::uint32_t bottleneck = kNoLink;
     for (std::uint32_t l : touched_)
-      if (weight_[l] > 1e-15) step = std::min(step, residual_[l] / weight_[l]);
-    if (!(step < std::numeric_limits<double>::infinity())) break;
-    step = std::max(step, 0.0);
+      if (users_[l] > 0 && weight_[l] > 0) {
+        const double s = std::max(0.0, residual_[l]) / weight_[l];
+        if (s < step) step = s, bottleneck = l;
+      }
+    if (bottleneck == kNoLink) break;
     for (std::size_t f = 0; f < flows; ++f)
       if (!frozen[f]) rates[f] += step;
-    for (std::uint32_t l : touched_) residual_[l] -= step * weight_[l];
-    // Freeze the flows crossing a saturated link.
+    for (std::uint32_t l : touched_)
+      if (users_[l] > 0) residual_[l] -= step * weight_[l];
+    residual_[bottleneck] = 0;
+    // Freeze the flows crossing a saturated link (the bottleneck at least).
     for (std::size_t f = 0; f < flows; ++f) {
       if (frozen[f]) continue;
       bool saturated = false;
@@ -52,7 +60,10 @@ void MaxMinSolver::solve(const std::vector<const std::vector<LinkDemand>*>& shar
       if (!saturated) continue;
       frozen[f] = 1;
       --unfrozen;
-      for (const LinkDemand& d : *shares[f]) weight_[d.link] -= d.bytes;
+      for (const LinkDemand& d : *shares[f]) {
+        weight_[d.link] -= d.bytes;
+        --users_[d.link];
+      }
     }
   }
 }

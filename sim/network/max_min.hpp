@@ -22,6 +22,7 @@ class MaxMinSolver {
 
  private:
   std::vector<double> residual_, weight_;
+  std::vector<std::uint32_t> users_;  // unfrozen flow entries per link
   std::vector<std::uint32_t> stamp_;
   std::vector<std::uint32_t> touched_;
   std::uint32_t epoch_ = 0;

@@ -5,7 +5,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "sim/core/rng.hpp"
 #include "sim/engine/engine.hpp"
+#include "sim/network/max_min.hpp"
 #include "sim/scenario/scenario.hpp"
 #include "sim/simulation/simulation.hpp"
 
@@ -62,6 +64,47 @@ void BM_Ep1000Dc(benchmark::State& state) {
   state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Ep1000Dc)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// The flow model's rate solver: `flows` flows, each over 16 of 4096 links chosen at random (seeded),
+// some loading their links unevenly, as concurrent collective phases do.
+void BM_MaxMinSolve(benchmark::State& state) {
+  const auto flows = static_cast<std::size_t>(state.range(0));
+  const std::size_t links = 4096;
+  Rng rng(5);
+  std::vector<std::vector<network::LinkDemand>> shares(flows);
+  for (auto& s : shares) {
+    for (int i = 0; i < 16; ++i) s.push_back({static_cast<std::uint32_t>(rng.below(links)), i == 0 ? 1.0 : 0.25 + 0.75 * rng.uniform()});
+  }
+  std::vector<const std::vector<network::LinkDemand>*> ptrs;
+  for (const auto& s : shares) ptrs.push_back(&s);
+  std::vector<double> capacity(links);
+  for (auto& c : capacity) c = 1e9 * (1 + rng.below(8));
+  network::MaxMinSolver solver(links);
+  std::vector<double> rates;
+  std::size_t rounds = 0;
+  for (auto _ : state) {
+    solver.solve(ptrs, capacity, rates);
+    rounds += solver.rounds();
+    benchmark::DoNotOptimize(rates.data());
+  }
+  state.counters["solves/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["rounds"] = static_cast<double>(rounds) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_MaxMinSolve)->Arg(4)->Arg(64)->Arg(1024);
+
+// One iteration of the 1000-DC EP scenario with the flow model.
+void BM_Ep1000DcFlow(benchmark::State& state) {
+  scenario::Loader loader(MOESIM_SOURCE_DIR);
+  auto doc = loader.read_json(std::string(MOESIM_SOURCE_DIR) + "/scenarios/ep-1000dc.json");
+  doc["network"]["model"] = "flow";
+  const auto sc = loader.build(loader.resolve(doc, "ep-1000dc.json"), "ep-1000dc.json");
+  for (auto _ : state) {
+    simulation::Simulation sim(sc);
+    sim.run();
+    benchmark::DoNotOptimize(sim.mean_iteration_time());
+  }
+}
+BENCHMARK(BM_Ep1000DcFlow)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 }  // namespace
 

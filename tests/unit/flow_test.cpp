@@ -7,6 +7,7 @@
 #include "sim/cluster/link_graph.hpp"
 #include "sim/network/analytic_model.hpp"
 #include "sim/network/flow_executor.hpp"
+#include "sim/core/rng.hpp"
 #include "sim/network/max_min.hpp"
 #include "sim/simulation/simulation.hpp"
 #include "test_support.hpp"
@@ -236,4 +237,41 @@ TEST(FlowModel, FullEpIterationAgreesWithAnalyticWithoutContention) {
   const double a = static_cast<double>(analytic.mean_iteration_time()), f = static_cast<double>(flow.mean_iteration_time());
   EXPECT_NEAR(f, a, 0.01 * a);
   EXPECT_EQ(flow.results()["network"]["model"], "flow");
+}
+
+TEST(MaxMin, RandomFlowsGetAMaxMinAllocation) {
+  // Seeded random flows over 64 links, uneven loads (the case whose floating leftovers once
+  // stalled the solver). The allocation is feasible (no link over capacity) and max-min fair:
+  // every flow crosses a saturated link on which no other flow has a larger rate.
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    Rng rng(seed);
+    const std::size_t links = 64, flows = 4 + rng.below(40);
+    std::vector<std::vector<LinkDemand>> shares(flows);
+    for (auto& s : shares)
+      for (int i = 0; i < 6; ++i)
+        s.push_back({static_cast<std::uint32_t>(rng.below(links)), i == 0 ? 1.0 : 0.25 + 0.75 * rng.uniform()});
+    std::vector<const std::vector<LinkDemand>*> ptrs;
+    for (const auto& s : shares) ptrs.push_back(&s);
+    std::vector<double> capacity(links);
+    for (auto& c : capacity) c = 1e9 * (1 + rng.below(8));
+    MaxMinSolver solver(links);
+    std::vector<double> rates;
+    solver.solve(ptrs, capacity, rates);
+    std::vector<double> load(links, 0.0);
+    for (std::size_t f = 0; f < flows; ++f)
+      for (const auto& d : shares[f]) load[d.link] += d.bytes * rates[f];
+    for (std::size_t l = 0; l < links; ++l) EXPECT_LE(load[l], capacity[l] * (1 + 1e-9)) << "seed " << seed;
+    for (std::size_t f = 0; f < flows; ++f) {
+      bool bottlenecked = false;
+      for (const auto& d : shares[f]) {
+        if (load[d.link] < capacity[d.link] * (1 - 1e-9)) continue;
+        bool largest = true;
+        for (std::size_t g = 0; g < flows; ++g)
+          for (const auto& e : shares[g])
+            if (e.link == d.link && rates[g] > rates[f] * (1 + 1e-9)) largest = false;
+        bottlenecked |= largest;
+      }
+      EXPECT_TRUE(bottlenecked) << "seed " << seed << " flow " << f;
+    }
+  }
 }
