@@ -31,7 +31,7 @@ struct Scenario {
   workload::RoutingConfig routing;
   compute::ComputeOptions compute;
   network::Algorithm all_reduce = network::Algorithm::Ring;
-  std::string network_model = "analytic";  // or "flow"
+  std::string network_model = "flow";  // or "analytic"
   const strategies::StrategyInfo* strategy = nullptr;
   schema::Json strategy_options;
 

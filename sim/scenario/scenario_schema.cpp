@@ -91,7 +91,7 @@ NodePtr scenario_schema() {
                "GPU×expert pairs (auto)"),
   });
   static const NodePtr network = object({
-      optional("model", enumeration({"analytic", "flow"}), "analytic",
+      optional("model", enumeration({"flow", "analytic"}), "flow",
                "communication model: analytic α-β, or flow (links shared max-min fairly: contention)"),
       optional("all_reduce", enumeration({"ring", "hierarchical", "direct"}), "ring", "gradient all-reduce algorithm"),
   });
