@@ -168,6 +168,12 @@ std::string Simulation::summary(double wall_seconds) const {
   for (int l = 0; l < topology_.level_count(); ++l)
     levels += fmt::format("{}{}: {}", l ? ", " : "", topology_.levels()[l].name, format_bytes(ns.bytes_by_level[l] / iters));
   row("bytes / iteration by level", levels);
+  if (!ns.hottest_links.empty()) {
+    const auto& h = ns.hottest_links.front();
+    row("hottest link", fmt::format("{}: {} / iteration, busy {:.3f} ms, peak {:.0f} % ({} model)", h.name,
+                                    format_bytes(h.bytes / iters), time_to_ms(h.busy) / iters, 100 * h.peak_utilization,
+                                    executor_->model_name()));
+  }
   const auto& totals = strategy_->totals();
   row("dropped tokens", fmt::format("{:.2f} %", totals.routed_token_copies > 0 ? 100 * totals.dropped_token_copies / totals.routed_token_copies : 0.0));
   std::size_t peak = 0;

@@ -275,3 +275,27 @@ TEST(MaxMin, RandomFlowsGetAMaxMinAllocation) {
     }
   }
 }
+
+TEST(FlowModel, TransfersFollowTheLinkGraphRoutes) {
+  // A transfer's link demands sit on exactly the levels of the Boost.Graph shortest path between
+  // its GPUs: up and down each level from the GPU to the coarsest level that separates them.
+  Topology t({level("dc", 3, "10Gbps", "100us"), level("node", 2, "400Gbps", "5us"), level("gpu", 4, "900GB/s", "1us")},
+             {any_gpu()}, {});
+  LinkGraph graph(t);
+  FlowLinks links(t);
+  const auto params = AlphaBetaTable::from_topology(t, graph);
+  FlowDemands demands(links, params);
+  for (auto [u, v] : {std::pair{0u, 1u}, {0u, 5u}, {2u, 9u}, {7u, 23u}, {23u, 16u}}) {
+    const Route route = graph.route(u, v);
+    std::vector<int> graph_levels = route.levels, demand_levels;
+    const FlowPhase phase = demands.demand({CollectiveKind::P2P, TransferPhase{u, v, 1e6}}, std::vector<std::uint32_t>{u, v});
+    for (const auto& d : phase.demand) {
+      demand_levels.push_back(links.level(d.link));
+      EXPECT_DOUBLE_EQ(d.bytes, 1e6);
+    }
+    std::sort(graph_levels.begin(), graph_levels.end());
+    std::sort(demand_levels.begin(), demand_levels.end());
+    EXPECT_EQ(demand_levels, graph_levels) << u << " -> " << v;
+    EXPECT_EQ(phase.latency, route.latency) << u << " -> " << v;
+  }
+}
