@@ -1,0 +1,40 @@
+// HybridEP's stream-based model (seed 000, §III): for one MoE block on G GPUs, a proportion p of
+// each GPU's outgoing data chunks travels as data (all-to-all) and 1 − p as experts (all-gather).
+//   Lat_A2A(p) = p·D·(G−1)/(G·B)            (Eq. 3, the p share of it)
+//   Lat_AG(p)  = (1 − p)·P_E·(G−1)/B         (Eq. 4)
+//   Lat_final  = Lat_comp + Lat_comm − Lat_ovlp (Eq. 8 with Eq. 2, 5, 7)
+//              = max(Lat_PE, Lat_AG(p)) + 2·Lat_A2A(p)   (expert compute is fully overlapped)
+// with p ∈ {0/(G−1), …, (G−1)/(G−1)}. Solution (Eq. 10–12), with p* = (P_E(G−1) − B·Lat_PE) / (P_E(G−1)):
+//   Case 1   p* ≤ 0: the whole expert all-gather hides under pre-expert compute: p = 0;
+//   Case 2.1 p* > 0 and 2D ≥ G·P_E: Eq. 12's slope is ≥ 0: p = 0, Lat = (G−1)·P_E/B;
+//   Case 2.2 p* > 0 and 2D < G·P_E: Eq. 12 falls towards p*, Eq. 11 rises from it: p = ⌈p*(G−1)⌉/(G−1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace moesim::strategies::hybridep {
+
+struct StreamInputs {
+  double data_bytes = 0;          // D: dispatch bytes of one GPU
+  double expert_bytes = 0;        // P_E: bytes of one GPU's experts as transmitted
+  double bandwidth = 0;           // B: bytes per second between GPUs
+  double pre_expert_seconds = 0;  // Lat_PE
+  std::uint32_t gpus = 2;         // G
+};
+
+enum class StreamCase { Case1, Case2_1, Case2_2 };
+std::string to_string(StreamCase c);
+
+struct StreamSolution {
+  StreamCase which = StreamCase::Case1;
+  double p = 1;             // on the grid k/(G−1)
+  double p_star = 0;        // the boundary of Eq. 11/12
+  double latency = 0;       // Lat_final(p) in seconds
+  std::uint32_t domain = 1; // expert-domain size on one level: G − p·(G−1)
+};
+
+double final_latency(const StreamInputs& in, double p);
+StreamSolution solve(const StreamInputs& in);
+
+}  // namespace moesim::strategies::hybridep
