@@ -18,18 +18,8 @@ using namespace moesim::network;
 
 namespace {
 
-GpuSpec any_gpu() {
-  GpuSpec g;
-  g.key = "test-gpu";
-  g.peak_flops[static_cast<std::size_t>(Dtype::bf16)] = 1e15;
-  g.hbm_bytes_per_second = 1e12;
-  g.memory_bytes = 80e9;
-  return g;
-}
-
-Level level(const char* name, std::uint32_t count, const char* bw, const char* latency, double oversubscription = 1) {
-  return Level{name, count, Fabric::Switch, *parse_bandwidth(bw), *parse_time(latency), oversubscription};
-}
+using test::any_gpu;
+using test::level;
 
 // Runs collectives through the engine, each started by a compute task of the given duration on
 // every member, and returns each collective's [start, end].

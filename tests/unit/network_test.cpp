@@ -6,6 +6,7 @@
 
 #include "sim/cluster/link_graph.hpp"
 #include "sim/network/analytic_model.hpp"
+#include "test_support.hpp"
 
 using namespace moesim;
 using namespace moesim::cluster;
@@ -13,18 +14,8 @@ using namespace moesim::network;
 
 namespace {
 
-GpuSpec any_gpu() {
-  GpuSpec g;
-  g.key = "test-gpu";
-  g.peak_flops[static_cast<std::size_t>(Dtype::bf16)] = 1e15;
-  g.hbm_bytes_per_second = 1e12;
-  g.memory_bytes = 80e9;
-  return g;
-}
-
-Level level(const char* name, std::uint32_t count, const char* bw, const char* latency) {
-  return Level{name, count, Fabric::Switch, *parse_bandwidth(bw), *parse_time(latency), 1.0};
-}
+using test::any_gpu;
+using test::level;
 
 Topology one_level(std::uint32_t gpus) { return Topology({level("gpu", gpus, "128Gbps", "5us")}, {any_gpu()}, {}); }
 
