@@ -33,8 +33,6 @@ std::string csv_field(const std::string& s) {
 
 std::string value_text(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
-std::string scenario_text(const scenario::Scenario& s) { return s.effective.dump(2) + "\n"; }
-
 std::string read_text(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::stringstream buf;
@@ -77,6 +75,7 @@ SweepPlan plan_sweep(const scenario::Loader& loader, const Json& resolved, const
   const std::vector<Axis> axes = parse_axes(base.effective.at("sweep"));
   const std::size_t points = point_count(axes);
   SweepPlan plan;
+  plan.base_effective = base.effective;
   for (const auto& a : axes) plan.axis_paths.push_back(a.path);
   Json plain = resolved;
   plain.erase("sweep");
@@ -132,7 +131,7 @@ SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, con
   SweepOutcome outcome;
   outcome.points = points;
   std::size_t done = 0;
-  const std::string effective = scenario_text(loader.build(resolved, file));
+  const std::string effective = plan.base_effective.dump(2) + "\n";
   if (fs::exists(options.csv)) {
     std::ifstream in(options.csv, std::ios::binary);
     std::stringstream buf;

@@ -33,6 +33,7 @@ struct SweepOutcome {
 // The scenario of every grid point, validated. An invalid value is reported at the sweep axis
 // that set it ($.sweep.axes[A].values[V]); other problems name the point's axis values.
 struct SweepPlan {
+  schema::Json base_effective;  // the base scenario, fully resolved (sweep block included)
   std::vector<std::string> axis_paths;
   std::vector<std::vector<schema::Json>> values;  // per point, one per axis
   std::vector<scenario::Scenario> scenarios;      // per point
