@@ -1,6 +1,7 @@
 // ProgramBuilder: how strategies write the task program of an iteration. Stream 0 of every GPU
 // computes; streams 1 and 2 carry the dispatch and combine all-to-alls (so a combine can overlap
-// the next chunk's dispatch); stream 3 carries gradient synchronisation.
+// the next chunk's dispatch); stream 3 carries gradient synchronisation; stream 4 migrates expert
+// parameters (HybridEP's all-gathers, issued ahead of the layers that need them).
 #pragma once
 
 #include <vector>
@@ -14,7 +15,8 @@ inline constexpr std::uint8_t kComputeStream = 0;
 inline constexpr std::uint8_t kDispatchStream = 1;
 inline constexpr std::uint8_t kCombineStream = 2;
 inline constexpr std::uint8_t kGradientStream = 3;
-inline constexpr std::uint8_t kStreamsPerGpu = 4;
+inline constexpr std::uint8_t kMigrationStream = 4;
+inline constexpr std::uint8_t kStreamsPerGpu = 5;
 
 class ProgramBuilder {
  public:

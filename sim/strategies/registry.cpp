@@ -1,11 +1,12 @@
 #include "sim/strategies/registry.hpp"
 
 #include "sim/strategies/ep/ep_strategy.hpp"
+#include "sim/strategies/hybridep/hybridep_strategy.hpp"
 
 namespace moesim::strategies {
 
 const std::vector<StrategyInfo>& registry() {
-  static const std::vector<StrategyInfo> all{ep::info()};
+  static const std::vector<StrategyInfo> all{ep::info(), hybridep::info()};
   return all;
 }
 

@@ -82,10 +82,12 @@ TEST(HybridEpStreamModel, TheThreeCasesMatchASearchOverEveryP) {
   };
   // Case 1: P_E = 0.36 MB (Table V's expert), Lat_PE = 10 ms: B·Lat_PE = 12.5 MB ≥ 15 × 0.36 MB.
   StreamInputs c1{6e6, 0.36e6, 1.25e9, 10e-3, 16};
-  // Case 2.1: big data, 2D = 384 MB ≥ 16 × 8 MB; Lat_PE = 5 ms hides 6.25 MB of the 120 MB.
-  StreamInputs c21{192e6, 8e6, 1.25e9, 5e-3, 16};
-  // Case 2.2: small data, 2D = 12 MB < 16 × 8 MB: only enough expert traffic to hide under 40 ms.
-  StreamInputs c22{6e6, 8e6, 1.25e9, 40e-3, 16};
+  // Case 2.2 (§III-E: 2D − G·P_E ≥ 0 → minimum p): big data, 2D = 384 MB ≥ 16 × 8 MB; Lat_PE = 5 ms
+  // hides 6.25 MB of the 120 MB.
+  StreamInputs c22{192e6, 8e6, 1.25e9, 5e-3, 16};
+  // Case 2.1 (2D − G·P_E < 0 → the largest p below p*, i.e. p*'s grid point): small data,
+  // 2D = 12 MB < 16 × 8 MB: only enough expert traffic to hide under 40 ms.
+  StreamInputs c21{6e6, 8e6, 1.25e9, 40e-3, 16};
   const StreamSolution s1 = solve(c1), s21 = solve(c21), s22 = solve(c22);
   EXPECT_EQ(s1.which, StreamCase::Case1);
   EXPECT_EQ(s21.which, StreamCase::Case2_1);
@@ -96,14 +98,14 @@ TEST(HybridEpStreamModel, TheThreeCasesMatchASearchOverEveryP) {
     EXPECT_DOUBLE_EQ(s.p, p);
     EXPECT_DOUBLE_EQ(s.latency, lat);
   }
-  // Case 2.2 by hand: p* = (8e6·15 − 1.25e9·0.04) / (8e6·15) = 70/120 = 0.5833 → p = ⌈8.75⌉/15 = 9/15;
+  // Case 2.1 by hand: p* = (8e6·15 − 1.25e9·0.04) / (8e6·15) = 70/120 = 0.5833 → p = ⌈8.75⌉/15 = 9/15;
   // the domain holds 16 − 9 = 7 GPUs (not yet rounded to a divisor of G); Eq. 11 gives
   // Lat = 40 ms + 2·6e6·15·(9/15) / (16·1.25e9) = 40 ms + 5.4 ms.
-  EXPECT_NEAR(s22.p_star, 70.0 / 120.0, 1e-12);
-  EXPECT_DOUBLE_EQ(s22.p, 9.0 / 15.0);
-  EXPECT_EQ(s22.domain, 7u);
-  EXPECT_NEAR(s22.latency, 0.04 + 2 * 6e6 * 9 / (16 * 1.25e9), 1e-12);
-  // Case 2.1 by hand: p = 0, Lat = 15 × 8 MB / 1.25 GB/s = 96 ms (pure all-gather).
-  EXPECT_NEAR(s21.latency, 15 * 8e6 / 1.25e9, 1e-12);
-  EXPECT_EQ(s21.domain, 16u);
+  EXPECT_NEAR(s21.p_star, 70.0 / 120.0, 1e-12);
+  EXPECT_DOUBLE_EQ(s21.p, 9.0 / 15.0);
+  EXPECT_EQ(s21.domain, 7u);
+  EXPECT_NEAR(s21.latency, 0.04 + 2 * 6e6 * 9 / (16 * 1.25e9), 1e-12);
+  // Case 2.2 by hand: p = 0, Lat = 15 × 8 MB / 1.25 GB/s = 96 ms (pure all-gather).
+  EXPECT_NEAR(s22.latency, 15 * 8e6 / 1.25e9, 1e-12);
+  EXPECT_EQ(s22.domain, 16u);
 }

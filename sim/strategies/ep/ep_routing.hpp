@@ -1,8 +1,10 @@
 // The routing of one MoE layer and microbatch under expert parallelism: the dispatch traffic
-// matrix of each EP group after capacity drops (combine is its transpose) and the expert compute
-// of each GPU for one chunk. Sources draw their routing per layer and microbatch (dense matrix per
-// group) or send their expected shares (one factored matrix shared by all groups), as
-// RoutingModel::sampled decides.
+// matrix of each all-to-all group after capacity drops (combine is its transpose) and the expert
+// compute of each GPU for one chunk. Sources draw their routing per layer and microbatch (dense
+// matrix per group) or send their expected shares (one factored matrix shared by all groups), as
+// RoutingModel::sampled decides. The layout is general: plain EP (groups of consecutive GPUs,
+// rank r computes experts [r·E/n, (r+1)·E/n)) and HybridEP (same-offset groups whose member j
+// computes every expert of expert domain j) both describe themselves as an EpLayout.
 #pragma once
 
 #include <vector>
@@ -13,10 +15,14 @@
 namespace moesim::strategies::ep {
 
 struct EpLayout {
-  int ep_size = 1;          // GPUs per EP group; groups are consecutive GPUs
-  int groups = 1;
-  int experts_per_rank = 1;  // EP rank r holds experts [r·experts_per_rank, (r+1)·experts_per_rank)
-  int chunks = 1;            // pipelining degree
+  // All-to-all groups, each of the same size n; members[j] is the GPU of rank j.
+  std::vector<std::vector<std::uint32_t>> groups;
+  std::vector<int> rank_of_gpu;                  // rank of each GPU inside its group
+  std::vector<std::vector<int>> experts_of_rank;  // experts rank j computes (tokens routed to them go to j)
+  int chunks = 1;                                // pipelining degree
+  int size() const { return static_cast<int>(experts_of_rank.size()); }
+  // Plain EP: groups of `ep_size` consecutive GPUs, rank r computes E/ep_size consecutive experts.
+  static EpLayout consecutive(std::uint32_t gpus, int ep_size, int experts, int chunks);
 };
 
 struct EpLayerRouting {

@@ -111,83 +111,101 @@ std::size_t EpStrategy::tasks_per_iteration(const StrategyContext& ctx) const {
               ctx.model.layers * 2 + 4);
 }
 
+EpLayout EpStrategy::layout(const StrategyContext& ctx) const {
+  return EpLayout::consecutive(ctx.topology.gpu_count(), ep_size(ctx), ctx.model.experts, options_.pipelining_degree);
+}
+
+double EpStrategy::params_on_gpu(const StrategyContext& ctx) const {
+  const auto& m = ctx.model;
+  return m.replicated_params() + m.moe_layers() * (m.experts / ep_size(ctx)) * m.expert_params();
+}
+
+void EpStrategy::gradient_collective(const StrategyContext& ctx, ProgramBuilder& pb, network::CollectiveKind kind,
+                                     network::GroupId group, double bytes, const engine::Label& label,
+                                     const std::vector<TaskId>& after) {
+  const auto& gpus_of = pb.group_members(group);
+  if (gpus_of.size() <= 1 || bytes <= 0) return;
+  const network::Algorithm algorithm =
+      kind == network::CollectiveKind::AllReduce ? ctx.all_reduce_algorithm : network::Algorithm::Ring;
+  pb.collective({kind, algorithm, group, bytes, nullptr}, kGradientStream, label, members_);
+  for (std::size_t r = 0; r < gpus_of.size(); ++r) {
+    pb.depend(after[gpus_of[r]], members_[r]);
+    last_sync_[gpus_of[r]] = members_[r];
+  }
+}
+
+void EpStrategy::sync_expert_gradients(const StrategyContext& ctx, ProgramBuilder& pb, int it, int layer,
+                                       const std::vector<TaskId>& after) {
+  // The expert-data-parallel group of EP rank r holds the GPUs with rank r in every EP group.
+  const int n = ep_size(ctx);
+  const int groups = static_cast<int>(ctx.topology.gpu_count()) / n;
+  if (expert_dp_group_.empty())
+    for (int r = 0; r < n; ++r) {
+      std::vector<std::uint32_t> v;
+      for (int gi = 0; gi < groups; ++gi) v.push_back(static_cast<std::uint32_t>(gi * n + r));
+      expert_dp_group_.push_back(pb.group(std::move(v)));
+    }
+  const double bytes = (ctx.model.experts / n) * ctx.model.expert_params() * cluster::dtype_bytes(ctx.training.dtype);
+  for (int r = 0; r < n; ++r)
+    gradient_collective(ctx, pb, network::CollectiveKind::AllReduce, expert_dp_group_[r], bytes,
+                        pb.label(Phase::GradSync, WorkKind::AllReduce, "expert_grads", it, layer), after);
+}
+
 void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb, int it) {
   const auto& m = ctx.model;
   const auto& t = ctx.training;
   const auto& topo = ctx.topology;
   const std::uint32_t gpus = topo.gpu_count();
-  const int n = ep_size(ctx);
-  const int groups = static_cast<int>(gpus) / n;
-  const int per_rank = m.experts / n;
   const int chunks = options_.pipelining_degree;
   const double b = cluster::dtype_bytes(t.dtype);
   const std::size_t kinds = ctx.compute.size();
+  const EpLayout lay = layout(ctx);
+  const int n = lay.size();
+  expert_dp_group_.clear();
+  last_sync_.assign(gpus, engine::kNone);
 
-  // Groups: EP groups are consecutive GPUs; the expert-data-parallel group of EP rank r holds the
-  // GPUs with rank r in every EP group; dense parameters are replicated on all GPUs.
-  std::vector<network::GroupId> ep_group(groups), expert_dp_group(n);
-  for (int gi = 0; gi < groups; ++gi) {
-    std::vector<std::uint32_t> v(n);
-    std::iota(v.begin(), v.end(), static_cast<std::uint32_t>(gi * n));
-    ep_group[gi] = pb.group(std::move(v));
-  }
-  for (int r = 0; r < n; ++r) {
-    std::vector<std::uint32_t> v;
-    for (int gi = 0; gi < groups; ++gi) v.push_back(static_cast<std::uint32_t>(gi * n + r));
-    expert_dp_group[r] = pb.group(std::move(v));
-  }
+  // All-to-all groups; dense parameters are replicated on all GPUs.
+  std::vector<network::GroupId> a2a_group;
+  for (const auto& g : lay.groups) a2a_group.push_back(pb.group(g));
   std::vector<std::uint32_t> all(gpus);
   std::iota(all.begin(), all.end(), 0u);
   const network::GroupId dp_group = pb.group(std::move(all));
 
-  const double params_on_gpu = m.replicated_params() + m.moe_layers() * per_rank * m.expert_params();
   std::vector<LayerCosts> costs;
-  for (std::size_t k = 0; k < kinds; ++k) costs.push_back(layer_costs(ctx.compute[k], m, t, params_on_gpu));
+  for (std::size_t k = 0; k < kinds; ++k) costs.push_back(layer_costs(ctx.compute[k], m, t, params_on_gpu(ctx)));
   const auto cost = [&](std::uint32_t g) -> const LayerCosts& { return costs[topo.kind_index(g)]; };
   const auto& cm_of = [&](std::uint32_t g) -> const compute::ComputeModel& { return ctx.compute[topo.kind_index(g)]; };
 
-  const EpLayout layout{n, groups, per_rank, chunks};
   double dropped = 0, routed = 0;
   std::vector<EpLayerRouting> plans(m.layers);
 
-  std::vector<TaskId> members;
   std::vector<std::vector<TaskId>> chunk_tasks(chunks, std::vector<TaskId>(gpus));
-  std::vector<TaskId> before(gpus), last_sync(gpus, engine::kNone);
+  std::vector<TaskId> before(gpus), attention(gpus);
   const auto a2a = [&](const std::vector<network::TrafficPtr>& traffic, std::uint8_t stream, const engine::Label& label,
                        std::vector<TaskId>& out_by_gpu, const std::vector<TaskId>& after) {
-    for (int gi = 0; gi < groups; ++gi) {
-      pb.collective({network::CollectiveKind::AllToAll, options_.all_to_all, ep_group[gi], 0,
+    for (std::size_t gi = 0; gi < lay.groups.size(); ++gi) {
+      pb.collective({network::CollectiveKind::AllToAll, options_.all_to_all, a2a_group[gi], 0,
                      traffic.size() == 1 ? traffic[0] : traffic[gi]},
-                    stream, label, members);
+                    stream, label, members_);
       for (int r = 0; r < n; ++r) {
-        const std::uint32_t g = static_cast<std::uint32_t>(gi * n + r);
-        pb.depend(after[g], members[r]);
-        out_by_gpu[g] = members[r];
+        const std::uint32_t g = lay.groups[gi][r];
+        pb.depend(after[g], members_[r]);
+        out_by_gpu[g] = members_[r];
       }
-    }
-  };
-  const auto all_reduce = [&](network::GroupId group, double bytes, const engine::Label& label,
-                              const std::vector<TaskId>& after) {
-    const auto& gpus_of = pb.group_members(group);
-    if (gpus_of.size() <= 1 || bytes <= 0) return;
-    pb.collective({network::CollectiveKind::AllReduce, ctx.all_reduce_algorithm, group, bytes, nullptr}, kGradientStream,
-                  label, members);
-    for (std::size_t r = 0; r < gpus_of.size(); ++r) {
-      pb.depend(after[gpus_of[r]], members[r]);
-      last_sync[gpus_of[r]] = members[r];
     }
   };
 
   const double layer_dense_params = m.attention_params() + m.norm_params();
   const double moe_dense_params = m.gate_params() + m.shared_experts * m.expert_params();
-  std::vector<std::vector<TaskId>> attention_bwd(m.layers), expert_bwd(m.layers);
-  std::vector<TaskId> embed_bwd(gpus);
+  std::vector<std::vector<TaskId>> expert_bwd(m.layers);
+  std::vector<TaskId> attention_bwd(gpus), embed_bwd(gpus);
   const bool n_has_comm = n > 1;
 
+  begin_iteration(ctx, pb, it);
   for (int mb = 0; mb < t.microbatches; ++mb) {
     const bool last_mb = mb + 1 == t.microbatches;
     for (int layer = m.dense_layers; layer < m.layers; ++layer) {
-      plans[layer] = route_layer(ctx, layout, it, layer, mb);
+      plans[layer] = route_layer(ctx, lay, it, layer, mb);
       dropped += plans[layer].dropped_copies;
       routed += plans[layer].routed_copies;
     }
@@ -198,12 +216,13 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
     }
     for (int layer = 0; layer < m.layers; ++layer) {
       auto la = pb.label(Phase::Forward, WorkKind::Attention, "attention", it, layer, mb);
-      for (std::uint32_t g = 0; g < gpus; ++g) pb.compute(g, cost(g).attention, la);
+      for (std::uint32_t g = 0; g < gpus; ++g) attention[g] = pb.compute(g, cost(g).attention, la);
       if (!m.is_moe(layer)) {
         auto lf = pb.label(Phase::Forward, WorkKind::DenseFfn, "dense_ffn", it, layer, mb);
         for (std::uint32_t g = 0; g < gpus; ++g) pb.compute(g, cost(g).dense_ffn, lf);
         continue;
       }
+      begin_moe_forward(ctx, pb, it, layer, mb, attention);
       const EpLayerRouting& mp = plans[layer];
       auto lg = pb.label(Phase::Forward, WorkKind::Gate, "gate", it, layer, mb);
       for (std::uint32_t g = 0; g < gpus; ++g) before[g] = pb.compute(g, cost(g).gate, lg);
@@ -217,9 +236,11 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
           a2a(mp.dispatch, kDispatchStream, pb.label(Phase::Forward, WorkKind::AllToAll, "dispatch", it, layer, mb, c),
               chunk, before);
         auto le = pb.label(Phase::Forward, WorkKind::Expert, "experts", it, layer, mb, c);
+        const bool first = mb == 0 && c == 0;
         for (std::uint32_t g = 0; g < gpus; ++g) {
-          const TaskId e = pb.compute(g, mp.expert_fwd[g], le);
+          const TaskId e = pb.compute(g, mp.expert_fwd[g] + (first ? expert_prologue(ctx, layer, g) : 0), le);
           if (n_has_comm) pb.depend(chunk[g], e);
+          if (const TaskId ready = experts_ready(layer, g); ready != engine::kNone) pb.depend(ready, e);
           chunk[g] = e;
         }
         if (n_has_comm)
@@ -281,16 +302,12 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
         }
       }
       auto la = pb.label(Phase::Backward, WorkKind::Attention, "attention", it, layer, mb);
-      auto& attn = attention_bwd[layer];
-      attn.resize(gpus);
-      for (std::uint32_t g = 0; g < gpus; ++g) attn[g] = pb.compute(g, cm_of(g).backward(cost(g).attention), la);
+      for (std::uint32_t g = 0; g < gpus; ++g) attention_bwd[g] = pb.compute(g, cm_of(g).backward(cost(g).attention), la);
       if (last_mb && options_.overlap_gradient_sync) {
         const double dense = layer_dense_params + (m.is_moe(layer) ? moe_dense_params : m.dense_ffn_params());
-        all_reduce(dp_group, dense * b, pb.label(Phase::GradSync, WorkKind::AllReduce, "dense_grads", it, layer), attn);
-        if (m.is_moe(layer))
-          for (int r = 0; r < n; ++r)
-            all_reduce(expert_dp_group[r], per_rank * m.expert_params() * b,
-                       pb.label(Phase::GradSync, WorkKind::AllReduce, "expert_grads", it, layer), exp_bwd);
+        gradient_collective(ctx, pb, network::CollectiveKind::AllReduce, dp_group, dense * b,
+                            pb.label(Phase::GradSync, WorkKind::AllReduce, "dense_grads", it, layer), attention_bwd);
+        if (m.is_moe(layer)) sync_expert_gradients(ctx, pb, it, layer, exp_bwd);
       }
     }
     {
@@ -301,22 +318,20 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
   if (!options_.overlap_gradient_sync) {
     for (int layer = m.layers - 1; layer >= 0; --layer) {
       const double dense = layer_dense_params + (m.is_moe(layer) ? moe_dense_params : m.dense_ffn_params());
-      all_reduce(dp_group, dense * b, pb.label(Phase::GradSync, WorkKind::AllReduce, "dense_grads", it, layer), embed_bwd);
-      if (m.is_moe(layer))
-        for (int r = 0; r < n; ++r)
-          all_reduce(expert_dp_group[r], per_rank * m.expert_params() * b,
-                     pb.label(Phase::GradSync, WorkKind::AllReduce, "expert_grads", it, layer), embed_bwd);
+      gradient_collective(ctx, pb, network::CollectiveKind::AllReduce, dp_group, dense * b,
+                          pb.label(Phase::GradSync, WorkKind::AllReduce, "dense_grads", it, layer), embed_bwd);
+      if (m.is_moe(layer)) sync_expert_gradients(ctx, pb, it, layer, embed_bwd);
     }
   }
-  all_reduce(dp_group, m.embedding_params() * b, pb.label(Phase::GradSync, WorkKind::AllReduce, "embedding_grads", it, 0),
-             embed_bwd);
+  gradient_collective(ctx, pb, network::CollectiveKind::AllReduce, dp_group, m.embedding_params() * b,
+                      pb.label(Phase::GradSync, WorkKind::AllReduce, "embedding_grads", it, 0), embed_bwd);
   totals_.dropped_token_copies += dropped;
   totals_.routed_token_copies += routed;
   totals_.dropped_per_iteration.push_back(dropped);
   auto lo = pb.label(Phase::Optimizer, WorkKind::Optimizer, "optimizer", it, 0);
   for (std::uint32_t g = 0; g < gpus; ++g) {
     const TaskId o = pb.compute(g, cost(g).optimizer, lo);
-    if (last_sync[g] != engine::kNone) pb.depend(last_sync[g], o);
+    if (last_sync_[g] != engine::kNone) pb.depend(last_sync_[g], o);
   }
 }
 

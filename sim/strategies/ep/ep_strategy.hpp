@@ -9,6 +9,7 @@
 // and iteration, after capacity drops.
 #pragma once
 
+#include "sim/strategies/ep/ep_routing.hpp"
 #include "sim/strategies/registry.hpp"
 
 namespace moesim::strategies::ep {
@@ -22,20 +23,51 @@ struct EpOptions {
   bool overlap_gradient_sync = true;
 };
 
-class EpStrategy final : public Strategy {
+// The EP iteration, with hooks through which HybridEP adds expert migration to it (its p = 1 is
+// exactly this program).
+class EpStrategy : public Strategy {
  public:
   explicit EpStrategy(EpOptions options) : options_(options) {}
   std::string name() const override { return "ep"; }
   void check(const StrategyContext& ctx) const override;
   std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx) const override;
   std::size_t tasks_per_iteration(const StrategyContext& ctx) const override;
-  void build_iteration(const StrategyContext& ctx, ProgramBuilder& program, int iteration) override;
+  void build_iteration(const StrategyContext& ctx, ProgramBuilder& program, int iteration) final;
   schema::Json describe(const StrategyContext& ctx) const override;
 
   int ep_size(const StrategyContext& ctx) const;
 
- private:
+ protected:
+  // All-to-all groups and which experts each rank computes.
+  virtual EpLayout layout(const StrategyContext& ctx) const;
+  // Parameters GPU `g` holds (and steps the optimizer over).
+  virtual double params_on_gpu(const StrategyContext& ctx) const;
+  // Before the first microbatch's embedding.
+  virtual void begin_iteration(const StrategyContext&, ProgramBuilder&, int /*iteration*/) {}
+  // When a MoE layer's forward starts on every GPU (`attention[g]`: the layer's attention task).
+  virtual void begin_moe_forward(const StrategyContext&, ProgramBuilder&, int /*iteration*/, int /*layer*/, int /*mb*/,
+                                 const std::vector<engine::TaskId>& /*attention*/) {}
+  // The task GPU g's expert compute of `layer` waits for (engine::kNone: none) and the compute it
+  // adds once per iteration before the layer's first expert GeMM.
+  virtual engine::TaskId experts_ready(int /*layer*/, std::uint32_t /*g*/) const { return engine::kNone; }
+  virtual Time expert_prologue(const StrategyContext&, int /*layer*/, std::uint32_t /*g*/) const { return 0; }
+  // Synchronises the expert gradients of `layer` once the GPUs' tasks `after` are done.
+  virtual void sync_expert_gradients(const StrategyContext& ctx, ProgramBuilder& pb, int iteration, int layer,
+                                     const std::vector<engine::TaskId>& after);
+  // A gradient collective (all-reduce with the scenario's algorithm, or a ring reduce-scatter) of
+  // `bytes` over `group` on the gradient stream after each member's `after` task; the optimizer
+  // step waits for each GPU's last one (last_gradient_sync()).
+  void gradient_collective(const StrategyContext& ctx, ProgramBuilder& pb, network::CollectiveKind kind,
+                           network::GroupId group, double bytes, const engine::Label& label,
+                           const std::vector<engine::TaskId>& after);
+  const std::vector<engine::TaskId>& last_gradient_sync() const { return last_sync_; }
+
   EpOptions options_;
+
+ private:
+  std::vector<network::GroupId> expert_dp_group_;
+  std::vector<engine::TaskId> last_sync_;
+  std::vector<engine::TaskId> members_;
 };
 
 }  // namespace moesim::strategies::ep

@@ -29,10 +29,10 @@ StreamSolution solve(const StreamInputs& in) {
     s.which = StreamCase::Case1;
     s.p = 0;
   } else if (2 * in.data_bytes >= g * in.expert_bytes) {
-    s.which = StreamCase::Case2_1;
+    s.which = StreamCase::Case2_2;
     s.p = 0;
   } else {
-    s.which = StreamCase::Case2_2;
+    s.which = StreamCase::Case2_1;
     // The smallest grid point at or above p* (a hair of tolerance for p* landing on the grid).
     s.p = std::min(1.0, std::ceil(s.p_star * (g - 1) - 1e-9) / (g - 1));
   }

@@ -6,8 +6,10 @@
 //              = max(Lat_PE, Lat_AG(p)) + 2·Lat_A2A(p)   (expert compute is fully overlapped)
 // with p ∈ {0/(G−1), …, (G−1)/(G−1)}. Solution (Eq. 10–12), with p* = (P_E(G−1) − B·Lat_PE) / (P_E(G−1)):
 //   Case 1   p* ≤ 0: the whole expert all-gather hides under pre-expert compute: p = 0;
-//   Case 2.1 p* > 0 and 2D ≥ G·P_E: Eq. 12's slope is ≥ 0: p = 0, Lat = (G−1)·P_E/B;
-//   Case 2.2 p* > 0 and 2D < G·P_E: Eq. 12 falls towards p*, Eq. 11 rises from it: p = ⌈p*(G−1)⌉/(G−1).
+//   Case 2.1 p* > 0 and 2D < G·P_E: Eq. 12 falls towards p*, Eq. 11 rises from it: p = ⌈p*(G−1)⌉/(G−1)
+//            (both all-to-all and all-gather; the paper's Mix-1/Mix-2 of Table IV);
+//   Case 2.2 p* > 0 and 2D ≥ G·P_E: Eq. 12's slope is ≥ 0: p = 0, Lat = (G−1)·P_E/B (AG-only-1/2).
+// (The case names follow §III-E and §V-B: "2D − G·P_E < 0 … maximum p, Case 2.1".)
 #pragma once
 
 #include <cstdint>

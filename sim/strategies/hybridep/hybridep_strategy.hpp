@@ -1,0 +1,97 @@
+// HybridEP (seed 000, "HybridEP: Scaling Expert Parallelism to Cross-Datacenter Scenario via
+// Hybrid Expert/Data Transmission"): expert parallelism over all GPUs in which, inside an expert
+// domain, experts travel instead of tokens.
+//   - Domain sizes per level (§IV-A): explicit, from a fixed proportion p, or "auto" — Eq. 10–12 of
+//     the stream-based model (stream_model.hpp) choose p from the scenario's data size D, the
+//     transmitted expert size P_E, the slowest per-GPU bandwidth B and the pre-expert compute; the
+//     domain of G − p(G−1) GPUs is then spread over the levels from the coarsest one (the paper's
+//     Table VI: 4 GPUs on Cluster-L are S_ED = (4 DCs, 1 GPU)).
+//   - Each MoE layer: the domain's experts are all-gathered level by level over Algorithm 1's
+//     groups (coarsest first, so the slow level carries only each GPU's own experts); tokens for
+//     experts of another domain go by all-to-all to the GPU of that domain with the sender's
+//     offsets (the same-offset group); each GPU computes the tokens of its group for every expert
+//     of its domain. p = 1 (all sizes 1) is exactly the `ep` strategy.
+//   - Parameter-efficient migration (§IV-B), each part switchable for the ablation of Table VI:
+//     experts travel as top-k residuals over a shared expert (compression ratio, paper: 50×);
+//     SREncode (fused with the previous optimizer step, §V-E: 30 % saved) and SRDecode (fused with
+//     expert compute, 45 % saved) are memory-bound compute tasks; the shared expert is all-reduced
+//     in backward; the asynchronous communicator issues every layer's all-gather at iteration start
+//     on the migration stream (off: each layer's all-gather starts when its MoE block is reached).
+//   - Backward: gathered experts' gradients return to their owners by a reduce-scatter per level
+//     (finest first), compressed like the parameters unless "gradient_return" is "full" (the paper
+//     does not say how they return — an assumption of this model); the dense data-parallel
+//     all-reduce is its own collective on the gradient stream (§VI), contending with the rest.
+#pragma once
+
+#include <optional>
+
+#include "sim/strategies/ep/ep_strategy.hpp"
+#include "sim/strategies/hybridep/stream_model.hpp"
+
+namespace moesim::strategies::hybridep {
+
+StrategyInfo info();
+
+struct HybridEpOptions {
+  ep::EpOptions ep;               // pipelining and gradient sync; the EP group is every GPU
+  schema::Json domain = "auto";   // "auto", [S_ED per level], or {"p": proportion}
+  double compression_ratio = 50;  // 1: experts travel whole, no SREncode/SRDecode/shared expert
+  bool async_communicator = true;
+  double encode_fusion_saving = 0.3;
+  double decode_fusion_saving = 0.45;
+  bool compress_gradients = true;
+};
+
+// How the domain sizes were chosen.
+struct DomainChoice {
+  std::vector<std::uint32_t> sizes;  // S_ED per level, coarsest first
+  std::string source;                // "auto", "explicit" or "proportion"
+  StreamInputs inputs;               // the stream model's inputs for this scenario
+  StreamSolution model;              // Eq. 10–12 on them
+  double p = 1;                      // proportion the sizes realise: (G − ΠS)/(G − 1)
+  std::uint32_t domain_gpus = 1;     // ΠS
+};
+
+class HybridEpStrategy final : public ep::EpStrategy {
+ public:
+  explicit HybridEpStrategy(HybridEpOptions options) : EpStrategy(options.ep), hoptions_(std::move(options)) {}
+  std::string name() const override { return "hybridep"; }
+  void check(const StrategyContext& ctx) const override;
+  std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx) const override;
+  std::size_t tasks_per_iteration(const StrategyContext& ctx) const override;
+  schema::Json describe(const StrategyContext& ctx) const override;
+
+  const DomainChoice& domain(const StrategyContext& ctx) const;
+
+ protected:
+  ep::EpLayout layout(const StrategyContext& ctx) const override;
+  double params_on_gpu(const StrategyContext& ctx) const override;
+  void begin_iteration(const StrategyContext& ctx, ProgramBuilder& pb, int iteration) override;
+  void begin_moe_forward(const StrategyContext& ctx, ProgramBuilder& pb, int iteration, int layer, int mb,
+                         const std::vector<engine::TaskId>& attention) override;
+  engine::TaskId experts_ready(int layer, std::uint32_t g) const override;
+  Time expert_prologue(const StrategyContext& ctx, int layer, std::uint32_t g) const override;
+  void sync_expert_gradients(const StrategyContext& ctx, ProgramBuilder& pb, int iteration, int layer,
+                             const std::vector<engine::TaskId>& after) override;
+
+ private:
+  bool migrates(const StrategyContext& ctx) const { return domain(ctx).domain_gpus > 1; }
+  bool compresses() const { return hoptions_.compression_ratio > 1; }
+  // Bytes of one GPU's experts of one layer in the dtype, and as transmitted.
+  double own_expert_bytes(const StrategyContext& ctx) const;
+  void all_gather_experts(const StrategyContext& ctx, ProgramBuilder& pb, int iteration, int layer,
+                          const std::vector<engine::TaskId>& after);
+  Time encode_time(const StrategyContext& ctx, std::uint32_t g) const;
+
+  HybridEpOptions hoptions_;
+  mutable std::optional<DomainChoice> domain_;
+  std::vector<std::vector<network::GroupId>> ag_groups_;  // per level
+  std::vector<std::vector<engine::TaskId>> ready_;        // [layer][gpu]: last all-gather member
+  std::vector<engine::TaskId> members_;
+};
+
+// The domain sizes, coarsest level first, that hold about `gpus` GPUs: each level takes the largest
+// divisor of its worker count not above what is still to place.
+std::vector<std::uint32_t> sizes_for_domain(const cluster::Topology& topology, double gpus);
+
+}  // namespace moesim::strategies::hybridep
