@@ -1,0 +1,232 @@
+// The hybridep strategy (seed 000) by simulation: Table VII's communication counts, Eq. 8 in its
+// three cases, p = 1 being plain EP, the auto domain on the paper's clusters, the migration
+// switches of Table VI, and bad domain choices.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "sim/core/error.hpp"
+#include "sim/simulation/simulation.hpp"
+#include "sim/strategies/hybridep/hybridep_strategy.hpp"
+#include "test_support.hpp"
+
+using namespace moesim;
+using strategies::hybridep::StreamInputs;
+
+namespace {
+
+// One level of `gpus` GPUs (HybridEP's Table VII counts one level), GPT-Medium MoE with two layers.
+schema::Json flat(int gpus, int domain) {
+  auto doc = schema::Json::parse(R"({
+    "name": "hybridep-flat",
+    "cluster": {"gpu": "a800-sxm4-80gb",
+                "levels": [{"name": "gpu", "count": 8, "bandwidth": "128Gbps", "latency": "5us"}]},
+    "model": {"preset": "gpt-medium-moe", "layers": 2},
+    "training": {"sequence_length": 256, "micro_batch_size": 2},
+    "routing": {"sampling": "expected"},
+    "strategy": {"name": "hybridep"}
+  })");
+  doc["cluster"]["levels"][0]["count"] = gpus;
+  doc["strategy"]["domain"] = schema::Json::array({domain});
+  return doc;
+}
+
+double collective(const schema::Json& r, const char* kind, const char* field) {
+  const auto& c = r["network"]["collectives"];
+  return c.contains(kind) ? c[kind][field].get<double>() : 0.0;
+}
+
+// Latest end, and longest duration, of the forward tasks named `name`.
+Time forward_end(const engine::Engine& e, const std::string& name) {
+  Time t = -1;
+  for (const auto& task : e.tasks())
+    if (task.label.phase == engine::Phase::Forward && e.names()[task.label.name] == name) t = std::max(t, task.end);
+  return t;
+}
+Time forward_longest(const engine::Engine& e, const std::string& name) {
+  Time t = 0;
+  for (const auto& task : e.tasks())
+    if (task.label.phase == engine::Phase::Forward && e.names()[task.label.name] == name) t = std::max(t, task.duration);
+  return t;
+}
+
+}  // namespace
+
+TEST(HybridEpStrategy, TableVIICommunicationCountsBySimulation) {
+  // Table VII: GPU-to-GPU communications per MoE layer at EP size 8, 16, 32 for every S_ED. Each
+  // MoE layer runs 4 all-to-alls (dispatch and combine, forward and backward) over all same-offset
+  // groups and one expert all-gather over all domains; 2 MoE layers.
+  struct Row {
+    int ep;
+    std::vector<std::pair<int, std::pair<double, double>>> by_domain;  // S_ED → (A2A, AG)
+  };
+  const Row rows[] = {
+      {8, {{1, {56, 0}}, {2, {24, 8}}, {4, {8, 24}}, {8, {0, 56}}}},
+      {16, {{1, {240, 0}}, {2, {112, 16}}, {4, {48, 48}}, {8, {16, 112}}, {16, {0, 240}}}},
+      {32, {{1, {992, 0}}, {2, {480, 32}}, {4, {224, 96}}, {8, {96, 224}}, {16, {32, 480}}, {32, {0, 992}}}},
+  };
+  for (const Row& row : rows)
+    for (const auto& [s, counts] : row.by_domain) {
+      simulation::Simulation sim(test::scenario_from(flat(row.ep, s).dump()));
+      sim.run();
+      const auto r = sim.results();
+      EXPECT_EQ(collective(r, "all_to_all", "gpu_pairs") / (2 * 4), counts.first) << "EP " << row.ep << " S_ED " << s;
+      EXPECT_EQ(collective(r, "all_gather", "gpu_pairs") / 2, counts.second) << "EP " << row.ep << " S_ED " << s;
+      // Gathered experts' gradients go back over the same pairs.
+      EXPECT_EQ(collective(r, "reduce_scatter", "gpu_pairs") / 2, counts.second) << "EP " << row.ep << " S_ED " << s;
+      // And Algorithm 1's own count, reported in the results, agrees.
+      EXPECT_EQ(r["strategy"]["algorithm1_pairs"]["all_to_all"].get<double>(), counts.first);
+      EXPECT_EQ(r["strategy"]["algorithm1_pairs"]["all_gather"].get<double>(), counts.second);
+    }
+}
+
+TEST(HybridEpStrategy, ProportionOneIsPlainEp) {
+  // S_ED = 1 at every level: no migration, one all-to-all group of all GPUs — the ep program.
+  const char* base = R"({
+    "name": "p1", "seed": 3,
+    "cluster": {"preset": "hybridep-cluster-m"},
+    "model": {"preset": "gpt-medium-moe", "layers": 3},
+    "training": {"sequence_length": 256, "micro_batch_size": 4, "iterations": 2},
+    "routing": {"kind": "zipf", "zipf_exponent": 1.0},
+    "strategy": STRATEGY
+  })";
+  const auto with = [&](const std::string& strategy) {
+    std::string s = base;
+    s.replace(s.find("STRATEGY"), 8, strategy);
+    simulation::Simulation sim(test::scenario_from(s));
+    sim.run();
+    return sim.results();
+  };
+  const auto ep = with(R"({"name": "ep", "pipelining_degree": 2})");
+  const auto h = with(R"({"name": "hybridep", "domain": [1, 1], "pipelining_degree": 2})");
+  EXPECT_EQ(h["iteration_time_ps"], ep["iteration_time_ps"]);
+  EXPECT_EQ(h["network"]["collectives"], ep["network"]["collectives"]);
+  EXPECT_EQ(h["tokens"], ep["tokens"]);
+  EXPECT_DOUBLE_EQ(h["strategy"]["p"].get<double>(), 1.0);
+}
+
+TEST(HybridEpStrategy, Eq8InItsThreeCasesWithTheAnalyticModel) {
+  // 16 GPUs on one 10 Gbps switch (B = 1.25 GB/s, no latency), one expert per GPU sent whole
+  // (compression off), analytic network model. For each case the auto domain must be Eq. 10–12's
+  // p, and the simulated MoE block (from iteration start to the end of the forward combine, or of
+  // the experts when p = 0) must equal Eq. 8, max(Lat_PE, Lat_AG(p)) + 2·Lat_A2A(p), within 1 %,
+  // with Lat_PE the simulated end of the gate. Eq. 7 counts expert compute as hidden (pipelined,
+  // FasterMoE), so the simulated expert GeMMs (unpipelined here, ~20 us) are taken off the block.
+  // (At the chosen p the all-gather ends before the dispatch starts, so the two never contend.)
+  struct Case {
+    const char* name;
+    const char* expected_case;
+    double expected_p;
+    int hidden, ffn, micro_batch, sequence, layers, dense_layers, dense_ffn;
+  };
+  const Case cases[] = {
+      // P_E = 2·1024·8·2 B = 32 KiB: Lat_AG(0) = 15·32 KiB / 1.25 GB/s = 0.39 ms < Lat_PE ≈ 0.79 ms.
+      {"case 1", "1", 0.0, 1024, 8, 2, 4096, 1, 0, 8},
+      // P_E = 64 KiB, D = 4096 tokens·1024·2 B = 8 MiB: 2D ≥ 16·P_E; Lat_AG(0) = 0.79 ms > Lat_PE.
+      {"case 2.2", "2.2", 0.0, 1024, 16, 8, 512, 1, 0, 16},
+      // D = 256·1024·2 B = 0.5 MiB < 16·P_E/2 with P_E = 2·1024·28·2 B = 112 KiB; a dense layer of
+      // FFN 131072 before the MoE layer makes Lat_PE ≈ 0.66 ms: p* = 1 − B·Lat_PE/(15·P_E) = 0.52,
+      // p = ⌈0.52·15⌉/15 = 8/15, a domain of 8 GPUs.
+      {"case 2.1", "2.1", 8.0 / 15, 1024, 28, 1, 256, 2, 1, 131072},
+  };
+  for (const Case& c : cases) {
+    auto doc = schema::Json::parse(R"({
+      "name": "eq8",
+      "cluster": {"gpu": "a800-sxm4-80gb",
+                  "levels": [{"name": "gpu", "count": 16, "bandwidth": "10Gbps", "latency": "0us"}]},
+      "model": {"experts": 16, "top_k": 1, "shared_experts": 0, "expert_kind": "mlp", "vocab": 1000},
+      "training": {"iterations": 1},
+      "routing": {"sampling": "expected"},
+      "network": {"model": "analytic"},
+      "strategy": {"name": "hybridep", "compression_ratio": 1}
+    })");
+    auto& m = doc["model"];
+    m["hidden"] = c.hidden, m["ffn_hidden"] = c.ffn, m["layers"] = c.layers, m["dense_layers"] = c.dense_layers;
+    m["dense_ffn_hidden"] = c.dense_ffn, m["heads"] = c.hidden / 64, m["kv_heads"] = c.hidden / 64;
+    doc["training"]["micro_batch_size"] = c.micro_batch, doc["training"]["sequence_length"] = c.sequence;
+    simulation::Simulation sim(test::scenario_from(doc.dump()));
+    sim.run();
+    const auto r = sim.results();
+    const auto& sm = r["strategy"]["stream_model"];
+    EXPECT_EQ(sm["case"], c.expected_case) << c.name;
+    EXPECT_NEAR(r["strategy"]["p"].get<double>(), c.expected_p, 1e-12) << c.name;
+    EXPECT_NEAR(sm["p"].get<double>(), c.expected_p, 1e-12) << c.name;
+
+    const auto& e = sim.engine();
+    StreamInputs in;
+    in.gpus = 16;
+    in.data_bytes = sm["data_bytes"].get<double>();
+    in.expert_bytes = sm["expert_bytes_transmitted"].get<double>();
+    in.bandwidth = sm["bandwidth_bytes_per_second"].get<double>();
+    in.pre_expert_seconds = time_to_seconds(forward_end(e, "gate"));
+    const double eq8 = strategies::hybridep::final_latency(in, c.expected_p);
+    const Time block = (c.expected_p > 0 ? forward_end(e, "combine") : forward_end(e, "experts")) -
+                       forward_longest(e, "experts");
+    EXPECT_NEAR(time_to_seconds(block) / eq8, 1.0, 0.01) << c.name << ": simulated " << time_to_seconds(block)
+                                                        << " s, Eq. 8 " << eq8 << " s";
+  }
+}
+
+TEST(HybridEpStrategy, AutoDomainSpreadsOverLevelsFromTheCoarsest) {
+  // Table VI's 24&8 MB rows: 4 GPUs of domain are S_ED = (2 DCs, 2 GPUs) on Cluster-M and
+  // (4 DCs, 1 GPU) on Cluster-L; 8 GPUs on Cluster-S (one DC) is (1, 8).
+  const auto topo = [](const char* preset) {
+    return test::scenario_from(fmt::format(R"({{"name": "t", "cluster": {{"preset": "{}"}},
+      "model": {{"preset": "gpt-medium-moe"}}, "training": {{"sequence_length": 512, "micro_batch_size": 1}}, "strategy": {{"name": "hybridep"}}}})", preset)).topology();
+  };
+  using strategies::hybridep::sizes_for_domain;
+  EXPECT_EQ(sizes_for_domain(topo("hybridep-cluster-m"), 4), (std::vector<std::uint32_t>{2, 2}));
+  EXPECT_EQ(sizes_for_domain(topo("hybridep-cluster-l"), 4), (std::vector<std::uint32_t>{4, 1}));
+  EXPECT_EQ(sizes_for_domain(topo("hybridep-cluster-s"), 8), (std::vector<std::uint32_t>{1, 8}));
+  // 1000 DCs × 8 GPUs, a domain of half the GPUs: every DC, 4 GPUs of each — the all-to-all stays
+  // inside the DCs.
+  EXPECT_EQ(sizes_for_domain(topo("hybridep-1000dc"), 4000.5), (std::vector<std::uint32_t>{1000, 4}));
+}
+
+TEST(HybridEpStrategy, MigrationSwitchesOfTableVI) {
+  // Cluster-M, all-gather over both DCs and every GPU (p = 0). Compression 50× cuts the
+  // all-gathered bytes 50-fold; each switch of the migration (compression, asynchronous
+  // communicator) can only make this communication-bound iteration faster.
+  const auto run = [](const std::string& options) {
+    simulation::Simulation sim(test::scenario_from(R"({
+      "name": "ablation", "seed": 5,
+      "cluster": {"preset": "hybridep-cluster-m"},
+      "model": {"preset": "gpt-medium-moe", "layers": 4},
+      "training": {"sequence_length": 512, "micro_batch_size": 8},
+      "routing": {"sampling": "expected"},
+      "strategy": {"name": "hybridep", "domain": [2, 8], )" + options + "}}"));
+    sim.run();
+    return sim.results();
+  };
+  const auto partition = run(R"("compression_ratio": 1, "async_communicator": false)");
+  const auto compressed = run(R"("compression_ratio": 50, "async_communicator": false)");
+  const auto full = run(R"("compression_ratio": 50, "async_communicator": true)");
+  EXPECT_NEAR(collective(partition, "all_gather", "bytes") / collective(full, "all_gather", "bytes"), 50.0, 1e-9);
+  EXPECT_LT(compressed["iteration_time_ps"].get<double>(), partition["iteration_time_ps"].get<double>());
+  EXPECT_LT(full["iteration_time_ps"].get<double>(), compressed["iteration_time_ps"].get<double>());
+  // SR compression brings the shared expert's all-reduce (one per MoE layer) and SREncode/SRDecode.
+  EXPECT_EQ(collective(full, "all_reduce", "count") - collective(partition, "all_reduce", "count"), 4.0);
+  EXPECT_GT(full["busy_ms"]["other_compute"]["mean"].get<double>(),
+            partition["busy_ms"]["other_compute"]["mean"].get<double>());
+}
+
+TEST(HybridEpStrategy, BadDomainsAreRefusedWithThePathAndTheFix) {
+  const auto check = [](const std::string& domain) -> std::string {
+    simulation::Simulation sim(test::scenario_from(R"({"name": "bad", "cluster": {"preset": "hybridep-cluster-m"},
+      "model": {"preset": "gpt-medium-moe"}, "training": {"sequence_length": 512, "micro_batch_size": 1},
+      "strategy": {"name": "hybridep", "domain": )" + domain + "}}", "bad.json"));
+    try {
+      sim.check();
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_NE(check("[3, 8]").find("$.strategy.domain[0]"), std::string::npos);
+  EXPECT_NE(check("[3, 8]").find("use one of 1, 2"), std::string::npos);
+  EXPECT_NE(check("[2]").find("1 domain sizes given but the cluster has 2 levels"), std::string::npos);
+  EXPECT_NE(check(R"({"p": 1.5})").find("$.strategy.domain"), std::string::npos);
+  EXPECT_NE(check(R"("best")").find("unknown domain choice"), std::string::npos);
+  EXPECT_NE(check("[2, 8]").find("accepted"), std::string::npos);
+}
