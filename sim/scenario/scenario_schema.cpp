@@ -101,12 +101,17 @@ NodePtr scenario_schema() {
       optional("gemm_efficiency", number(0, 1, true), nullptr, "override every GPU's GeMM efficiency"),
       optional("attention_efficiency", number(0, 1, true), nullptr, "override every GPU's attention efficiency"),
   });
+  // An axis has exactly one of "path" and "paths" and, with "paths", values that are arrays of one
+  // entry per path: the DSL has no "one of two shapes" node, so sweep::parse_axes checks those.
   static const NodePtr axis = object({
-      required("path", string(), "the scenario value to vary, e.g. \"cluster.levels[0].bandwidth\""),
-      required("values", array_of(any(), 1), "the values it takes"),
+      optional("path", string(), nullptr, "the scenario value to vary, e.g. \"cluster.levels[0].bandwidth\""),
+      optional("paths", array_of(string(), 1), nullptr,
+               "scenario values that move together (a zipped axis), e.g. [\"cluster.levels[0].count\", \"model.experts\"]"),
+      required("values", array_of(any(), 1),
+               "the values it takes; with \"paths\", arrays of one value per path, e.g. [[2, 16], [4, 32]]"),
   });
   static const NodePtr sweep = object({
-      required("axes", array_of(axis, 1), "grid axes; the first varies slowest"),
+      required("axes", array_of(axis, 1), "grid axes; the first varies slowest; a zipped axis is one dimension"),
   });
   static const NodePtr s = object({
       required("name", string(), "a name for the scenario (default output folder out/NAME)"),

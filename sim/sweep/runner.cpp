@@ -72,37 +72,50 @@ SweepPlan plan_sweep(const scenario::Loader& loader, const Json& resolved, const
   if (!base.effective.contains("sweep"))
     throw InputError(file, "$.sweep", "the scenario has no sweep block",
                      "add \"sweep\": {\"axes\": [{\"path\": \"model.experts\", \"values\": [8, 16]}]} or use `moesim run`");
-  const std::vector<Axis> axes = parse_axes(base.effective.at("sweep"));
+  const std::vector<Axis> axes = parse_axes(base.effective.at("sweep"), file);
   const std::size_t points = point_count(axes);
   SweepPlan plan;
   plan.base_effective = base.effective;
-  for (const auto& a : axes) plan.axis_paths.push_back(a.path);
+  plan.axis_paths = column_paths(axes);
   Json plain = resolved;
   plain.erase("sweep");
   plan.scenarios.reserve(points);
   for (std::size_t p = 0; p < points; ++p) {
     Json doc = plain;
-    const auto values = point_values(axes, p);
+    const auto index = point_indices(axes, p);
     for (std::size_t a = 0; a < axes.size(); ++a)
-      set_path(doc, axes[a].path, values[a], file, fmt::format("$.sweep.axes[{}].path", a));
+      for (std::size_t k = 0; k < axes[a].paths.size(); ++k)
+        set_path(doc, axes[a].paths[k], axes[a].value(index[a], k), file, axes[a].path_where(a, k));
     try {
       plan.scenarios.push_back(loader.build(doc, file));
     } catch (const InputError& e) {
-      // Blame the axis whose value lands on the offending path, else name the whole point.
+      // Blame the axis value that lands on the offending path (the path itself or inside it),
+      // else name the whole point.
+      const auto lands = [&](const std::string& path) {
+        const std::string target = "$." + path;
+        return e.path().rfind(target, 0) == 0 &&
+               (e.path().size() == target.size() || e.path()[target.size()] == '.' || e.path()[target.size()] == '[');
+      };
       for (std::size_t a = 0; a < axes.size(); ++a) {
-        const std::string target = "$." + axes[a].path;
-        if (e.path().rfind(target, 0) == 0) {
-          const auto& vs = axes[a].values;
-          const std::size_t v = static_cast<std::size_t>(std::find(vs.begin(), vs.end(), values[a]) - vs.begin());
-          throw InputError(e.file(), fmt::format("$.sweep.axes[{}].values[{}]", a, v),
-                           fmt::format("sets {} to {}: {}", axes[a].path, values[a].dump(), e.problem()), e.fix());
+        const Axis& axis = axes[a];
+        for (std::size_t k = 0; k < axis.paths.size(); ++k) {
+          if (!lands(axis.paths[k])) continue;
+          std::string with;  // the values that move with it on a zipped axis
+          for (std::size_t o = 0; o < axis.paths.size(); ++o)
+            if (o != k) with += fmt::format("{}{} = {}", with.empty() ? " (with " : ", ", axis.paths[o], axis.value(index[a], o).dump());
+          if (!with.empty()) with += ")";
+          throw InputError(e.file(), axis.value_where(a, index[a], k),
+                           fmt::format("sets {} to {}{}: {}", axis.paths[k], axis.value(index[a], k).dump(), with, e.problem()),
+                           e.fix());
         }
       }
+      const auto values = point_values(axes, p);
       std::string where;
-      for (std::size_t a = 0; a < axes.size(); ++a) where += fmt::format("{}{} = {}", a ? ", " : "", axes[a].path, values[a].dump());
+      for (std::size_t c = 0; c < values.size(); ++c)
+        where += fmt::format("{}{} = {}", c ? ", " : "", plan.axis_paths[c], values[c].dump());
       throw InputError(e.file(), e.path(), fmt::format("{} (at sweep point {}: {})", e.problem(), p, where), e.fix());
     }
-    plan.values.push_back(values);
+    plan.values.push_back(point_values(axes, p));
   }
   return plan;
 }

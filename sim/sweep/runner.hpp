@@ -31,11 +31,12 @@ struct SweepOutcome {
 };
 
 // The scenario of every grid point, validated. An invalid value is reported at the sweep axis
-// that set it ($.sweep.axes[A].values[V]); other problems name the point's axis values.
+// value that set it ($.sweep.axes[A].values[V], or $.sweep.axes[A].values[V][K] on a zipped axis);
+// other problems name the point's axis values.
 struct SweepPlan {
   schema::Json base_effective;  // the base scenario, fully resolved (sweep block included)
-  std::vector<std::string> axis_paths;
-  std::vector<std::vector<schema::Json>> values;  // per point, one per axis
+  std::vector<std::string> axis_paths;            // one per CSV column: every axis' paths, in order
+  std::vector<std::vector<schema::Json>> values;  // per point, one per column (as axis_paths)
   std::vector<scenario::Scenario> scenarios;      // per point
 };
 SweepPlan plan_sweep(const scenario::Loader& loader, const schema::Json& resolved, const std::string& file);

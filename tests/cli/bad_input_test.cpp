@@ -377,6 +377,49 @@ TEST_F(BadInput, SweepPointsRefusedByTheStrategyAreListedAndRecorded) {
   EXPECT_NE(csv.at(0, "iteration_time_ms"), csv.at(2, "iteration_time_ms"));
 }
 
+// Zipped sweep axes ({"paths": [...], "values": [[...], ...]}): a value whose length is not the
+// number of paths, and an axis with both "path" and "paths", are bad input: `sweep` exits 2 naming
+// the exact JSON path and writes nothing; `validate` refuses the same file with the same message.
+TEST_F(BadInput, ZippedSweepValueOfWrongLength) {
+  OrderedJson doc = quickstart();
+  doc["sweep"] = OrderedJson::parse(R"({"axes": [
+      {"path": "strategy.pipelining_degree", "values": [1, 2]},
+      {"paths": ["cluster.levels[0].bandwidth", "strategy.ep_size"], "values": [["400Gbps", 16], ["100Gbps", 8], ["10Gbps"]]}]})");
+  const std::string text = doc.dump(2);
+  const std::string sweep = expect_rejected("sweep", "zip-length.json", text,
+                                            {"$.sweep.axes[1].values[2]", "has 1 entry but \"paths\" names 2",
+                                             "\"cluster.levels[0].bandwidth\", \"strategy.ep_size\""});
+  EXPECT_EQ(sweep.find("values[0]"), std::string::npos) << sweep;
+  EXPECT_EQ(expect_rejected("validate", "zip-length.json", text, {"$.sweep.axes[1].values[2]"}), sweep);
+}
+
+TEST_F(BadInput, SweepAxisWithPathAndPaths) {
+  OrderedJson doc = quickstart();
+  doc["sweep"] = OrderedJson::parse(R"({"axes": [
+      {"path": "strategy.pipelining_degree", "values": [1, 2]},
+      {"path": "model.experts", "paths": ["cluster.levels[0].count", "model.experts"], "values": [[1, 16], [2, 32]]}]})");
+  const std::string text = doc.dump(2);
+  const std::string sweep =
+      expect_rejected("sweep", "zip-both.json", text, {"$.sweep.axes[1]", "both \"path\" and \"paths\""});
+  EXPECT_EQ(expect_rejected("validate", "zip-both.json", text, {"$.sweep.axes[1]"}), sweep);
+}
+
+// A typo'd "paths" still gets the schema's "did you mean".
+TEST_F(BadInput, SweepAxisTypoSuggestsPaths) {
+  OrderedJson doc = quickstart();
+  doc["sweep"] = OrderedJson::parse(R"({"axes": [{"pathes": ["model.experts"], "values": [[16], [32]]}]})");
+  expect_rejected("sweep", "zip-typo.json", doc.dump(2), {"$.sweep.axes[0].pathes", "did you mean \"paths\"?"});
+}
+
+// A zipped value the scenario refuses is blamed at its own entry of the axis.
+TEST_F(BadInput, ZippedSweepInvalidValueNamesItsEntry) {
+  OrderedJson doc = quickstart();
+  doc["sweep"] = OrderedJson::parse(R"({"axes": [
+      {"paths": ["cluster.levels[0].bandwidth", "strategy.ep_size"], "values": [["400Gbps", 16], ["10", 8]]}]})");
+  expect_rejected("sweep", "zip-value.json", doc.dump(2),
+                  {"$.sweep.axes[0].values[1][0]", "sets cluster.levels[0].bandwidth to \"10\" (with strategy.ep_size = 8)", "Gbps"});
+}
+
 TEST_F(BadInput, SweepWithoutSweepBlock) {
   const fs::path out = root_ / "sweep-out";
   const Result r = moesim({"sweep", kQuickstart.string(), "--out", out.string()});

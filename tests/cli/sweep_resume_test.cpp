@@ -238,5 +238,48 @@ TEST_F(Sweep, CsvOfAnotherBaseScenarioIsNotResumed) {
   }
 }
 
+// A zipped axis (bandwidth and pipelining degree moving together) crossed with a plain one: one
+// CSV column per path, in the order given, the zipped axis slowest here; 2 x 2 = 4 points. A run
+// stopped after one point and resumed gives the uninterrupted run's CSV byte for byte.
+TEST_F(Sweep, ZippedAxisColumnsAndResume) {
+  OrderedJson doc = quickstart();
+  doc["training"]["iterations"] = 1;
+  doc["sweep"] = OrderedJson::parse(R"({"axes": [
+      {"paths": ["cluster.levels[0].bandwidth", "strategy.pipelining_degree"], "values": [["400Gbps", 1], ["3200Gbps", 2]]},
+      {"path": "training.micro_batch_size", "values": [4, 8]}]})");
+  const fs::path zipped = scenario("zipped.json", doc);
+  Result r = sweep(root_ / "Z", {"--jobs", "2"}, zipped);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const std::string a = read_text(root_ / "Z" / "results.csv");
+  const Csv csv = Csv::parse(a);
+  ASSERT_EQ(csv.rows.size(), 4u) << a;
+  ASSERT_GE(csv.header.size(), 5u);
+  EXPECT_EQ(csv.header[0], "point");
+  EXPECT_EQ(csv.header[1], "cluster.levels[0].bandwidth");
+  EXPECT_EQ(csv.header[2], "strategy.pipelining_degree");
+  EXPECT_EQ(csv.header[3], "training.micro_batch_size");
+  EXPECT_EQ(csv.header[4], "status");
+  const char* bw[] = {"400Gbps", "3200Gbps"};
+  const char* degree[] = {"1", "2"};
+  const char* mb[] = {"4", "8"};
+  for (std::size_t p = 0; p < 4; ++p) {
+    EXPECT_EQ(csv.at(p, "cluster.levels[0].bandwidth"), bw[p / 2]) << "row " << p;
+    EXPECT_EQ(csv.at(p, "strategy.pipelining_degree"), degree[p / 2]) << "row " << p;
+    EXPECT_EQ(csv.at(p, "training.micro_batch_size"), mb[p % 2]) << "row " << p;
+    EXPECT_EQ(csv.at(p, "status"), "ok") << "row " << p;
+  }
+  // Faster links and pipelining: a shorter iteration at the same micro-batch.
+  EXPECT_GT(csv.number(1, "iteration_time_ms"), csv.number(3, "iteration_time_ms"));
+
+  const fs::path b = root_ / "Y";
+  r = sweep(b, {"--stop-after", "1"}, zipped);
+  EXPECT_EQ(r.code, 3) << describe(r);
+  EXPECT_EQ(split_lines(read_text(b / "results.csv")).size(), 2u);
+  r = sweep(b, {"--jobs", "2"}, zipped);
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("1 already done, 3 run now"), std::string::npos) << describe(r);
+  EXPECT_EQ(read_text(b / "results.csv"), a);
+}
+
 }  // namespace
 }  // namespace moesim_cli
