@@ -284,8 +284,10 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
             a2a(mp.dispatch, kCombineStream, pb.label(Phase::Backward, WorkKind::AllToAll, "combine", it, layer, mb, c),
                 chunk, before);
           auto le = pb.label(Phase::Backward, WorkKind::Expert, "experts", it, layer, mb, c);
+          const bool first = mb == 0 && c == 0;
           for (std::uint32_t g = 0; g < gpus; ++g) {
-            const TaskId e = pb.compute(g, cm_of(g).backward(mp.expert_fwd[g]), le);
+            const TaskId e =
+                pb.compute(g, cm_of(g).backward(mp.expert_fwd[g]) + (first ? expert_prologue(ctx, layer, g) : 0), le);
             if (n_has_comm) pb.depend(chunk[g], e);
             chunk[g] = e;
             exp_bwd[g] = e;

@@ -48,7 +48,7 @@ class EpStrategy : public Strategy {
   virtual void begin_moe_forward(const StrategyContext&, ProgramBuilder&, int /*iteration*/, int /*layer*/, int /*mb*/,
                                  const std::vector<engine::TaskId>& /*attention*/) {}
   // The task GPU g's expert compute of `layer` waits for (engine::kNone: none) and the compute it
-  // adds once per iteration before the layer's first expert GeMM.
+  // adds before the layer's first expert GeMM of the iteration's forward and of its backward.
   virtual engine::TaskId experts_ready(int /*layer*/, std::uint32_t /*g*/) const { return engine::kNone; }
   virtual Time expert_prologue(const StrategyContext&, int /*layer*/, std::uint32_t /*g*/) const { return 0; }
   // Synchronises the expert gradients of `layer` once the GPUs' tasks `after` are done.

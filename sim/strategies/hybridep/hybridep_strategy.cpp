@@ -217,7 +217,8 @@ Time HybridEpStrategy::encode_time(const StrategyContext& ctx, std::uint32_t g) 
 Time HybridEpStrategy::expert_prologue(const StrategyContext& ctx, int, std::uint32_t g) const {
   if (!migrates(ctx) || !compresses()) return 0;
   // SRDecode of every received expert: read its compressed residual and the shared expert, write
-  // the restored expert (fused with the expert GeMMs, §V-E).
+  // the restored expert (fused with the expert GeMMs, §V-E); again in backward, as the restored
+  // experts are not kept (see memory()).
   const double b = cluster::dtype_bytes(ctx.training.dtype);
   const double received = domain(ctx).domain_gpus - 1.0;
   const double bytes = received * (own_expert_bytes(ctx) * 2 + own_expert_bytes(ctx) / hoptions_.compression_ratio * (1 + 4 / b));
@@ -326,13 +327,18 @@ std::vector<workload::MemoryFootprint> HybridEpStrategy::memory(const StrategyCo
   if (!migrates(ctx)) return out;
   const auto& m = ctx.model;
   const double b = cluster::dtype_bytes(ctx.training.dtype);
-  // Gathered experts: weights restored for compute and their gradients until the reduce-scatter.
-  const double gathered = m.moe_layers() * (domain(ctx).domain_gpus - 1.0) * own_expert_bytes(ctx);
+  // Gathered experts of one layer, restored for compute, and their gradients until the layer's
+  // reduce-scatter (one layer at a time). With SR compression every layer's gathered residuals
+  // wait compressed in the receive queue and are decoded when needed (forward and backward);
+  // without it every layer's gathered experts stay restored for the backward.
+  const double one_layer = (domain(ctx).domain_gpus - 1.0) * own_expert_bytes(ctx);
+  const double held = compresses() ? one_layer + m.moe_layers() * one_layer / hoptions_.compression_ratio * (1 + 4 / b)
+                                   : m.moe_layers() * one_layer;
   // Shared experts: trained everywhere (weights, gradients, Adam state), as EpStrategy counts params.
   const double shared = compresses() ? m.moe_layers() * m.expert_params() : 0.0;
   for (auto& f : out) {
-    f.weights += gathered + shared * b;
-    f.gradients += gathered + shared * b;
+    f.weights += held + shared * b;
+    f.gradients += one_layer + shared * b;
     f.optimizer += shared * (b < 4 ? 12.0 : 8.0);
   }
   return out;
