@@ -9,6 +9,7 @@ namespace moesim::network {
 
 namespace {
 constexpr std::uint32_t kDrain = 0x80000000u;
+constexpr std::uint32_t kResolve = kDrain - 1;  // timer token of a batched re-solve
 }
 
 FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTable& params, const CollectiveProgram& program)
@@ -28,7 +29,7 @@ void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time n
   std::uint32_t r;
   if (free_running_.empty()) {
     r = static_cast<std::uint32_t>(running_.size());
-    if (r >= kDrain) invariant_failed("more than 2^31 collectives in flight");
+    if (r >= kResolve) invariant_failed("more than 2^31 collectives in flight");
     running_.emplace_back();
   } else {
     r = free_running_.back();
@@ -77,10 +78,21 @@ void FlowExecutor::next_phase(engine::Engine& engine, std::uint32_t r, Time now)
   for (LinkDemand& d : f.share) d.bytes /= f.remaining;
   advance(now);
   flows_.push_back(std::move(f));
-  reschedule(engine, now);
+  // Phases often start by the thousand at one instant (every group of a layer's collective): the
+  // rates are solved once for all of them, by a timer at this same time.
+  if (!resolve_pending_) {
+    resolve_pending_ = true;
+    engine.set_timer(kResolve, now);
+  }
 }
 
 void FlowExecutor::on_timer(engine::Engine& engine, std::uint32_t token, Time now) {
+  if (token == kResolve) {
+    resolve_pending_ = false;
+    advance(now);
+    reschedule(engine, now);
+    return;
+  }
   if (!(token & kDrain)) {
     next_phase(engine, token, now);  // a phase's latency has passed
     return;

@@ -40,7 +40,7 @@ class FlowExecutor final : public NetworkExecutor {
     std::vector<LinkDemand> share;  // (link, fraction of the flow's rate it puts on the link)
     double remaining = 0;           // bytes on the flow's busiest link still to send
     double rate = 0;                // bytes per second on that link
-    Time finish = 0;
+    Time finish = INT64_MAX;  // until its first rate is solved
     Time latency = 0;
   };
 
@@ -63,6 +63,7 @@ class FlowExecutor final : public NetworkExecutor {
   std::vector<double> rates_;
   Time last_ = 0;
   std::uint32_t generation_ = 0;
+  bool resolve_pending_ = false;  // a re-solve is queued at the current time
   std::uint64_t solves_ = 0;
   NetworkStats stats_;
 };

@@ -205,8 +205,10 @@ TEST(HybridEpStrategy, MigrationSwitchesOfTableVI) {
   EXPECT_NEAR(collective(partition, "all_gather", "bytes") / collective(full, "all_gather", "bytes"), 50.0, 1e-9);
   EXPECT_LT(compressed["iteration_time_ps"].get<double>(), partition["iteration_time_ps"].get<double>());
   EXPECT_LT(full["iteration_time_ps"].get<double>(), compressed["iteration_time_ps"].get<double>());
-  // SR compression brings the shared expert's all-reduce (one per MoE layer) and SREncode/SRDecode.
-  EXPECT_EQ(collective(full, "all_reduce", "count") - collective(partition, "all_reduce", "count"), 4.0);
+  // SR compression brings the shared expert, all-reduced in each MoE layer's data-parallel bucket
+  // (same number of all-reduces, more bytes), and SREncode/SRDecode.
+  EXPECT_EQ(collective(full, "all_reduce", "count"), collective(partition, "all_reduce", "count"));
+  EXPECT_GT(collective(full, "all_reduce", "bytes"), collective(partition, "all_reduce", "bytes"));
   EXPECT_GT(full["busy_ms"]["other_compute"]["mean"].get<double>(),
             partition["busy_ms"]["other_compute"]["mean"].get<double>());
 }

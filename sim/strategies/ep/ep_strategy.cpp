@@ -196,7 +196,8 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
   };
 
   const double layer_dense_params = m.attention_params() + m.norm_params();
-  const double moe_dense_params = m.gate_params() + m.shared_experts * m.expert_params();
+  const double moe_dense_params =
+      m.gate_params() + m.shared_experts * m.expert_params() + extra_replicated_moe_params(ctx);
   std::vector<std::vector<TaskId>> expert_bwd(m.layers);
   std::vector<TaskId> attention_bwd(gpus), embed_bwd(gpus);
   const bool n_has_comm = n > 1;

@@ -51,6 +51,9 @@ class EpStrategy : public Strategy {
   // adds before the layer's first expert GeMM of the iteration's forward and of its backward.
   virtual engine::TaskId experts_ready(int /*layer*/, std::uint32_t /*g*/) const { return engine::kNone; }
   virtual Time expert_prologue(const StrategyContext&, int /*layer*/, std::uint32_t /*g*/) const { return 0; }
+  // Parameters of each MoE layer replicated on every GPU besides attention, norms, gate and shared
+  // experts: their gradients join the layer's data-parallel all-reduce (one DDP bucket).
+  virtual double extra_replicated_moe_params(const StrategyContext&) const { return 0; }
   // Synchronises the expert gradients of `layer` once the GPUs' tasks `after` are done.
   virtual void sync_expert_gradients(const StrategyContext& ctx, ProgramBuilder& pb, int iteration, int layer,
                                      const std::vector<engine::TaskId>& after);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <numeric>
 
+
 #include "sim/core/error.hpp"
 #include "sim/strategies/ep/ep_costs.hpp"
 #include "sim/strategies/hybridep/domain_partition.hpp"
@@ -312,14 +313,12 @@ void HybridEpStrategy::sync_expert_gradients(const StrategyContext& ctx, Program
     cur = last_gradient_sync();
     held /= sizes[l];
   }
-  // The shared expert of the SR compression is synchronised by an all-reduce in backward.
-  if (compresses()) {
-    std::vector<std::uint32_t> all(ctx.topology.gpu_count());
-    std::iota(all.begin(), all.end(), 0u);
-    gradient_collective(ctx, pb, network::CollectiveKind::AllReduce, pb.group(std::move(all)),
-                        ctx.model.expert_params() * b,
-                        pb.label(Phase::GradSync, WorkKind::AllReduce, "shared_expert_grads", it, layer), after);
-  }
+}
+
+double HybridEpStrategy::extra_replicated_moe_params(const StrategyContext& ctx) const {
+  // The shared expert of the SR compression is all-reduced in backward, asynchronously (§IV-B):
+  // it rides in the layer's data-parallel all-reduce bucket on the gradient stream.
+  return compresses() && migrates(ctx) ? ctx.model.expert_params() : 0.0;
 }
 
 std::vector<workload::MemoryFootprint> HybridEpStrategy::memory(const StrategyContext& ctx) const {

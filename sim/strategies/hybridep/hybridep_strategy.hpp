@@ -73,6 +73,7 @@ class HybridEpStrategy final : public ep::EpStrategy {
   Time expert_prologue(const StrategyContext& ctx, int layer, std::uint32_t g) const override;
   void sync_expert_gradients(const StrategyContext& ctx, ProgramBuilder& pb, int iteration, int layer,
                              const std::vector<engine::TaskId>& after) override;
+  double extra_replicated_moe_params(const StrategyContext& ctx) const override;
 
  private:
   bool migrates(const StrategyContext& ctx) const { return domain(ctx).domain_gpus > 1; }
