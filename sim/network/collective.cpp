@@ -20,6 +20,7 @@ std::string_view to_string(Algorithm a) {
     case Algorithm::Direct: return "direct";
     case Algorithm::Ring: return "ring";
     case Algorithm::Hierarchical: return "hierarchical";
+    case Algorithm::Tree: return "tree";
   }
   return "?";
 }

@@ -13,7 +13,9 @@
 namespace moesim::network {
 
 enum class CollectiveKind : std::uint8_t { AllToAll, AllGather, ReduceScatter, AllReduce, P2P };
-enum class Algorithm : std::uint8_t { Direct, Ring, Hierarchical };
+// Tree: all-reduce as NCCL's (double binary) trees: the ring's bytes, but 2·⌈log2 n⌉ latency steps
+// instead of 2(n−1); inside nodes it reduces and gathers by rings, as Hierarchical.
+enum class Algorithm : std::uint8_t { Direct, Ring, Hierarchical, Tree };
 std::string_view to_string(CollectiveKind k);
 std::string_view to_string(Algorithm a);
 

@@ -1,3 +1,4 @@
+#include <cmath>
 #include "sim/network/collective_plan.hpp"
 
 #include <fmt/format.h>
@@ -141,14 +142,22 @@ std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<c
     }
     return phases;
   }
-  const auto local = op.algorithm == Algorithm::Hierarchical ? local_groups(members, topo)
-                                                             : std::vector<std::vector<std::uint32_t>>{};
+  const bool tree = op.algorithm == Algorithm::Tree && op.kind == CollectiveKind::AllReduce;
+  // A tree all-reduce over `count` ranks: the ring's 2(count−1)/count·bytes per rank, in 2⌈log2 count⌉
+  // latency steps (a pipelined reduce up and broadcast down).
+  const auto tree_phase = [&](const std::vector<std::vector<std::uint32_t>>& rings, double count, double bytes) {
+    const double steps = 2 * std::ceil(std::log2(count));
+    return ring(CollectiveKind::AllReduce, rings, steps, 2 * (count - 1) / count * bytes / steps);
+  };
+  const auto local = op.algorithm == Algorithm::Hierarchical || op.algorithm == Algorithm::Tree
+                         ? local_groups(members, topo)
+                         : std::vector<std::vector<std::uint32_t>>{};
   if (local.size() <= 1 || local.front().size() <= 1) {
     std::vector<std::vector<std::uint32_t>> one{std::vector<std::uint32_t>(members.begin(), members.end())};
     switch (op.kind) {
       case CollectiveKind::AllGather: phases.push_back(ring(op.kind, one, n - 1, s)); break;
       case CollectiveKind::ReduceScatter: phases.push_back(ring(op.kind, one, n - 1, s / n)); break;
-      default: phases.push_back(ring(op.kind, one, 2 * (n - 1), s / n)); break;
+      default: phases.push_back(tree ? tree_phase(one, n, s) : ring(op.kind, one, 2 * (n - 1), s / n)); break;
     }
     return phases;
   }
@@ -161,7 +170,8 @@ std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<c
   switch (op.kind) {
     case CollectiveKind::AllReduce:
       phases.push_back(ring(CollectiveKind::ReduceScatter, local, k - 1, s / k));
-      phases.push_back(ring(CollectiveKind::AllReduce, cross, 2 * (nodes - 1), s / (k * nodes)));
+      phases.push_back(tree ? tree_phase(cross, nodes, s / k)
+                            : ring(CollectiveKind::AllReduce, cross, 2 * (nodes - 1), s / (k * nodes)));
       phases.push_back(ring(CollectiveKind::AllGather, local, k - 1, s / k));
       break;
     case CollectiveKind::AllGather:

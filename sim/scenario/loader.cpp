@@ -255,7 +255,10 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   if (cp.contains("attention_efficiency")) s.compute.attention_efficiency = cp.at("attention_efficiency").get<double>();
   s.network_model = doc.at("network").at("model").get<std::string>();
   const std::string ar = doc.at("network").at("all_reduce").get<std::string>();
-  s.all_reduce = ar == "hierarchical" ? network::Algorithm::Hierarchical : ar == "direct" ? network::Algorithm::Direct : network::Algorithm::Ring;
+  s.all_reduce = ar == "hierarchical" ? network::Algorithm::Hierarchical
+                 : ar == "tree"       ? network::Algorithm::Tree
+                 : ar == "direct"     ? network::Algorithm::Direct
+                                      : network::Algorithm::Ring;
 
   // Strategy: its own schema.
   const Json& st = doc.at("strategy");

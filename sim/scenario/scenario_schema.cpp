@@ -93,7 +93,9 @@ NodePtr scenario_schema() {
   static const NodePtr network = object({
       optional("model", enumeration({"flow", "analytic"}), "flow",
                "communication model: analytic α-β, or flow (links shared max-min fairly: contention)"),
-      optional("all_reduce", enumeration({"ring", "hierarchical", "direct"}), "ring", "gradient all-reduce algorithm"),
+      optional("all_reduce", enumeration({"ring", "hierarchical", "tree", "direct"}), "ring",
+               "gradient all-reduce algorithm: ring; hierarchical (rings inside nodes, then across); tree (as "
+               "hierarchical, with NCCL-like trees across nodes: 2*ceil(log2 n) latency steps); direct"),
   });
   static const NodePtr compute = object({
       optional("launch_overhead", time(), "0us", "fixed cost added to every kernel"),

@@ -119,6 +119,26 @@ TEST(AnalyticModel, RingAllReduceSendsTwoGMinusOneOverGTimesS) {
   EXPECT_EQ(rs.duration, 472'500'000);
 }
 
+TEST(AnalyticModel, TreeAllReduceHasTheRingsBytesInLogSteps) {
+  // Tree all-reduce of S = 8e6 B over G = 8: the ring's 14e6 B per GPU in 2·log2(8) = 6 steps of
+  // α + (14e6/6)·β = 5e6 + 2.333e6 × 62.5 ps → 6 × 5e6 + 14e6 × 62.5 = 905e6 ps (ring: 945e6).
+  Fixture f(one_level(8));
+  const auto c = f.run({CollectiveKind::AllReduce, Algorithm::Tree, 0, 8e6, nullptr}, iota(8));
+  EXPECT_NEAR(c.max_bytes_sent_per_gpu, 14e6, 1e-6);
+  EXPECT_NEAR(static_cast<double>(c.duration), 905e6, 6);
+  // Across 1000 nodes of 8 GPUs (100 us, 10 Gbps between): rings inside the node, trees across;
+  // the latency is 2·⌈log2 1000⌉ = 20 steps of the node level, not the ring's 1998.
+  Fixture big(Topology({level("dc", 1000, "10Gbps", "100us"), level("gpu", 8, "128Gbps", "5us")}, {any_gpu()}, {}));
+  const auto tree = big.run({CollectiveKind::AllReduce, Algorithm::Tree, 0, 8e6, nullptr}, iota(8000));
+  const auto hier = big.run({CollectiveKind::AllReduce, Algorithm::Hierarchical, 0, 8e6, nullptr}, iota(8000));
+  // Cross-node stage: 8e6/8 = 1e6 B per GPU, 2·999/1000·1e6 B each over the DC uplink that the 8
+  // GPUs' trees share, at 800 ps/B: 12.8 ms either way; then α: 20 × 105 us vs 1998 × 105 us.
+  const double bytes_time = 8 * 2 * 999.0 / 1000 * 1e6 * 800;
+  const double in_node = 2 * 7 * (5e6 + 1e6 * 62.5);  // reduce-scatter and all-gather rings of 8e6/8 B steps
+  EXPECT_NEAR(static_cast<double>(tree.duration), 20 * 105e6 + bytes_time + in_node, 1e3);
+  EXPECT_NEAR(static_cast<double>(hier.duration), 1998 * 105e6 + bytes_time + in_node, 1e3);
+}
+
 TEST(AnalyticModel, CrossDcAllToAllIsBoundByTheDcUplink) {
   // 2 DCs × 8 GPUs, 10 Gbps between DCs (800 ps/B), 128 Gbps inside (62.5 ps/B). Even dispatch
   // of D per GPU: D/16 per pair. Each DC sends 8 GPUs × 8 remote GPUs × D/16 = 4D across; each

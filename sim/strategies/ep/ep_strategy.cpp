@@ -120,13 +120,11 @@ double EpStrategy::params_on_gpu(const StrategyContext& ctx) const {
   return m.replicated_params() + m.moe_layers() * (m.experts / ep_size(ctx)) * m.expert_params();
 }
 
-void EpStrategy::gradient_collective(const StrategyContext& ctx, ProgramBuilder& pb, network::CollectiveKind kind,
-                                     network::GroupId group, double bytes, const engine::Label& label,
-                                     const std::vector<TaskId>& after) {
+void EpStrategy::gradient_collective(const StrategyContext&, ProgramBuilder& pb, network::CollectiveKind kind,
+                                     network::Algorithm algorithm, network::GroupId group, double bytes,
+                                     const engine::Label& label, const std::vector<TaskId>& after) {
   const auto& gpus_of = pb.group_members(group);
   if (gpus_of.size() <= 1 || bytes <= 0) return;
-  const network::Algorithm algorithm =
-      kind == network::CollectiveKind::AllReduce ? ctx.all_reduce_algorithm : network::Algorithm::Ring;
   pb.collective({kind, algorithm, group, bytes, nullptr}, kGradientStream, label, members_);
   for (std::size_t r = 0; r < gpus_of.size(); ++r) {
     pb.depend(after[gpus_of[r]], members_[r]);
@@ -147,7 +145,7 @@ void EpStrategy::sync_expert_gradients(const StrategyContext& ctx, ProgramBuilde
     }
   const double bytes = (ctx.model.experts / n) * ctx.model.expert_params() * cluster::dtype_bytes(ctx.training.dtype);
   for (int r = 0; r < n; ++r)
-    gradient_collective(ctx, pb, network::CollectiveKind::AllReduce, expert_dp_group_[r], bytes,
+    gradient_collective(ctx, pb, network::CollectiveKind::AllReduce, ctx.all_reduce_algorithm, expert_dp_group_[r], bytes,
                         pb.label(Phase::GradSync, WorkKind::AllReduce, "expert_grads", it, layer), after);
 }
 
@@ -308,7 +306,7 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
       for (std::uint32_t g = 0; g < gpus; ++g) attention_bwd[g] = pb.compute(g, cm_of(g).backward(cost(g).attention), la);
       if (last_mb && options_.overlap_gradient_sync) {
         const double dense = layer_dense_params + (m.is_moe(layer) ? moe_dense_params : m.dense_ffn_params());
-        gradient_collective(ctx, pb, network::CollectiveKind::AllReduce, dp_group, dense * b,
+        gradient_collective(ctx, pb, network::CollectiveKind::AllReduce, ctx.all_reduce_algorithm, dp_group, dense * b,
                             pb.label(Phase::GradSync, WorkKind::AllReduce, "dense_grads", it, layer), attention_bwd);
         if (m.is_moe(layer)) sync_expert_gradients(ctx, pb, it, layer, exp_bwd);
       }
@@ -321,12 +319,12 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
   if (!options_.overlap_gradient_sync) {
     for (int layer = m.layers - 1; layer >= 0; --layer) {
       const double dense = layer_dense_params + (m.is_moe(layer) ? moe_dense_params : m.dense_ffn_params());
-      gradient_collective(ctx, pb, network::CollectiveKind::AllReduce, dp_group, dense * b,
+      gradient_collective(ctx, pb, network::CollectiveKind::AllReduce, ctx.all_reduce_algorithm, dp_group, dense * b,
                           pb.label(Phase::GradSync, WorkKind::AllReduce, "dense_grads", it, layer), embed_bwd);
       if (m.is_moe(layer)) sync_expert_gradients(ctx, pb, it, layer, embed_bwd);
     }
   }
-  gradient_collective(ctx, pb, network::CollectiveKind::AllReduce, dp_group, m.embedding_params() * b,
+  gradient_collective(ctx, pb, network::CollectiveKind::AllReduce, ctx.all_reduce_algorithm, dp_group, m.embedding_params() * b,
                       pb.label(Phase::GradSync, WorkKind::AllReduce, "embedding_grads", it, 0), embed_bwd);
   totals_.dropped_token_copies += dropped;
   totals_.routed_token_copies += routed;

@@ -57,12 +57,11 @@ class EpStrategy : public Strategy {
   // Synchronises the expert gradients of `layer` once the GPUs' tasks `after` are done.
   virtual void sync_expert_gradients(const StrategyContext& ctx, ProgramBuilder& pb, int iteration, int layer,
                                      const std::vector<engine::TaskId>& after);
-  // A gradient collective (all-reduce with the scenario's algorithm, or a ring reduce-scatter) of
-  // `bytes` over `group` on the gradient stream after each member's `after` task; the optimizer
-  // step waits for each GPU's last one (last_gradient_sync()).
+  // A gradient collective of `bytes` over `group` on the gradient stream after each member's
+  // `after` task; the optimizer step waits for each GPU's last one (last_gradient_sync()).
   void gradient_collective(const StrategyContext& ctx, ProgramBuilder& pb, network::CollectiveKind kind,
-                           network::GroupId group, double bytes, const engine::Label& label,
-                           const std::vector<engine::TaskId>& after);
+                           network::Algorithm algorithm, network::GroupId group, double bytes,
+                           const engine::Label& label, const std::vector<engine::TaskId>& after);
   const std::vector<engine::TaskId>& last_gradient_sync() const { return last_sync_; }
 
   EpOptions options_;

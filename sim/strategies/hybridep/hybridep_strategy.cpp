@@ -39,6 +39,9 @@ StrategyInfo info() {
                    "share of SRDecode's cost saved by fusing it with expert compute (paper §V-E: 0.45)"),
       sc::optional("gradient_return", sc::enumeration({"compressed", "full"}), "compressed",
                    "gathered experts' gradients return to their owners compressed like the parameters, or whole"),
+      sc::optional("migration_algorithm", sc::enumeration({"ring", "direct"}), "ring",
+                   "algorithm of the expert all-gathers and gradient reduce-scatters: ring (NCCL's), or direct "
+                   "(one exchange, latency paid once: a stand-in for tree/PAT algorithms over many workers)"),
       sc::optional("pipelining_degree", sc::integer(1, 64), 1,
                    "chunks the tokens are split into so all-to-all overlaps expert compute"),
       sc::optional("gradient_sync", sc::enumeration({"overlap", "after_backward"}), "overlap",
@@ -54,6 +57,8 @@ StrategyInfo info() {
     opt.encode_fusion_saving = o.at("encode_fusion_saving").get<double>();
     opt.decode_fusion_saving = o.at("decode_fusion_saving").get<double>();
     opt.compress_gradients = o.at("gradient_return") == "compressed";
+    opt.migration_algorithm =
+        o.at("migration_algorithm") == "direct" ? network::Algorithm::Direct : network::Algorithm::Ring;
     return std::make_unique<HybridEpStrategy>(std::move(opt));
   };
   return s;
@@ -239,7 +244,7 @@ void HybridEpStrategy::all_gather_experts(const StrategyContext& ctx, ProgramBui
   for (int l = 0; l < ctx.topology.level_count(); ++l) {
     if (sizes[l] <= 1) continue;
     for (const network::GroupId group : ag_groups_[l]) {
-      pb.collective({network::CollectiveKind::AllGather, network::Algorithm::Ring, group, bytes, nullptr},
+      pb.collective({network::CollectiveKind::AllGather, hoptions_.migration_algorithm, group, bytes, nullptr},
                     kMigrationStream, label, members_);
       const auto& gpus_of = pb.group_members(group);
       for (std::size_t r = 0; r < gpus_of.size(); ++r) {
@@ -300,7 +305,6 @@ void HybridEpStrategy::sync_expert_gradients(const StrategyContext& ctx, Program
   // travel, by reduce-scatter back to the owners, finest level first.
   if (!migrates(ctx)) return;
   const auto& sizes = domain(ctx).sizes;
-  const double b = cluster::dtype_bytes(ctx.training.dtype);
   const double ratio = hoptions_.compress_gradients ? hoptions_.compression_ratio : 1.0;
   double held = domain(ctx).domain_gpus;  // own experts' worth of gradients each GPU holds
   std::vector<TaskId> cur = after;
@@ -308,8 +312,8 @@ void HybridEpStrategy::sync_expert_gradients(const StrategyContext& ctx, Program
   for (int l = ctx.topology.level_count() - 1; l >= 0; --l) {
     if (sizes[l] <= 1) continue;
     for (const network::GroupId group : ag_groups_[l])
-      gradient_collective(ctx, pb, network::CollectiveKind::ReduceScatter, group, held * own_expert_bytes(ctx) / ratio,
-                          label, cur);
+      gradient_collective(ctx, pb, network::CollectiveKind::ReduceScatter, hoptions_.migration_algorithm, group,
+                          held * own_expert_bytes(ctx) / ratio, label, cur);
     cur = last_gradient_sync();
     held /= sizes[l];
   }
@@ -377,6 +381,7 @@ schema::Json HybridEpStrategy::describe(const StrategyContext& ctx) const {
   j["encode_fusion_saving"] = hoptions_.encode_fusion_saving;
   j["decode_fusion_saving"] = hoptions_.decode_fusion_saving;
   j["gradient_return"] = hoptions_.compress_gradients ? "compressed" : "full";
+  j["migration_algorithm"] = std::string(network::to_string(hoptions_.migration_algorithm));
   j["pipelining_degree"] = options_.pipelining_degree;
   j["gradient_sync"] = options_.overlap_gradient_sync ? "overlap" : "after_backward";
   return j;

@@ -40,6 +40,7 @@ struct HybridEpOptions {
   double encode_fusion_saving = 0.3;
   double decode_fusion_saving = 0.45;
   bool compress_gradients = true;
+  network::Algorithm migration_algorithm = network::Algorithm::Ring;
 };
 
 // How the domain sizes were chosen.
