@@ -8,14 +8,6 @@
 
 namespace moesim::schema {
 
-namespace {
-
-NodePtr make(Type type) {
-  auto n = std::make_shared<Node>();
-  n->type = type;
-  return n;
-}
-
 std::string json_kind(const Json& v) {
   if (v.is_null()) return "null";
   if (v.is_boolean()) return "a boolean";
@@ -30,6 +22,14 @@ std::string show(const Json& v) {
   std::string s = v.dump();
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
+}
+
+namespace {
+
+NodePtr make(Type type) {
+  auto n = std::make_shared<Node>();
+  n->type = type;
+  return n;
 }
 
 std::optional<UnitKind> unit_kind(Type t) {
@@ -172,6 +172,8 @@ Json validate_node(const Node& n, const Json& v, const std::string& file, const 
 }
 
 }  // namespace
+
+
 
 NodePtr object(std::vector<Field> fields) {
   auto n = std::make_shared<Node>();

@@ -68,4 +68,8 @@ double as_flops(const Json& v);
 // Levenshtein distance, for "did you mean".
 std::size_t edit_distance(const std::string& a, const std::string& b);
 
+// For error messages: "an integer", "a string", … and the value itself, cut to 60 characters.
+std::string json_kind(const Json& v);
+std::string show(const Json& v);
+
 }  // namespace moesim::schema

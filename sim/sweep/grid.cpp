@@ -13,22 +13,6 @@ using schema::Json;
 
 namespace {
 
-std::string kind_of(const Json& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  return "an object";
-}
-
-std::string shown(const Json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
-
 constexpr const char* kAxisForms =
     "write {\"path\": \"model.experts\", \"values\": [8, 16]} for one value per point, or {\"paths\": "
     "[\"cluster.levels[0].count\", \"model.experts\"], \"values\": [[2, 16], [4, 32]]} to move several values together";
@@ -54,7 +38,7 @@ std::vector<Axis> parse_axes(const Json& sweep, const std::string& file) {
   for (std::size_t a = 0; a < list.size(); ++a) {
     const Json& j = list[a];
     const std::string at = fmt::format("$.sweep.axes[{}]", a);
-    if (!j.is_object()) throw InputError(file, at, fmt::format("expected an object, got {}", kind_of(j)), kAxisForms);
+    if (!j.is_object()) throw InputError(file, at, fmt::format("expected an object, got {}", schema::json_kind(j)), kAxisForms);
     const bool has_path = j.contains("path"), has_paths = j.contains("paths");
     if (has_path && has_paths)
       throw InputError(file, at, "has both \"path\" and \"paths\"",
@@ -66,17 +50,17 @@ std::vector<Axis> parse_axes(const Json& sweep, const std::string& file) {
     axis.zipped = has_paths;
     if (has_path) {
       const Json& p = j.at("path");
-      if (!p.is_string()) throw InputError(file, at + ".path", fmt::format("expected a string, got {}", kind_of(p)), "write \"...\"");
+      if (!p.is_string()) throw InputError(file, at + ".path", fmt::format("expected a string, got {}", schema::json_kind(p)), "write \"...\"");
       axis.paths.push_back(p.get<std::string>());
     } else {
       const Json& ps = j.at("paths");
       if (!ps.is_array() || ps.empty())
         throw InputError(file, at + ".paths",
-                         ps.is_array() ? std::string("has 0 entries") : fmt::format("expected an array, got {}", kind_of(ps)),
+                         ps.is_array() ? std::string("has 0 entries") : fmt::format("expected an array, got {}", schema::json_kind(ps)),
                          "give the paths that move together, e.g. [\"cluster.levels[0].count\", \"model.experts\"]");
       for (std::size_t k = 0; k < ps.size(); ++k) {
         if (!ps[k].is_string())
-          throw InputError(file, fmt::format("{}.paths[{}]", at, k), fmt::format("expected a string, got {}", kind_of(ps[k])),
+          throw InputError(file, fmt::format("{}.paths[{}]", at, k), fmt::format("expected a string, got {}", schema::json_kind(ps[k])),
                            "write \"...\"");
         axis.paths.push_back(ps[k].get<std::string>());
       }
@@ -92,7 +76,7 @@ std::vector<Axis> parse_axes(const Json& sweep, const std::string& file) {
     const Json& vs = j.at("values");
     if (!vs.is_array() || vs.empty())
       throw InputError(file, at + ".values",
-                       vs.is_array() ? std::string("has 0 entries") : fmt::format("expected an array, got {}", kind_of(vs)),
+                       vs.is_array() ? std::string("has 0 entries") : fmt::format("expected an array, got {}", schema::json_kind(vs)),
                        "give at least 1 value");
     if (axis.zipped) {
       const std::size_t n = axis.paths.size();
@@ -101,7 +85,7 @@ std::vector<Axis> parse_axes(const Json& sweep, const std::string& file) {
         const std::string fix = fmt::format("write an array of {} value{} in the order of \"paths\": [{}]", n, n == 1 ? "" : "s",
                                             fmt::format("\"{}\"", fmt::join(axis.paths, "\", \"")));
         if (!vs[v].is_array())
-          throw InputError(file, where, fmt::format("expected an array of {} (one value per path), got {} {}", n, kind_of(vs[v]), shown(vs[v])), fix);
+          throw InputError(file, where, fmt::format("expected an array of {} (one value per path), got {} {}", n, schema::json_kind(vs[v]), schema::show(vs[v])), fix);
         if (vs[v].size() != n)
           throw InputError(file, where, fmt::format("has {} entr{} but \"paths\" names {}", vs[v].size(), vs[v].size() == 1 ? "y" : "ies", n), fix);
       }

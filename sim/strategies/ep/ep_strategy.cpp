@@ -16,6 +16,21 @@ using engine::TaskId;
 using engine::WorkKind;
 namespace sc = moesim::schema;
 
+sc::Field pipelining_degree_option() {
+  return sc::optional("pipelining_degree", sc::integer(1, 64), 1,
+                      "chunks the tokens are split into so all-to-all overlaps expert compute");
+}
+
+sc::Field gradient_sync_option() {
+  return sc::optional("gradient_sync", sc::enumeration({"overlap", "after_backward"}), "overlap",
+                      "synchronise each layer's gradients as its backward ends, or all after backward");
+}
+
+void read_iteration_options(const sc::Json& o, EpOptions& into) {
+  into.pipelining_degree = o.at("pipelining_degree").get<int>();
+  into.overlap_gradient_sync = o.at("gradient_sync") == "overlap";
+}
+
 StrategyInfo info() {
   StrategyInfo s;
   s.name = "ep";
@@ -25,19 +40,16 @@ StrategyInfo info() {
       sc::required("name", sc::enumeration({"ep"}), "the strategy name"),
       sc::optional("ep_size", sc::integer(0), 0,
                    "GPUs per expert-parallel group (0: all GPUs); experts and GPUs must divide by it"),
-      sc::optional("pipelining_degree", sc::integer(1, 64), 1,
-                   "chunks the tokens are split into so all-to-all overlaps expert compute"),
+      pipelining_degree_option(),
       sc::optional("all_to_all", sc::enumeration({"direct", "hierarchical"}), "direct",
                    "all-to-all algorithm: direct, or hierarchical (2-D: inside the node, then across)"),
-      sc::optional("gradient_sync", sc::enumeration({"overlap", "after_backward"}), "overlap",
-                   "all-reduce each layer's gradients as its backward ends, or all after backward"),
+      gradient_sync_option(),
   });
   s.make = [](const sc::Json& o) {
     EpOptions opt;
     opt.ep_size = o.at("ep_size").get<int>();
-    opt.pipelining_degree = o.at("pipelining_degree").get<int>();
+    read_iteration_options(o, opt);
     opt.all_to_all = o.at("all_to_all") == "hierarchical" ? network::Algorithm::Hierarchical : network::Algorithm::Direct;
-    opt.overlap_gradient_sync = o.at("gradient_sync") == "overlap";
     return std::make_unique<EpStrategy>(opt);
   };
   return s;

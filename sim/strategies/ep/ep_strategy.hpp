@@ -23,6 +23,11 @@ struct EpOptions {
   bool overlap_gradient_sync = true;
 };
 
+// Options every strategy built on the EP iteration takes: their schema fields and their reading.
+schema::Field pipelining_degree_option();
+schema::Field gradient_sync_option();
+void read_iteration_options(const schema::Json& options, EpOptions& into);
+
 // The EP iteration, with hooks through which HybridEP adds expert migration to it (its p = 1 is
 // exactly this program).
 class EpStrategy : public Strategy {

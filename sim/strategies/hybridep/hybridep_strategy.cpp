@@ -42,15 +42,12 @@ StrategyInfo info() {
       sc::optional("migration_algorithm", sc::enumeration({"ring", "direct"}), "ring",
                    "algorithm of the expert all-gathers and gradient reduce-scatters: ring (NCCL's), or direct "
                    "(one exchange, latency paid once: a stand-in for tree/PAT algorithms over many workers)"),
-      sc::optional("pipelining_degree", sc::integer(1, 64), 1,
-                   "chunks the tokens are split into so all-to-all overlaps expert compute"),
-      sc::optional("gradient_sync", sc::enumeration({"overlap", "after_backward"}), "overlap",
-                   "synchronise each layer's gradients as its backward ends, or all after backward"),
+      ep::pipelining_degree_option(),
+      ep::gradient_sync_option(),
   });
   s.make = [](const sc::Json& o) {
     HybridEpOptions opt;
-    opt.ep.pipelining_degree = o.at("pipelining_degree").get<int>();
-    opt.ep.overlap_gradient_sync = o.at("gradient_sync") == "overlap";
+    ep::read_iteration_options(o, opt.ep);
     opt.domain = o.at("domain");
     opt.compression_ratio = o.at("compression_ratio").get<double>();
     opt.async_communicator = o.at("async_communicator").get<bool>();
