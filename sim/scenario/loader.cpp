@@ -212,6 +212,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.model.heads = m.at("heads").get<int>();
   s.model.kv_heads = m.at("kv_heads").get<int>();
   s.model.vocab = m.at("vocab").get<double>();
+  s.model.attention = m.at("attention").get<bool>();
   if (s.model.top_k > s.model.experts)
     throw InputError(file, "$.model.top_k", fmt::format("top_k {} exceeds the {} experts", s.model.top_k, s.model.experts),
                      "use top_k <= experts");
@@ -259,6 +260,18 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                  : ar == "tree"       ? network::Algorithm::Tree
                  : ar == "direct"     ? network::Algorithm::Direct
                                       : network::Algorithm::Ring;
+
+  // Calibration profile: from the data folder, else next to the scenario file.
+  if (doc.contains("calibration")) {
+    const fs::path name = doc.at("calibration").get<std::string>();
+    fs::path path = name.is_absolute() ? name : data_dir_ / name;
+    if (!name.is_absolute() && !fs::exists(path)) path = fs::path(file).parent_path() / name;
+    if (!fs::exists(path))
+      throw InputError(file, "$.calibration", fmt::format("no calibration profile {}", name.string()),
+                       fmt::format("give a path under {} or next to the scenario (e.g. \"calibrations/parm-testbed-a.json\")",
+                                   data_dir_.string()));
+    s.calibration = std::make_shared<const calibration::Profile>(calibration::parse_profile(read_json(path), path.string()));
+  }
 
   // Strategy: its own schema.
   const Json& st = doc.at("strategy");

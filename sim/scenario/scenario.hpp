@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "sim/calibration/profile.hpp"
 #include "sim/cluster/topology.hpp"
 #include "sim/compute/compute_model.hpp"
 #include "sim/core/schema.hpp"
@@ -34,6 +36,7 @@ struct Scenario {
   std::string network_model = "flow";  // or "analytic"
   const strategies::StrategyInfo* strategy = nullptr;
   schema::Json strategy_options;
+  std::shared_ptr<const calibration::Profile> calibration;  // null: defaults only
 
   cluster::Topology topology() const { return cluster::Topology(levels, kinds, kind_of_gpu); }
   std::uint64_t gpu_count() const;

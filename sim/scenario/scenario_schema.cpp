@@ -68,6 +68,8 @@ NodePtr model_schema() {
       required("heads", integer(1), "attention heads"),
       optional("kv_heads", integer(1), nullptr, "key/value heads (default: heads)"),
       optional("vocab", integer(0), 0, "vocabulary size (embedding and LM head)"),
+      optional("attention", boolean(), true,
+               "false: a bare MoE layer without attention and norms, as the layer benchmarks of Parm Table III"),
   });
   return s;
 }
@@ -128,6 +130,9 @@ NodePtr scenario_schema() {
       optional("network", network, Json::object(), "communication model"),
       optional("compute", compute, Json::object(), "compute model"),
       optional("sweep", sweep, nullptr, "parameter grid for `moesim sweep`"),
+      optional("calibration", string(), nullptr,
+               "a calibration profile, e.g. \"calibrations/parm-testbed-a.json\" (found in the data folder, "
+               "else next to the scenario)"),
   });
   return s;
 }

@@ -45,6 +45,17 @@ Json Simulation::results() const {
   r["scenario"] = sc.name;
   Json strategy = {{"name", sc.strategy->name}};
   strategy.update(strategy_->describe(context()));
+  if (!alternatives_.empty()) {
+    // Each alternative simulated on its own: was the strategy's choice the fastest of them?
+    strategy["simulated_alternatives"] = alternatives_json();
+    const AlternativeRun* fastest = nullptr;
+    for (const auto& a : alternatives_)
+      if (a.iteration_time && (!fastest || *a.iteration_time < *fastest->iteration_time)) fastest = &a;
+    if (fastest && strategy.contains("choice")) {
+      strategy["fastest_alternative"] = fastest->label;
+      strategy["choice_was_fastest"] = strategy["choice"] == fastest->label || *fastest->iteration_time == mean_iteration_time();
+    }
+  }
   r["strategy"] = strategy;
   Json levels = Json::array();
   for (int l = 0; l < topology_.level_count(); ++l) {
@@ -157,6 +168,13 @@ std::string Simulation::summary(double wall_seconds) const {
   out += fmt::format("moesim: {} — {} on {} GPUs ({}), {}\n", sc.name, sc.strategy->name, topology_.gpu_count(), kinds,
                      sc.model.name);
   row("iteration time", fmt::format("{} (mean of {})", format_time(mean_iteration_time()), m.iteration_time.size()));
+  if (!alternatives_.empty()) {
+    std::string alts;
+    for (const auto& a : alternatives_)
+      alts += fmt::format("{}{} {}", alts.empty() ? "" : ", ", a.label, a.iteration_time ? format_time(*a.iteration_time) : "refused");
+    const Json d = strategy_->describe(context());
+    row("strategy choice", fmt::format("{} (simulated: {})", d.value("choice", std::string("?")), alts));
+  }
   row("throughput", fmt::format("{:.0f} tokens/s", tokens_per_second()));
   const auto mean = [&](auto f) { return stats_over(m.gpus, f).mean; };
   const double iters = static_cast<double>(std::max<std::size_t>(1, m.iteration_time.size()));

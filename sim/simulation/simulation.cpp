@@ -21,7 +21,9 @@ Simulation::Simulation(scenario::Scenario scenario)
 Simulation::~Simulation() = default;
 
 strategies::StrategyContext Simulation::context() const {
-  return strategies::StrategyContext{topology_, scenario_.model, scenario_.training, *routing_, compute_, scenario_.all_reduce};
+  return strategies::StrategyContext{topology_,      scenario_.model,           scenario_.training,
+                                     *routing_,      compute_,                  scenario_.all_reduce,
+                                     network_.get(), scenario_.calibration.get()};
 }
 
 double Simulation::host_memory_estimate() const {
@@ -75,6 +77,34 @@ void Simulation::run() {
   engine_->run(*executor_);
   network_stats_ = executor_->stats();
   metrics_ = report::measure(*engine_, scenario_.training.iterations);
+  run_alternatives();
+}
+
+void Simulation::run_alternatives() {
+  alternatives_.clear();
+  for (const auto& alt : strategy_->alternatives(context())) {
+    scenario::Scenario variant = scenario_;
+    variant.strategy_options.merge_patch(alt.options_patch);
+    variant.effective["strategy"] = variant.strategy_options;
+    AlternativeRun run{alt.label, std::nullopt, {}};
+    try {
+      Simulation sim(std::move(variant));
+      sim.run();
+      run.iteration_time = sim.mean_iteration_time();
+    } catch (const InfeasibleError& e) {
+      run.refused = e.what();
+    } catch (const InputError& e) {
+      run.refused = e.what();
+    }
+    alternatives_.push_back(std::move(run));
+  }
+}
+
+schema::Json Simulation::alternatives_json() const {
+  schema::Json out = schema::Json::object();
+  for (const auto& a : alternatives_)
+    out[a.label] = a.iteration_time ? schema::Json{{"iteration_time_ms", time_to_ms(*a.iteration_time)}} : schema::Json{{"refused", a.refused}};
+  return out;
 }
 
 Time Simulation::mean_iteration_time() const {

@@ -47,7 +47,18 @@ class Simulation {
  private:
   strategies::StrategyContext context() const;
 
+  // The strategy's alternatives (Strategy::alternatives), each simulated on its own: label and
+  // mean iteration time, or the reason it could not run.
+  struct AlternativeRun {
+    std::string label;
+    std::optional<Time> iteration_time;
+    std::string refused;
+  };
+  void run_alternatives();
+  schema::Json alternatives_json() const;
+
   scenario::Scenario scenario_;
+  std::vector<AlternativeRun> alternatives_;
   cluster::Topology topology_;
   std::unique_ptr<cluster::LinkGraph> graph_;
   std::unique_ptr<network::AnalyticModel> network_;

@@ -24,6 +24,9 @@ struct MemoryInputs {
   double tokens = 0;                 // tokens per microbatch on this GPU
   double expert_tokens_per_layer = 0;  // routed token copies this GPU's experts process per MoE layer
   bool flash_attention = true;
+  int tensor_parallel = 1;              // attention split over this many GPUs (Korthikanti §4.2: 11·sbh/t)
+  double expert_ffn_hidden = 0;         // FFN size of this GPU's expert slice (0: the model's ffn_hidden)
+  double moe_buffer_bytes = 0;          // communication buffers per MoE layer kept for backward
 };
 
 MemoryFootprint memory_footprint(const ModelShape& model, const TrainingConfig& training, const MemoryInputs& in);

@@ -24,6 +24,8 @@ struct ModelShape {
   int heads = 1;
   int kv_heads = 1;
   double vocab = 0;
+  // false: a bare MoE layer without attention (the layer benchmarks of Parm Table III, FasterMoE).
+  bool attention = true;
 
   double head_dim() const { return hidden / heads; }
   int ffn_gemms() const { return expert_kind == ExpertKind::SwiGlu ? 3 : 2; }
@@ -31,7 +33,7 @@ struct ModelShape {
   bool is_moe(int layer) const { return layer >= dense_layers; }
 
   double expert_params() const { return ffn_gemms() * hidden * ffn_hidden; }  // P_E of HybridEP
-  double attention_params() const { return hidden * (hidden + 2 * kv_heads * head_dim()) + hidden * hidden; }
+  double attention_params() const { return !attention ? 0 : hidden * (hidden + 2 * kv_heads * head_dim()) + hidden * hidden; }
   double gate_params() const { return hidden * experts; }
   double dense_ffn_params() const { return ffn_gemms() * hidden * dense_ffn_hidden; }
   double norm_params() const { return 2 * hidden; }

@@ -17,6 +17,13 @@ struct LayerCosts {
 // then ffn→H.
 Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn);
 
+// The pieces of layer_costs for `tokens` tokens, with attention and its projections split over a
+// tensor-parallel group of `tp` GPUs (Megatron-LM: heads and projection columns per rank).
+Time attention_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
+                    int tp = 1);
+Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double dtype_bytes);
+Time combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double dtype_bytes);
+
 LayerCosts layer_costs(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
                        double params_on_gpu);
 

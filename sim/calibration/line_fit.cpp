@@ -1,0 +1,28 @@
+#include "sim/calibration/line_fit.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace moesim::calibration {
+
+LineFit fit_line(const std::vector<double>& x, const std::vector<double>& t) {
+  if (x.size() != t.size() || x.size() < 2 || std::all_of(x.begin(), x.end(), [&](double v) { return v == x[0]; }))
+    throw std::invalid_argument("fit_line needs at least two points with distinct x");
+  const Eigen::Index n = static_cast<Eigen::Index>(x.size());
+  Eigen::MatrixXd a(n, 2);
+  Eigen::VectorXd b(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    a(i, 0) = 1.0;
+    a(i, 1) = x[static_cast<std::size_t>(i)];
+    b(i) = t[static_cast<std::size_t>(i)];
+  }
+  const Eigen::Vector2d sol = a.colPivHouseholderQr().solve(b);
+  LineFit f{sol(0), sol(1), 0};
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (t[i] != 0) f.max_relative_error = std::max(f.max_relative_error, std::abs(f.alpha + f.beta * x[i] - t[i]) / std::abs(t[i]));
+  return f;
+}
+
+}  // namespace moesim::calibration

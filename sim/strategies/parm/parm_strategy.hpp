@@ -1,0 +1,93 @@
+// Parm (seed 003): MoE training with model (tensor) parallelism, expert parallelism and expert
+// sharding (MP+EP+ESP), in DeepSpeed-MoE's baseline schedule (Fig. 3a) or Parm's S1 (Fig. 3b) and
+// S2 (Fig. 3c), chosen by Algorithm 1 (§V) with "schedule": "auto".
+//
+// Groups (§II-B, Fig. 2): all P GPUs form the expert grid, N_EP × N_ESP = P; EP rank j holds experts
+// [j·E/N_EP, (j+1)·E/N_EP), ESP rank s the s-th 1/N_ESP slice of their FFN hidden size. §IV-A's
+// placements: "esp_in_node" puts ESP groups on consecutive GPUs (inside a node when they fit),
+// "ep_in_node" EP groups. MP groups are N_MP consecutive GPUs (inside the node "whenever possible",
+// Eq. 9); dense parameters are data-parallel across MP groups (same MP rank).
+//
+// Per MoE layer and microbatch (sizes per GPU, B·L tokens of M = hidden bytes, T = k·f·B·L/E,
+// DeepSpeed pads every expert to capacity T, so the all-to-alls are even):
+//   baseline fwd: ESP-AllGather(BLM) → gate on B·L·N_ESP tokens → EP-A2A(ETM·N_ESP) → experts on
+//                 E·T·N_ESP tokens (the same in all N_MP ranks: redundant) → ESP-AllReduce(ETM·N_ESP)
+//                 → EP-A2A → combine → ESP-Split (local);
+//            bwd: ESP-Split's AllGather → combine → EP-A2A → experts → ESP-AllReduce of the input
+//                 gradient partial sums (Megatron's conjugate of the copy) → EP-A2A → gate.
+//   S1 fwd: MP-Split (local) → gate on B·L/N_MP → local dump → EP&ESP-A2A(ETM·N_ESP/N_MP) over the
+//           grid → experts on E·T·N_ESP/N_MP tokens → EP&ESP-A2A → local combine → MP-AllGather(BLM);
+//      bwd: mirror, the MP-AllGather moving to the MP-Split's backward.
+//   S2 fwd: gate on B·L → MP-Split (local) → EP&ESP-A2A → experts → EP&ESP-A2A with MP-AllGather(ETM)
+//           by SAA (§III-D: the all-to-all in P phases, phase i receiving from rank r−i, each phase's
+//           slice all-gathered in the MP group during the next, on the side stream) → combine;
+//      bwd: mirror, SAA on the dispatch all-to-all (the MP-Split's backward gathers its gradients).
+// Attention (when the model has it) is tensor-parallel over the MP group with one MP all-reduce
+// per direction (Megatron-LM); the gradient all-reduce of dense parameters runs over the
+// data-parallel groups, and can be left out as Parm's measurements do (§VI-A).
+#pragma once
+
+#include <optional>
+
+#include "sim/strategies/parm/parm_model.hpp"
+#include "sim/strategies/registry.hpp"
+
+namespace moesim::strategies::parm {
+
+StrategyInfo info();
+
+enum class Placement { EspInNode, EpInNode };
+enum class GradientSync { Overlap, AfterBackward, None };
+
+struct ParmOptions {
+  int mp = 1;   // N_MP
+  int esp = 1;  // N_ESP
+  Placement placement = Placement::EspInNode;
+  std::optional<Schedule> schedule;  // empty: auto (Algorithm 1)
+  bool saa = true;
+  GradientSync gradient_sync = GradientSync::Overlap;
+};
+
+// The parallel groups of every GPU.
+struct ParmGroups {
+  int n_mp = 1, n_ep = 1, n_esp = 1;
+  std::vector<std::vector<std::uint32_t>> mp, ep, esp, dp;  // dp: same MP rank, for dense gradients
+  std::vector<int> ep_rank;                                 // per GPU: which experts it holds
+  static ParmGroups build(std::uint32_t gpus, int n_mp, int n_esp, Placement placement);
+};
+
+// An α-β parameter of Algorithm 1 with where it came from.
+struct SourcedAlphaBeta {
+  AlphaBeta value;
+  std::string source;     // "profile NAME" or "network model fit"
+  double fit_error = 0;   // max relative error of the fit (network model only)
+};
+
+struct AlgorithmOneInputs {
+  SourcedAlphaBeta ag_mp, a2a_ep_esp, overlap;
+  ChoiceParams params() const { return {ag_mp.value, a2a_ep_esp.value, overlap.value}; }
+};
+
+class ParmStrategy : public Strategy {
+ public:
+  explicit ParmStrategy(ParmOptions options) : options_(options) {}
+  std::string name() const override { return "parm"; }
+  void check(const StrategyContext& ctx) const override;
+  std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx) const override;
+  std::size_t tasks_per_iteration(const StrategyContext& ctx) const override;
+  void build_iteration(const StrategyContext& ctx, ProgramBuilder& program, int iteration) override;
+  schema::Json describe(const StrategyContext& ctx) const override;
+  std::vector<Alternative> alternatives(const StrategyContext& ctx) const override;
+
+  // The paper's symbols for this scenario (one microbatch of one GPU).
+  ParmInputs inputs(const StrategyContext& ctx) const;
+  // Algorithm 1's α-β: the calibration profile's entries, else fitted to the network model.
+  AlgorithmOneInputs algorithm_one_inputs(const StrategyContext& ctx) const;
+  // The schedule that runs: the option, or Algorithm 1's choice.
+  Schedule schedule(const StrategyContext& ctx) const;
+
+ private:
+  ParmOptions options_;
+};
+
+}  // namespace moesim::strategies::parm
