@@ -43,7 +43,7 @@ std::string read_text(const fs::path& p) {
 const std::vector<std::string> kMetricColumns{
     "status",           "iteration_time_ms",        "tokens_per_second", "compute_ms",
     "communication_ms", "exposed_communication_ms", "all_to_all_busy_ms", "all_gather_busy_ms",
-    "all_reduce_busy_ms", "dropped_fraction",       "peak_memory_bytes"};
+    "all_reduce_busy_ms", "dropped_fraction",       "peak_memory_bytes", "strategy_choice"};
 
 std::string metric_row(const simulation::Simulation& sim, std::size_t levels) {
   // Times are per iteration, averaged over GPUs (results.json's "busy_ms").
@@ -52,12 +52,14 @@ std::string metric_row(const simulation::Simulation& sim, std::size_t levels) {
     const Json& b = r.at("busy_ms");
     return b.contains(k) ? fmt::format("{}", b.at(k).at("mean").get<double>()) : std::string("0");
   };
-  std::string row = fmt::format("ok,{},{},{},{},{},{},{},{},{},{}", r.at("iteration_time_ms").get<double>(),
+  const Json& st = r.at("strategy");
+  const std::string choice = st.contains("choice") ? st.at("choice").get<std::string>() : std::string();
+  std::string row = fmt::format("ok,{},{},{},{},{},{},{},{},{},{},{}", r.at("iteration_time_ms").get<double>(),
                                 r.at("tokens_per_second").get<double>(), r.at("compute_ms").at("mean").get<double>(),
                                 r.at("communication_ms").at("mean").get<double>(),
                                 r.at("exposed_communication_ms").at("mean").get<double>(), busy("all_to_all"),
                                 busy("all_gather"), busy("all_reduce"), r.at("tokens").at("dropped_fraction").get<double>(),
-                                r.at("memory").at("peak_bytes").get<double>());
+                                r.at("memory").at("peak_bytes").get<double>(), csv_field(choice));
   const Json& by_level = r.at("network").at("bytes_by_level");
   std::size_t l = 0;
   for (auto it = by_level.begin(); it != by_level.end(); ++it, ++l) row += fmt::format(",{}", it.value().get<double>());

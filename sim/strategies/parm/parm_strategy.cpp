@@ -178,9 +178,19 @@ AlgorithmOneInputs ParmStrategy::algorithm_one_inputs(const StrategyContext& ctx
   const auto a2a = [&](double x) {
     return alone(ctx, CollectiveKind::AllToAll, grid, 0, std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::uniform(p, x / p)));
   };
-  // Overlap(y) of Algorithm 1 line 5: the combine all-to-all of y/N_MP with AG_MP(ETM = y/N_ESP),
-  // both at once on their own links (the α-β model has no contention between them).
-  const auto overlap = [&](double y) { return std::max(a2a(y / options_.mp), ag_mp(y / options_.esp)); };
+  // Overlap(y) of Algorithm 1 line 5: the combine all-to-all of y/N_MP run with AG_MP(ETM = y/N_ESP)
+  // as one exchange (each MP rank's ETM/N_MP piece to its N_MP − 1 peers beside the all-to-all's
+  // y/(N_MP·P) to every GPU), so the two add up where they share links (one PCIe switch) and
+  // overlap where they do not (all-to-all across nodes, all-gather inside).
+  const auto overlap = [&](double y) {
+    std::vector<double> dense(static_cast<std::size_t>(p) * p, y / options_.mp / p);
+    for (const auto& group : g.mp)
+      for (std::uint32_t s : group)
+        for (std::uint32_t d : group)
+          if (s != d) dense[static_cast<std::size_t>(s) * p + d] += y / options_.esp / options_.mp;
+    return alone(ctx, CollectiveKind::AllToAll, grid, 0,
+                 std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(p, std::move(dense))));
+  };
   const auto pick = [&](const char* collective, const char* group, const std::function<double(double)>& model) {
     if (ctx.calibration)
       if (const auto* e = ctx.calibration->find(collective, group))
