@@ -126,7 +126,7 @@ void Simulation::write_trace(std::ostream& out, const std::vector<bool>& gpus) c
   names.include = gpus;
   for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g)
     names.gpu.push_back(fmt::format("GPU {} ({})", g, topology_.gpu(g).key));
-  names.stream = {"compute", "comm: dispatch", "comm: combine", "comm: gradients", "comm: expert migration"};
+  names.stream = {"compute", "comm: dispatch", "comm: combine", "comm: gradients", "comm: side (expert migration, SAA all-gather)"};
   report::write_chrome_trace(out, *engine_, names);
 }
 

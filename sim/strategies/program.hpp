@@ -1,7 +1,8 @@
 // ProgramBuilder: how strategies write the task program of an iteration. Stream 0 of every GPU
 // computes; streams 1 and 2 carry the dispatch and combine all-to-alls (so a combine can overlap
-// the next chunk's dispatch); stream 3 carries gradient synchronisation; stream 4 migrates expert
-// parameters (HybridEP's all-gathers, issued ahead of the layers that need them).
+// the next chunk's dispatch); stream 3 carries gradient synchronisation; stream 4 is a side stream:
+// HybridEP's expert all-gathers, issued ahead of the layers that need them, and the all-gathers
+// Parm's SAA runs beside its all-to-all phases.
 #pragma once
 
 #include <vector>
