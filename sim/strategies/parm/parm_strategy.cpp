@@ -165,6 +165,11 @@ SourcedAlphaBeta fit(const std::function<double(double)>& time_of) {
 }  // namespace
 
 AlgorithmOneInputs ParmStrategy::algorithm_one_inputs(const StrategyContext& ctx) const {
+  if (!algorithm_one_) algorithm_one_ = fit_algorithm_one_inputs(ctx);
+  return *algorithm_one_;
+}
+
+AlgorithmOneInputs ParmStrategy::fit_algorithm_one_inputs(const StrategyContext& ctx) const {
   const ParmGroups g = ParmGroups::build(ctx.topology.gpu_count(), options_.mp, options_.esp, options_.placement);
   const std::uint32_t p = ctx.topology.gpu_count();
   std::vector<std::uint32_t> grid(p);
@@ -223,15 +228,23 @@ double gate_tokens(const ParmInputs& in, Schedule s) {
 
 }  // namespace
 
+double ParmStrategy::params_on_gpu(const StrategyContext& ctx) const {
+  // Attention, dense FFNs and embeddings split over the MP group; norms and gates replicated; E/N_EP
+  // experts, each a 1/N_ESP shard.
+  const auto& m = ctx.model;
+  const double mp = options_.mp;
+  const double n_ep = static_cast<double>(ctx.topology.gpu_count() / static_cast<std::uint32_t>(options_.esp));
+  return m.layers * (m.attention_params() / mp + m.norm_params()) + m.moe_layers() * m.gate_params() +
+         m.dense_layers * m.dense_ffn_params() / mp + m.embedding_params() / mp +
+         m.moe_layers() * (m.experts / n_ep) * m.expert_params() / options_.esp;
+}
+
 std::vector<workload::MemoryFootprint> ParmStrategy::memory(const StrategyContext& ctx) const {
   const auto& m = ctx.model;
   const ParmInputs in = inputs(ctx);
   const Schedule s = schedule(ctx);
   const double mp = options_.mp;
-  const double per_layer = m.attention_params() / mp + m.norm_params();
-  const double params = m.layers * per_layer + m.moe_layers() * m.gate_params() + m.dense_layers * m.dense_ffn_params() / mp +
-                        m.embedding_params() / mp +
-                        m.moe_layers() * (m.experts / static_cast<double>(in.n_ep)) * m.expert_params() / options_.esp;
+  const double params = params_on_gpu(ctx);
   // Buffers of Fig. 3 kept for backward: dispatched tokens, expert outputs and combined outputs
   // (each ETM·N_ESP, /N_MP with MP paused) and the gathered tensors (BLM·N_ESP; BLM or ETM).
   const double blm = in.token_bytes(), etm = in.dispatch_bytes();
@@ -525,7 +538,7 @@ void ParmStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& p
   totals_.dropped_token_copies += dropped;
   totals_.dropped_per_iteration.push_back(dropped);
 
-  const double params = memory(ctx)[0].weights / b;
+  const double params = params_on_gpu(ctx);
   auto lo = pb.label(Phase::Optimizer, WorkKind::Optimizer, "optimizer", it, 0);
   for (std::uint32_t g = 0; g < gpus; ++g) {
     const TaskId o = pb.compute(g, cm_of(g).optimizer_step(params), lo);

@@ -81,13 +81,18 @@ class ParmStrategy : public Strategy {
 
   // The paper's symbols for this scenario (one microbatch of one GPU).
   ParmInputs inputs(const StrategyContext& ctx) const;
-  // Algorithm 1's α-β: the calibration profile's entries, else fitted to the network model.
+  // Algorithm 1's α-β: the calibration profile's entries, else fitted to the network model. A
+  // strategy serves one simulation, whose context does not change: fitted once, then reused.
   AlgorithmOneInputs algorithm_one_inputs(const StrategyContext& ctx) const;
   // The schedule that runs: the option, or Algorithm 1's choice.
   Schedule schedule(const StrategyContext& ctx) const;
 
  private:
+  AlgorithmOneInputs fit_algorithm_one_inputs(const StrategyContext& ctx) const;
+  double params_on_gpu(const StrategyContext& ctx) const;
+
   ParmOptions options_;
+  mutable std::optional<AlgorithmOneInputs> algorithm_one_;
 };
 
 }  // namespace moesim::strategies::parm
