@@ -199,7 +199,7 @@ AlgorithmOneInputs ParmStrategy::fit_algorithm_one_inputs(const StrategyContext&
   const auto pick = [&](const char* collective, const char* group, const std::function<double(double)>& model) {
     if (ctx.calibration)
       if (const auto* e = ctx.calibration->find(collective, group))
-        return SourcedAlphaBeta{{e->alpha_s, e->beta_s_per_byte}, "profile " + ctx.calibration->name, 0};
+        return SourcedAlphaBeta{{e->segments.front().alpha_s, e->segments.front().beta_s_per_byte}, "profile " + ctx.calibration->name, 0};
     return fit(model);
   };
   return {pick("all_gather", "mp", ag_mp), pick("all_to_all", "ep_esp", a2a), pick("overlap", "ep_esp", overlap)};
