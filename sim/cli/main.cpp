@@ -11,6 +11,8 @@
 #include <iostream>
 #include <unistd.h>
 
+#include "sim/cli/calibrate_command.hpp"
+#include "sim/cli/write_file.hpp"
 #include "sim/core/error.hpp"
 #include "sim/simulation/simulation.hpp"
 #include "sim/strategies/registry.hpp"
@@ -34,6 +36,11 @@ commands:
   sweep SCENARIO.json [--out DIR] [--jobs N] run the scenario's sweep grid in parallel, append one
                                             row per point to DIR/results.csv; re-run to resume
   presets                                   list models, topologies, GPU kinds and strategies
+  calibrate fit INPUT... --out PROFILE.json [--name NAME] [--collective C] [--gpus-per-node N]
+                [--table T]
+                                            fit a calibration profile from measurements JSON
+                                            (calibrate/ binaries) or nccl-tests logs (T: one
+                                            result table of a log)
 
 common options:
   --data DIR    folder holding models/ and topologies/ (default: $MOESIM_DATA or the source tree)
@@ -60,17 +67,6 @@ std::vector<bool> gpu_mask(const std::string& spec, std::uint32_t gpus) {
     pos = end + 1;
   }
   return mask;
-}
-
-// Writes `text` to `path` through a temporary file, so a reader never sees half a file.
-void write_file(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path);
 }
 
 struct Common {
@@ -124,8 +120,8 @@ int cmd_run(const Common& c) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Everything succeeded: now write.
   fs::create_directories(out);
-  write_file(out / "results.json", sim.results().dump(2) + "\n");
-  write_file(out / "scenario.effective.json", sim.scenario().effective.dump(2) + "\n");
+  cli::write_file(out / "results.json", sim.results().dump(2) + "\n");
+  cli::write_file(out / "scenario.effective.json", sim.scenario().effective.dump(2) + "\n");
   if (c.trace) {
     const fs::path tmp = out / "trace.json.tmp";
     {
@@ -230,6 +226,7 @@ int main(int argc, char** argv) {
     if (command == "validate") return cmd_validate(parse(args, true));
     if (command == "sweep") return cmd_sweep(parse(args, true));
     if (command == "presets") return cmd_presets(parse(args, false));
+    if (command == "calibrate") return cli::cmd_calibrate(args);
     std::cerr << "moesim: unknown command \"" << command << "\"\n" << kUsage;
     return 2;
   } catch (const InputError& e) {

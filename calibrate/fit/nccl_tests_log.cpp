@@ -1,0 +1,260 @@
+#include "calibrate/fit/nccl_tests_log.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "sim/core/error.hpp"
+
+namespace moesim::calibrate {
+
+double busbw_factor(const std::string& collective, int n) {
+  if (collective == "all_reduce") return 2.0 * (n - 1) / n;
+  if (collective == "send_recv") return 1.0;
+  return static_cast<double>(n - 1) / n;  // all_gather, reduce_scatter, all_to_all
+}
+
+namespace {
+
+// nccl-tests' binary and -t names → moesim's collective names.
+std::string canonical(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* suffix : {"_perf", "_mpi"})
+    if (const auto pos = name.find(suffix); pos != std::string::npos) name.erase(pos);
+  name.erase(std::remove(name.begin(), name.end(), '_'), name.end());
+  if (name == "allreduce") return "all_reduce";
+  if (name == "allgather") return "all_gather";
+  if (name == "reducescatter") return "reduce_scatter";
+  if (name == "alltoall") return "all_to_all";
+  if (name == "sendrecv") return "send_recv";
+  return "";
+}
+
+const std::regex& prefix_re() {
+  static const std::regex re(R"(^\s*(\[\d+,\d+\]<std(out|err)>:|\d+:(?=\s)))");
+  return re;
+}
+const std::regex& rank_re() {
+  static const std::regex re(R"(^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.*?)\s*$)");
+  return re;
+}
+const std::regex& name_re() {
+  static const std::regex re(R"((all_?reduce|all_?gather|all_?to_?all|reduce_?scatter|send_?recv))", std::regex::icase);
+  return re;
+}
+
+std::vector<std::string> tokens(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string t; in >> t;) out.push_back(t);
+  return out;
+}
+
+bool is_integer(const std::string& t) {
+  return !t.empty() && std::all_of(t.begin() + (t[0] == '-' ? 1 : 0), t.end(), [](char c) { return std::isdigit(c); }) &&
+         t != "-";
+}
+
+std::optional<double> number(const std::string& t) {
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(t, &used);
+    if (used == t.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+struct Row {
+  double bytes = 0;
+  std::vector<double> times;  // µs, out-of-place then in-place
+  double algbw = 0, busbw = 0;
+  int line = 0;
+};
+
+struct Table {
+  int index = 0;
+  int first_line = 0;
+  std::string preamble;       // text since the previous table
+  std::string named;          // collective named by "Collective test starting"
+  std::map<int, std::string> rank_hosts;
+  std::string gpu, nccl, command;
+  std::vector<Row> rows;
+};
+
+}  // namespace
+
+std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string& file, const NcclTestsOptions& options) {
+  std::vector<Table> tables;
+  Table pending;  // preamble of the next table
+  bool in_table = false;
+  std::istringstream in{std::string(text)};
+  int line_no = 0;
+  const auto where = [&](const Table& t, int line) { return fmt::format("table {} (line {})", t.index + 1, line); };
+  for (std::string raw; std::getline(in, raw);) {
+    ++line_no;
+    std::string line = std::regex_replace(raw, prefix_re(), "", std::regex_constants::format_first_only);
+    const auto first = line.find_first_not_of(" \t\r");
+    line = first == std::string::npos ? "" : line.substr(first);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    // Blank lines, and "..." where an excerpt elided rows, neither start nor end a table.
+    if (line.empty() || line.find_first_not_of(".… ") == std::string::npos) continue;
+    const std::vector<std::string> tok = tokens(line);
+    const bool row = tok.size() >= 6 && is_integer(tok[0]) && is_integer(tok[1]) && !number(tok[2]);
+    Table& cur = in_table ? tables.back() : pending;
+    if (row) {
+      if (!in_table) throw InputError(file, fmt::format("line {}", line_no), "a result row before any table header",
+                                      "keep nccl-tests' `# size count type ...` header above the rows");
+      // size count type redop [root] then per half: time algbw busbw #wrong.
+      std::size_t k = 4;
+      const std::size_t rest = tok.size() - 4;
+      if (rest == 9 || rest == 5) ++k;  // a root column
+      else if (rest != 8 && rest != 4)
+        throw InputError(file, where(cur, line_no), fmt::format("a row of {} columns", tok.size()),
+                         "give nccl-tests rows as printed: size count type redop [root] time algbw busbw #wrong ...");
+      Row r;
+      r.bytes = *number(tok[0]);
+      r.line = line_no;
+      for (std::size_t half = k; half + 3 <= tok.size(); half += 4) {
+        const auto t = number(tok[half]);
+        const auto alg = number(tok[half + 1]);
+        const auto bus = number(tok[half + 2]);
+        if (!t || !alg || !bus)
+          throw InputError(file, where(cur, line_no), fmt::format("\"{}\" is not a time", tok[half]),
+                           "the row is damaged; fix or delete it");
+        r.times.push_back(*t);
+        if (*alg > r.algbw) {
+          r.algbw = *alg;
+          r.busbw = *bus;
+        }
+      }
+      cur.rows.push_back(std::move(r));
+      continue;
+    }
+    if (line[0] == '#') {
+      const std::string body = line.substr(line.find_first_not_of("# \t") == std::string::npos ? line.size()
+                                                                                               : line.find_first_not_of("# \t"));
+      const std::vector<std::string> h = tokens(body);
+      if (h.size() >= 3 && h[0] == "size" && h[1] == "count" && h[2] == "type") {
+        // A table header: what came before is this table's preamble.
+        Table t = in_table ? Table{} : std::move(pending);
+        if (in_table) t.preamble = "";
+        t.index = static_cast<int>(tables.size());
+        t.first_line = line_no;
+        tables.push_back(std::move(t));
+        pending = Table{};
+        in_table = true;
+        continue;
+      }
+      if (h.size() >= 3 && h[0] == "(B)" && h[1] == "(elements)") {
+        const bool us = std::find(h.begin(), h.end(), "(us)") != h.end();
+        if (!us)
+          throw InputError(file, where(cur, line_no), fmt::format("times are not in microseconds: \"{}\"", body),
+                           "nccl-tests prints times in us; give the log as nccl-tests wrote it (mixed or converted units "
+                           "are refused)");
+        continue;
+      }
+      if (in_table && !tables.back().rows.empty()) in_table = false;  // a footer ends the rows
+      Table& target = in_table ? tables.back() : pending;
+      std::smatch m;
+      if (std::regex_match(line, m, rank_re())) {
+        target.rank_hosts[std::stoi(m[1])] = m[2];
+        target.gpu = m[3];
+        continue;
+      }
+      if (const auto pos = body.find("Collective test starting:"); pos != std::string::npos)
+        if (const auto named = tokens(body.substr(pos + 25)); !named.empty()) target.named = canonical(named[0]);
+      target.preamble += body + "\n";
+      continue;
+    }
+    // Any other line (NCCL version, launcher output, prose): preamble of the next table.
+    if (in_table && !tables.back().rows.empty()) in_table = false;
+    Table& target = in_table ? tables.back() : pending;
+    if (line.rfind("NCCL version", 0) == 0) target.nccl = tokens(line).size() > 2 ? tokens(line)[2] : "";
+    target.preamble += line + "\n";
+  }
+
+  std::vector<Series> out;
+  std::string previous;  // a table that names no collective continues the log's previous one
+  for (Table& t : tables) {
+    const std::string at = where(t, t.first_line);
+    if (t.rows.empty()) continue;
+    // The collective: named by the test, or the last test name in the text before the table.
+    std::string collective = t.named.empty() ? "" : t.named;
+    if (collective.empty()) {
+      for (auto it = std::sregex_iterator(t.preamble.begin(), t.preamble.end(), name_re()); it != std::sregex_iterator(); ++it)
+        collective = canonical((*it)[1]);
+    }
+    if (collective.empty()) collective = options.collective.empty() ? previous : options.collective;
+    previous = collective;
+    if (collective.empty())
+      throw InputError(file, at, "the log does not say which collective this table measured",
+                       "pass --collective all_reduce|all_gather|reduce_scatter|all_to_all|send_recv");
+    // Ranks: from busbw/algbw of the rows with the best-resolved bandwidths.
+    std::vector<const Row*> by_bw;
+    for (const Row& r : t.rows) if (r.algbw > 0) by_bw.push_back(&r);
+    std::sort(by_bw.begin(), by_bw.end(), [](const Row* a, const Row* b) { return a->algbw > b->algbw; });
+    double ratio = 0;
+    const std::size_t use = std::min<std::size_t>(3, by_bw.size());
+    for (std::size_t i = 0; i < use; ++i) ratio += by_bw[i]->busbw / by_bw[i]->algbw / static_cast<double>(use);
+    int ranks = static_cast<int>(t.rank_hosts.size());
+    int from_ratio = 0;
+    if (use > 0 && collective != "send_recv") {
+      const double n = collective == "all_reduce" ? 2.0 / (2.0 - ratio) : 1.0 / (1.0 - ratio);
+      if (std::isfinite(n) && n >= 1.5 && n < 1e5) from_ratio = static_cast<int>(std::lround(n));
+      if (from_ratio < 2 || std::abs(busbw_factor(collective, from_ratio) - ratio) > 5e-3 * ratio)
+        throw InputError(file, at,
+                         fmt::format("busbw/algbw = {:.4f} is not the {} factor of any rank count", ratio, collective),
+                         "check the collective (pass --collective if the log misnames it)");
+      if (ranks == 0) ranks = from_ratio;
+      else if (ranks != from_ratio)
+        throw InputError(file, at,
+                         fmt::format("busbw/algbw = {:.4f} means {} ranks for {}, but the log lists {} Rank lines", ratio,
+                                     from_ratio, collective, ranks),
+                         "the table is of another collective or rank count; pass --collective or fix the log");
+    }
+    if (ranks < 2)
+      throw InputError(file, at, "cannot tell how many ranks ran this table", "keep the `#  Rank N ...` lines of the log");
+    std::set<std::string> hosts;
+    for (const auto& [r, h] : t.rank_hosts) hosts.insert(h);
+    int nodes = static_cast<int>(hosts.size());
+    if (nodes == 0 && options.gpus_per_node) nodes = (ranks + *options.gpus_per_node - 1) / *options.gpus_per_node;
+
+    Series s;
+    s.collective = collective;
+    s.ranks = ranks;
+    s.nodes = nodes;
+    s.split = collective == "all_to_all" ? "even" : "";
+    s.variant = "out-of-place and in-place";
+    s.time_unit = "us";
+    s.file = file;
+    s.where = at;
+    s.table = t.index + 1;
+    s.provenance = {{"source", file}, {"table", t.index + 1}, {"format", "nccl-tests log"}};
+    if (!t.gpu.empty()) s.provenance["gpu"] = t.gpu;
+    if (!t.nccl.empty()) s.provenance["nccl"] = t.nccl;
+    if (!hosts.empty()) s.provenance["hosts"] = std::vector<std::string>(hosts.begin(), hosts.end());
+    for (const Row& r : t.rows) {
+      if (r.bytes <= 0) continue;
+      for (double us : r.times) s.samples.push_back({r.bytes, us * 1e-6, fmt::format("{} line {}", file, r.line)});
+    }
+    out.push_back(std::move(s));
+  }
+  if (options.table) {
+    const auto it = std::find_if(out.begin(), out.end(), [&](const Series& s) { return s.table == *options.table; });
+    if (it == out.end())
+      throw InputError(file, "$", fmt::format("no table {} (the log has {} with results)", *options.table, out.size()),
+                       "pass --table between 1 and the number of result tables");
+    return {*it};
+  }
+  if (out.empty())
+    throw InputError(file, "$", "no nccl-tests result table found",
+                     "give the output of an nccl-tests binary (all_reduce_perf, alltoall_perf, ...)");
+  return out;
+}
+
+}  // namespace moesim::calibrate

@@ -1,0 +1,93 @@
+#include "sim/cli/calibrate_command.hpp"
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <iostream>
+
+#include "calibrate/fit/nccl_tests_log.hpp"
+#include "calibrate/fit/profile_builder.hpp"
+#include "sim/cli/write_file.hpp"
+#include "sim/core/units.hpp"
+
+namespace moesim::cli {
+
+namespace po = boost::program_options;
+
+namespace {
+
+std::string splits_text(const schema::Json& report) {
+  std::string s;
+  for (const auto& b : report.value("splits_between_bytes", schema::Json::array()))
+    s += (s.empty() ? "" : ", ") + format_bytes(b[0].get<double>()) + "–" + format_bytes(b[1].get<double>());
+  return s.empty() ? "-" : s;
+}
+
+void print_summary(const calibration::Profile& p, const std::string& out) {
+  std::cout << fmt::format("profile {} → {}\n", p.name, out);
+  if (!p.collectives.empty())
+    std::cout << fmt::format("  {:<15} {:>5} {:>5} {:>6} {:>8} {:>8} {:>7}  {}\n", "collective", "ranks", "nodes", "pieces",
+                             "rms err", "max err", "dropped", "split between");
+  for (const auto& c : p.collectives)
+    std::cout << fmt::format("  {:<15} {:>5} {:>5} {:>6} {:>7.2f}% {:>7.2f}% {:>7}  {}\n", c.collective, c.ranks, c.nodes,
+                             c.segments.size(), 100 * c.report.value("rms_relative_error", 0.0),
+                             100 * c.report.value("max_relative_error", 0.0),
+                             c.report.value("dropped_outliers", schema::Json::array()).size(), splits_text(c.report));
+  for (const auto& g : p.gemm)
+    std::cout << fmt::format("  gemm {:<5} {:>4} shapes, {:.0f}–{:.0f} TFLOP/s, leave-one-out error mean {:.1f}% max {:.1f}%\n",
+                             g.dtype, g.table.size(), [&] {
+                               double lo = 1e300;
+                               for (std::size_t i = 0; i < g.table.size(); ++i) lo = std::min(lo, g.table.value(i));
+                               return lo / 1e12;
+                             }(),
+                             [&] {
+                               double hi = 0;
+                               for (std::size_t i = 0; i < g.table.size(); ++i) hi = std::max(hi, g.table.value(i));
+                               return hi / 1e12;
+                             }(),
+                             100 * g.error.mean, 100 * g.error.max);
+  for (const auto& a : p.attention)
+    std::cout << fmt::format("  attention {} {} {:>3} shapes, leave-one-out error forward {:.1f}%, backward {:.1f}% (mean)\n",
+                             a.dtype, a.causal ? "causal" : "full", a.table.size(), 100 * a.forward_error.mean,
+                             100 * a.backward_error.mean);
+}
+
+}  // namespace
+
+int cmd_calibrate(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] != "fit") throw po::error("calibrate: expected `calibrate fit INPUT... --out PROFILE.json`");
+  std::vector<std::string> inputs;
+  std::string out, name, collective;
+  int gpus_per_node = 0, table = 0;
+  bool quiet = false;
+  po::options_description opts;
+  opts.add_options()("out,o", po::value(&out))("name", po::value(&name))("collective", po::value(&collective))(
+      "gpus-per-node", po::value(&gpus_per_node))("quiet", po::bool_switch(&quiet))("table", po::value(&table))(
+      "input", po::value(&inputs)->composing());
+  po::positional_options_description pos;
+  pos.add("input", -1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end())).options(opts).positional(pos).run(),
+            vm);
+  po::notify(vm);
+  if (inputs.empty()) throw po::error("calibrate fit: give at least one measurements JSON or nccl-tests log");
+  if (out.empty()) throw po::error("calibrate fit: give --out PROFILE.json");
+  if (vm.count("gpus-per-node") && gpus_per_node < 1) throw po::error("--gpus-per-node must be at least 1");
+
+  calibrate::NcclTestsOptions log_options;
+  log_options.collective = collective;
+  if (gpus_per_node > 0) log_options.gpus_per_node = gpus_per_node;
+  if (vm.count("table")) {
+    if (table < 1) throw po::error("--table counts from 1");
+    log_options.table = table;
+  }
+  std::vector<calibrate::Measurements> measured;
+  for (const auto& in : inputs) measured.push_back(calibrate::read_input(in, log_options));
+  calibrate::BuildOptions build;
+  build.name = name.empty() ? std::filesystem::path(out).stem().string() : name;
+  const calibration::Profile profile = calibrate::build_profile(measured, build);
+  write_file(out, calibration::profile_to_json(profile).dump(2) + "\n");
+  if (!quiet) print_summary(profile, out);
+  return 0;
+}
+
+}  // namespace moesim::cli

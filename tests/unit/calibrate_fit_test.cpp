@@ -1,0 +1,291 @@
+// The fitter (calibrate/fit): synthetic α-β recovery, noise and outliers, piecewise splits, refusals,
+// and the nccl-tests importer with held-out prediction on the real logs of tests/data/realdata.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <random>
+#include <map>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include "calibrate/fit/nccl_tests_log.hpp"
+#include "calibrate/fit/piecewise_fit.hpp"
+#include "calibrate/fit/profile_builder.hpp"
+#include "sim/core/error.hpp"
+
+namespace moesim::calibrate {
+namespace {
+
+std::vector<Sample> line_samples(double alpha, double beta, double from = 8, double to = 1 << 30) {
+  std::vector<Sample> s;
+  for (double x = from; x <= to; x *= 2) s.push_back({x, alpha + beta * x, ""});
+  return s;
+}
+
+std::string read(const std::string& name) {
+  std::ifstream in(std::string(MOESIM_SOURCE_DIR) + "/tests/data/realdata/" + name);
+  std::stringstream b;
+  b << in.rdbuf();
+  return b.str();
+}
+
+TEST(PiecewiseFit, RecoversExactAlphaBetaAsOneLine) {
+  // t = 20 us + x / (150 GB/s) over 8 B .. 1 GiB: one piece, α and β to 1e-6 relative.
+  const double alpha = 20e-6, beta = 1.0 / 150e9;
+  const PiecewiseFit f = fit_piecewise(line_samples(alpha, beta));
+  ASSERT_EQ(f.pieces.size(), 1u);
+  EXPECT_NEAR(f.pieces[0].alpha, alpha, 1e-6 * alpha);
+  EXPECT_NEAR(f.pieces[0].beta, beta, 1e-6 * beta);
+  EXPECT_LT(f.max_relative_error, 1e-9);
+  EXPECT_EQ(f.sizes, 28);
+}
+
+TEST(PiecewiseFit, NoiseAndOutliers) {
+  // 2% multiplicative noise on both "columns" and three spikes of 4× (as nccl-tests issue 309's
+  // 1272 us among 300 us): α, β within a few percent, the spikes dropped and reported.
+  const double alpha = 35e-6, beta = 1.0 / 40e9;
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> noise(0, 0.02);
+  std::vector<Sample> s;
+  for (double x = 1 << 10; x <= double(1 << 30); x *= 2)
+    for (int col = 0; col < 2; ++col) s.push_back({x, (alpha + beta * x) * (1 + noise(rng)), ""});
+  s[7].seconds *= 4;
+  s[20].seconds *= 4;
+  s[33].seconds *= 4;
+  const PiecewiseFit f = fit_piecewise(s);
+  ASSERT_EQ(f.pieces.size(), 1u);
+  EXPECT_NEAR(f.pieces[0].alpha, alpha, 0.05 * alpha);
+  EXPECT_NEAR(f.pieces[0].beta, beta, 0.02 * beta);
+  EXPECT_EQ(f.pieces[0].dropped.size(), 3u);
+  EXPECT_LT(f.rms_relative_error, 0.03);
+}
+
+TEST(PiecewiseFit, SplitsWhereTheProtocolChanges) {
+  // Two regimes, as NCCL's LL below 64 KiB and Simple above: 5 us + x/2 GB/s, then 30 us + x/100 GB/s.
+  // The fit splits between 32 KiB and 64 KiB, recovers both lines and bridges the gap with the line
+  // through their values there: 5 us + 32 KiB/2 GB/s = 21.38 us and 30 us + 64 KiB/100 GB/s = 30.66 us.
+  std::vector<Sample> s = line_samples(5e-6, 1 / 2e9, 8, 32768);
+  for (const Sample& x : line_samples(30e-6, 1 / 100e9, 65536, 1 << 30)) s.push_back(x);
+  const PiecewiseFit f = fit_piecewise(s);
+  ASSERT_EQ(f.pieces.size(), 3u);
+  EXPECT_TRUE(f.pieces[1].bridge);
+  EXPECT_EQ(f.pieces[1].from_bytes, 32768);
+  EXPECT_EQ(f.pieces[2].from_bytes, 65536);
+  EXPECT_NEAR(f.pieces[0].alpha, 5e-6, 5e-12);
+  EXPECT_NEAR(f.pieces[2].beta, 1 / 100e9, 1e-6 / 100e9);
+  EXPECT_NEAR(f.predict(49152), (5e-6 + 32768 / 2e9 + 30e-6 + 65536 / 100e9) / 2, 1e-12);
+  EXPECT_NEAR(f.predict(1 << 20), 30e-6 + (1 << 20) / 100e9, 1e-12);
+}
+
+Measurements one_series(std::vector<Sample> samples, std::string unit = "us") {
+  Measurements m;
+  m.file = "m.json";
+  Series s;
+  s.collective = "all_reduce";
+  s.ranks = 8;
+  s.nodes = 1;
+  s.time_unit = std::move(unit);
+  s.file = "m.json";
+  s.where = "$.collectives[0]";
+  s.samples = std::move(samples);
+  m.series.push_back(s);
+  return m;
+}
+
+TEST(ProfileBuilder, RefusesTooFewPointsNonMonotoneAndMixedUnits) {
+  try {
+    build_profile({one_series(line_samples(1e-5, 1e-10, 8, 32))}, {});  // 8, 16, 32: three sizes
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "m.json");
+    EXPECT_NE(std::string(e.what()).find("3 message size(s)"), std::string::npos) << e.what();
+  }
+  auto shuffled = line_samples(1e-5, 1e-9, 8, 1 << 20);
+  shuffled[10].seconds = shuffled[9].seconds * 0.3;  // 8 KiB faster than 4 KiB by 70%
+  shuffled[10].where = "$.collectives[0].samples[10]";
+  try {
+    build_profile({one_series(shuffled)}, {});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), "$.collectives[0].samples[10]");
+    EXPECT_NE(e.problem().find("times fall with the size"), std::string::npos);
+  }
+  auto negative = line_samples(1e-5, 1e-9);
+  negative[3].seconds = -1e-6;
+  EXPECT_THROW(build_profile({one_series(negative)}, {}), InputError);
+  Measurements a = one_series(line_samples(1e-5, 1e-9), "us"), b = one_series(line_samples(1e-5, 1e-9), "ms");
+  b.file = b.series[0].file = "b.json";
+  try {
+    build_profile({a, b}, {});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "b.json");
+    EXPECT_NE(e.problem().find("mixed units"), std::string::npos) << e.problem();
+  }
+}
+
+TEST(ProfileBuilder, MeasurementsJsonToProfileRoundTrip) {
+  // The calibration binaries' format: times in us; all_reduce 8 ranks t = 12 us + x / 200 GB/s.
+  schema::Json doc = {{"format", "moesim-measurements/1"},
+                      {"provenance", {{"gpu", "NVIDIA H200"}, {"gpu_count", 8}}},
+                      {"units", {{"time", "us"}}},
+                      {"collectives", schema::Json::array()},
+                      {"gemm", schema::Json::array()}};
+  schema::Json samples = schema::Json::array();
+  for (double x = 1024; x <= 1 << 30; x *= 4) samples.push_back({{"bytes", x}, {"time", 12 + x / 200e9 * 1e6}});
+  doc["collectives"].push_back({{"collective", "all_reduce"}, {"ranks", 8}, {"nodes", 1}, {"samples", samples}});
+  // A 2×2×2 GeMM grid at 400 and 800 TFLOP/s.
+  for (double m : {1024.0, 4096.0})
+    for (double n : {1024.0, 4096.0})
+      for (double k : {1024.0, 4096.0}) {
+        const double rate = (m == 4096 ? 800e12 : 400e12);
+        doc["gemm"].push_back({{"dtype", "bf16"}, {"m", m}, {"n", n}, {"k", k}, {"time", 2 * m * n * k / rate * 1e6}});
+      }
+  const calibration::Profile p = build_profile({read_measurements(doc, "h.json")}, {});
+  ASSERT_EQ(p.collectives.size(), 1u);
+  const auto& e = p.collectives[0];
+  EXPECT_EQ(e.label(), "all_reduce ranks=8 nodes=1");
+  ASSERT_EQ(e.segments.size(), 1u);
+  EXPECT_NEAR(e.segments[0].alpha_s, 12e-6, 12e-12);
+  EXPECT_NEAR(e.segments[0].beta_s_per_byte, 1 / 200e9, 1e-6 / 200e9);
+  ASSERT_EQ(p.gemm.size(), 1u);
+  // Midway in log2(M) between 400 and 800: the geometric mean, 565.7 TFLOP/s.
+  EXPECT_NEAR(p.gemm[0].flops_per_second(2048, 1024, 1024), std::sqrt(400e12 * 800e12), 1e3);
+  const calibration::Profile back = calibration::parse_profile(calibration::profile_to_json(p), "back.json");
+  EXPECT_NEAR(back.collectives[0].seconds(1 << 20), e.seconds(1 << 20), 1e-15);
+  EXPECT_NEAR(back.gemm[0].flops_per_second(4096, 4096, 4096), 800e12, 1e3);
+}
+
+TEST(NcclTestsLog, ReadsRanksNodesAndBothColumns) {
+  // 09: 8 H100 on one node (Rank lines absent; Open MPI prefixes), all_reduce 8 B .. 16 GiB.
+  const auto s = read_nccl_tests_log(read("09_aws_p5_h100_8gpu_nvlink_allreduce_awsbatch.txt"), "09", {.collective = "", .gpus_per_node = 8, .table = {}});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].collective, "all_reduce");
+  EXPECT_EQ(s[0].ranks, 8);  // busbw/algbw = 2·7/8 = 1.75
+  EXPECT_EQ(s[0].nodes, 1);
+  EXPECT_EQ(s[0].samples.size(), 2u * 32);  // 32 sizes, out-of-place and in-place
+  EXPECT_DOUBLE_EQ(s[0].samples.back().seconds, 62200e-6);
+  // 01: 16 Rank lines on two hosts.
+  const auto a = read_nccl_tests_log(read("01_h100_a3mega_2node16gpu_allreduce.txt"), "01");
+  EXPECT_EQ(a[0].ranks, 16);
+  EXPECT_EQ(a[0].nodes, 2);
+  EXPECT_EQ(a[0].provenance.at("gpu"), "NVIDIA H100 80GB HBM3");
+  // 19: six tables, named by markdown labels, sizes of 0 skipped; alltoall busbw/algbw 15/16.
+  const auto b = read_nccl_tests_log(read("19_b200_hgx_vultr_8gpu_and_2node16gpu_ib_allreduce_allgather_alltoall_fullsweep.txt"),
+                                     "19", {.collective = "", .gpus_per_node = 8, .table = {}});
+  ASSERT_EQ(b.size(), 6u);
+  EXPECT_EQ(b[2].collective, "all_to_all");
+  EXPECT_EQ(b[5].collective, "all_to_all");
+  EXPECT_EQ(b[5].ranks, 16);
+  EXPECT_EQ(b[5].nodes, 2);
+  EXPECT_EQ(b[5].samples.front().bytes, 256);
+}
+
+TEST(NcclTestsLog, RefusesWhatItCannotRead) {
+  const std::string header = "# size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n";
+  // A table of all_gather numbers labelled all_reduce: busbw/algbw = 7/8 is not 2(n−1)/n for any n
+  // near it... it is for n = 1.6, which is not a rank count.
+  const std::string rows = "1048576 32768 float none -1 20.0 52.43 45.88 0 20.0 52.43 45.88 0\n";
+  EXPECT_THROW(read_nccl_tests_log("# all_reduce_perf\n" + header + rows, "x.log"), InputError);
+  // Times in milliseconds: refused.
+  try {
+    read_nccl_tests_log("# alltoall_perf\n" + header + "# (B) (elements) (ms) (GB/s)\n" + rows, "x.log");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(e.problem().find("microseconds"), std::string::npos);
+  }
+  // No collective named anywhere.
+  EXPECT_THROW(read_nccl_tests_log(header + rows, "x.log"), InputError);
+  EXPECT_THROW(read_nccl_tests_log("no table here\n", "x.log"), InputError);
+}
+
+// Held-out prediction on every real log: fit each table on every other message size, predict the
+// others. For sizes ≥ 1 MiB the mean relative error over a log's held-out samples (both columns)
+// must stay under 10 %. Log 02 is the exception the data forces: its 2 MiB all-gather takes
+// 1650 us between 985 us at 1 MiB and 945 us at 4 MiB, and 128 MiB 1750 us between 1570 and
+// 3080 us, so even interpolating the neighbouring measurements misses by more than 10 %; there
+// the fit must do no worse than that interpolation (log-log, per-size mean) plus 2 points.
+struct HeldOutResult {
+  double mean = 0, worst = 0, interpolation = 0;
+  int sizes = 0, samples = 0;
+};
+
+HeldOutResult held_out(const Series& s) {
+  std::vector<double> sizes;
+  for (const Sample& x : s.samples)
+    if (sizes.empty() || sizes.back() != x.bytes) sizes.push_back(x.bytes);
+  std::vector<Sample> train, test;
+  std::map<double, std::vector<double>> train_at;
+  for (const Sample& x : s.samples) {
+    const auto i = std::find(sizes.begin(), sizes.end(), x.bytes) - sizes.begin();
+    (i % 2 == 0 ? train : test).push_back(x);
+    if (i % 2 == 0) train_at[x.bytes].push_back(x.seconds);
+  }
+  const PiecewiseFit f = fit_piecewise(train);
+  const auto interpolate = [&](double x) {
+    auto hi = train_at.lower_bound(x);
+    if (hi == train_at.end()) --hi;
+    auto lo = hi == train_at.begin() ? hi : std::prev(hi);
+    const auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
+    if (lo == hi || x >= hi->first) return mean(hi->second);
+    const double w = std::log(x / lo->first) / std::log(hi->first / lo->first);
+    return std::exp((1 - w) * std::log(mean(lo->second)) + w * std::log(mean(hi->second)));
+  };
+  HeldOutResult r;
+  std::set<double> held;
+  for (const Sample& x : test) {
+    if (x.bytes < (1 << 20)) continue;
+    const double err = std::abs(f.predict(x.bytes) - x.seconds) / x.seconds;
+    r.mean += err;
+    r.interpolation += std::abs(interpolate(x.bytes) - x.seconds) / x.seconds;
+    r.worst = std::max(r.worst, err);
+    held.insert(x.bytes);
+    ++r.samples;
+  }
+  r.sizes = static_cast<int>(held.size());
+  return r;
+}
+
+TEST(NcclTestsLog, HeldOutPredictionOnRealLogs) {
+  const std::vector<std::string> logs = {
+      "01_h100_a3mega_2node16gpu_allreduce.txt",
+      "02_b200_gke_a4_2node16gpu_roce_allgather.txt",
+      "08_aws_p4de_a100_and_p5_h100_2node_efa_allreduce.txt",
+      "09_aws_p5_h100_8gpu_nvlink_allreduce_awsbatch.txt",
+      "10_a100_sxm4_40gb_8gpu_modal_allreduce_single_process.txt",
+      "11_l40s_pcie_2gpu_allreduce.txt",
+      "11_l40s_pcie_4gpu_allreduce.txt",
+      "13_h100_ib_ndr_allreduce_1_2_4_8_nodes_nccl-tests_issue309.txt",
+      "19_b200_hgx_vultr_8gpu_and_2node16gpu_ib_allreduce_allgather_alltoall_fullsweep.txt"};
+  std::string table =
+      "\n| log | table | collective | ranks | nodes | held-out sizes ≥ 1 MiB | mean error | max error | "
+      "neighbour interpolation |\n|---|---|---|---|---|---|---|---|---|\n";
+  int tables = 0;
+  for (const auto& log : logs) {
+    double sum = 0, interpolation = 0;
+    int samples = 0;
+    for (const Series& s : read_nccl_tests_log(read(log), log, {.collective = "", .gpus_per_node = 8, .table = {}})) {
+      const HeldOutResult r = held_out(s);
+      ASSERT_GT(r.samples, 0) << log;
+      table += fmt::format("| {} | {} | {} | {} | {} | {} | {:.1f}% | {:.1f}% | {:.1f}% |\n", log.substr(0, 2), s.table,
+                           s.collective, s.ranks, s.nodes, r.sizes, 100 * r.mean / r.samples, 100 * r.worst,
+                           100 * r.interpolation / r.samples);
+      sum += r.mean;
+      interpolation += r.interpolation;
+      samples += r.samples;
+      ++tables;
+    }
+    table += fmt::format("| {} | all | | | | | **{:.1f}%** | | {:.1f}% |\n", log.substr(0, 2), 100 * sum / samples,
+                         100 * interpolation / samples);
+    if (log.rfind("02_", 0) == 0) EXPECT_LT(sum / samples, interpolation / samples + 0.02) << log;
+    else EXPECT_LT(sum / samples, 0.10) << log;
+  }
+  EXPECT_EQ(tables, 1 + 1 + 3 + 1 + 1 + 1 + 1 + 7 + 6);
+  std::cout << table;
+}
+
+}  // namespace
+}  // namespace moesim::calibrate
