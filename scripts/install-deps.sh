@@ -7,6 +7,7 @@ packages=(
   nlohmann-json3-dev libfmt-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-matplotlib
+  libopenmpi-dev
 )
 missing=()
 for p in "${packages[@]}"; do
