@@ -8,8 +8,8 @@
 
 namespace moesim::compute {
 
-ComputeModel::ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, GemmEfficiencyTable table)
-    : gpu_(std::move(gpu)), options_(options), table_(std::move(table)) {
+ComputeModel::ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, KernelTables tables)
+    : gpu_(std::move(gpu)), options_(options), tables_(std::move(tables)) {
   peak_ = gpu_.peak(options_.dtype);
   if (peak_ <= 0)
     throw InfeasibleError(fmt::format("GPU {} has no {} peak in the catalogue; pick a dtype it supports",
@@ -18,8 +18,7 @@ ComputeModel::ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, GemmEff
 }
 
 double ComputeModel::gemm_efficiency(double m, double n, double k) const {
-  if (table_)
-    if (auto e = table_(m, n, k, options_.dtype)) return *e;
+  if (tables_.gemm_flops) return tables_.gemm_flops(m, n, k) / peak_;
   return options_.gemm_efficiency.value_or(gpu_.gemm_efficiency) * wave_efficiency(m, n, k);
 }
 
@@ -53,7 +52,8 @@ Time ComputeModel::attention(double batch, double heads, double seq, double head
   // written, read by softmax, written again and read by P·V (4 passes).
   double bytes = 4.0 * batch * heads * seq * head_dim * element_bytes_;
   if (!gpu_.flash_attention) bytes += 4.0 * batch * heads * seq * seq * element_bytes_;
-  const double efficiency = options_.attention_efficiency.value_or(gpu_.attention_efficiency);
+  const double efficiency = tables_.attention_flops ? tables_.attention_flops(seq, head_dim, causal) / peak_
+                                                    : options_.attention_efficiency.value_or(gpu_.attention_efficiency);
   return roofline(flops, efficiency, bytes);
 }
 

@@ -1,7 +1,9 @@
 // Kernel cost on one GPU kind: a roofline. A kernel takes
 //     launch_overhead + max(FLOPs / (peak[dtype] · efficiency), bytes moved / HBM bandwidth).
 // GeMM efficiency is the GPU's `gemm_efficiency` (the fraction of peak a large cuBLAS GeMM
-// reaches) times the wave quantization of the shape, unless a calibration table gives one. Wave
+// reaches) times the wave quantization of the shape, unless a calibration table (KernelTables,
+// bound from the scenario's profile by sim/simulation/calibration_binding) gives the measured
+// FLOP/s of the shape: then efficiency = measured / peak. Wave
 // quantization: the output is cut into 128×128 tiles, one per SM at a time; when there are fewer
 // tiles than SMs, K is split (as cuBLAS's split-K does) into up to SMs/tiles slices of at least
 // 512; the last wave of tiles leaves SMs idle: efficiency × tiles / (waves · SMs). attention uses the GPU's
@@ -26,12 +28,15 @@ struct ComputeOptions {
   double optimizer_bytes_per_param = 32;        // Adam: read/write fp32 master, moments, gradient
 };
 
-// Calibration hook: returns the efficiency measured for a GeMM shape, if the table has one.
-using GemmEfficiencyTable = std::function<std::optional<double>(double m, double n, double k, cluster::Dtype)>;
+// Calibration hooks: the FLOP/s measured for a shape in the model's dtype (empty: roofline default).
+struct KernelTables {
+  std::function<double(double m, double n, double k)> gemm_flops;
+  std::function<double(double seq, double head_dim, bool causal)> attention_flops;
+};
 
 class ComputeModel {
  public:
-  ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, GemmEfficiencyTable table = {});
+  ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, KernelTables tables = {});
 
   // C[m×n] = A[m×k]·B[k×n].
   Time gemm(double m, double n, double k) const;
@@ -52,7 +57,7 @@ class ComputeModel {
   Time roofline(double flops, double efficiency, double bytes) const;
   cluster::GpuSpec gpu_;
   ComputeOptions options_;
-  GemmEfficiencyTable table_;
+  KernelTables tables_;
   double peak_;
   double element_bytes_;
 };

@@ -24,15 +24,34 @@ AlphaBetaTable AlphaBetaTable::from_topology(const cluster::Topology& topo, cons
   return AlphaBetaTable(std::move(levels));
 }
 
-AlphaBeta AlphaBetaTable::get(CollectiveKind kind, int level) const {
-  if (static_cast<std::size_t>(level) < overrides_.size())
-    if (const auto& o = overrides_[level][static_cast<std::size_t>(kind)]) return *o;
+AlphaBeta AlphaBetaTable::get(CollectiveKind kind, int level, double message_bytes) const {
+  if (static_cast<std::size_t>(level) < overrides_.size()) {
+    const auto& pieces = overrides_[level][static_cast<std::size_t>(kind)];
+    if (!pieces.empty()) {
+      auto it = std::upper_bound(pieces.begin(), pieces.end(), message_bytes,
+                                 [](double b, const AlphaBetaPiece& p) { return b < p.from_bytes; });
+      return (it == pieces.begin() ? *it : *(it - 1)).value;
+    }
+  }
   return levels_[level];
 }
 
+double AlphaBetaTable::drain_factor(CollectiveKind kind, int level, double message_bytes) const {
+  if (!overridden(kind, level) || levels_[level].beta <= 0) return 1.0;
+  return get(kind, level, message_bytes).beta / levels_[level].beta;
+}
+
+bool AlphaBetaTable::overridden(CollectiveKind kind, int level) const {
+  return static_cast<std::size_t>(level) < overrides_.size() && !overrides_[level][static_cast<std::size_t>(kind)].empty();
+}
+
 void AlphaBetaTable::override_for(CollectiveKind kind, int level, AlphaBeta value) {
+  override_for(kind, level, std::vector<AlphaBetaPiece>{{0, value}});
+}
+
+void AlphaBetaTable::override_for(CollectiveKind kind, int level, std::vector<AlphaBetaPiece> pieces) {
   if (overrides_.size() < levels_.size()) overrides_.resize(levels_.size());
-  overrides_[level][static_cast<std::size_t>(kind)] = value;
+  overrides_[level][static_cast<std::size_t>(kind)] = std::move(pieces);
 }
 
 }  // namespace moesim::network

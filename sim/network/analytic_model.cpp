@@ -61,7 +61,7 @@ CollectiveCost AnalyticModel::exchange(CollectiveKind kind, const TrafficMatrix&
     if (std::abs(entering - cross) > 1e-9 * std::max(1.0, cross))
       invariant_failed(fmt::format("all-to-all loses bytes at level {}: {} leave, {} enter", l, cross, entering));
     if (load > 0) {
-      const AlphaBeta ab = params_.get(kind, l);
+      const AlphaBeta ab = params_.get(kind, l, load);
       alpha = std::max(alpha, ab.alpha);
       drain = std::max(drain, ab.cost(load) - ab.alpha);
     }
@@ -97,7 +97,7 @@ CollectiveCost AnalyticModel::rings(CollectiveKind kind, const std::vector<std::
     std::uint32_t busiest = 0;
     for (const auto& [w, count] : leaving) busiest = std::max(busiest, count);
     if (busiest > 0) {
-      const AlphaBeta ab = params_.get(kind, l);
+      const AlphaBeta ab = params_.get(kind, l, chunk * busiest);
       alpha = std::max(alpha, ab.alpha);
       drain = std::max(drain, ab.cost(chunk * busiest) - ab.alpha);
     }
@@ -116,8 +116,8 @@ CollectiveCost AnalyticModel::p2p(double bytes, std::uint32_t from, std::uint32_
   const int l = topology_.first_differing_level(from, to);
   if (l < 0 || bytes <= 0) return c;
   double beta = 0;
-  for (int k = l; k < topology_.level_count(); ++k) beta = std::max(beta, params_.get(CollectiveKind::P2P, k).beta);
-  c.duration = params_.get(CollectiveKind::P2P, l).alpha + static_cast<Time>(std::llround(bytes * beta));
+  for (int k = l; k < topology_.level_count(); ++k) beta = std::max(beta, params_.get(CollectiveKind::P2P, k, bytes).beta);
+  c.duration = params_.get(CollectiveKind::P2P, l, bytes).alpha + static_cast<Time>(std::llround(bytes * beta));
   c.bytes_by_level[l] = bytes;
   c.pairs = 1;
   c.max_bytes_sent_per_gpu = bytes;

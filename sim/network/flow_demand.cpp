@@ -7,12 +7,20 @@
 namespace moesim::network {
 
 FlowDemands::FlowDemands(const FlowLinks& links, const AlphaBetaTable& params)
-    : links_(links), topology_(links.topology()), params_(params), scratch_(links.size(), 0.0) {}
+    : links_(links),
+      topology_(links.topology()),
+      params_(params),
+      scratch_(links.size(), 0.0),
+      drain_(static_cast<std::size_t>(links.topology().level_count()), 1.0) {}
+
+void FlowDemands::set_drain(CollectiveKind kind, double message_bytes) const {
+  for (int l = 0; l < topology_.level_count(); ++l) drain_[l] = params_.drain_factor(kind, l, message_bytes);
+}
 
 void FlowDemands::add(std::uint32_t link, double bytes) const {
   if (bytes <= 0 || link == kNoLink) return;
   if (scratch_[link] == 0) touched_.push_back(link);
-  scratch_[link] += bytes;
+  scratch_[link] += bytes * drain_[links_.level(link)];
 }
 
 void FlowDemands::collect(FlowPhase& out) const {
@@ -73,8 +81,14 @@ void FlowDemands::exchange(CollectiveKind kind, const TrafficMatrix& t, std::spa
     if (workers > 1) {
       t.worker_loads(ids, workers, w_out, w_in);
       double cross = 0;
-      for (std::uint32_t w = 0; w < workers; ++w) cross += w_out[w];
-      if (cross > 0) alpha = std::max(alpha, params_.get(kind, l).alpha);
+      double load = 0;
+      for (std::uint32_t w = 0; w < workers; ++w) {
+        cross += w_out[w];
+        load = std::max({load, w_out[w], w_in[w]});
+      }
+      // The analytic model's per-level step (analytic_model.cpp): the busiest worker's bytes.
+      drain_[l] = params_.drain_factor(kind, l, load);
+      if (cross > 0) alpha = std::max(alpha, params_.get(kind, l, load).alpha);
       out.bytes_by_level[l] = std::max(0.0, cross - previous_cross);
       previous_cross = cross;
       if (lv.fabric == cluster::Fabric::Switch) {
@@ -127,6 +141,7 @@ FlowPhase FlowDemands::demand(const CollectivePhase& phase, std::span<const std:
   if (const auto* e = std::get_if<ExchangePhase>(&phase.work)) {
     exchange(phase.kind, *e->traffic, members, out);
   } else if (const auto* r = std::get_if<RingPhase>(&phase.work)) {
+    set_drain(phase.kind, r->chunk);
     const double bytes = r->steps * r->chunk;
     int top = topology_.level_count();
     for (const auto& ring : r->rings)
@@ -139,11 +154,12 @@ FlowPhase FlowDemands::demand(const CollectivePhase& phase, std::span<const std:
         }
       }
     if (top < topology_.level_count())
-      out.latency = static_cast<Time>(std::llround(r->steps)) * params_.get(phase.kind, top).alpha;
+      out.latency = static_cast<Time>(std::llround(r->steps)) * params_.get(phase.kind, top, r->chunk).alpha;
   } else if (const auto* x = std::get_if<TransferPhase>(&phase.work)) {
+    set_drain(phase.kind, x->bytes);
     const int l = add_path(x->from, x->to, x->bytes);
     if (l >= 0) {
-      out.latency = params_.get(phase.kind, l).alpha;
+      out.latency = params_.get(phase.kind, l, x->bytes).alpha;
       out.bytes_by_level[l] += x->bytes;
     }
   }

@@ -45,6 +45,11 @@ class FlowDemands {
   const AlphaBetaTable& params_;
   mutable std::vector<double> scratch_;          // per link, zero between calls
   mutable std::vector<std::uint32_t> touched_;   // links with scratch_ != 0
+  // Per level, the calibrated drain factor of the phase being added (AlphaBetaTable::drain_factor):
+  // a profile whose collective drains a level at a fraction of its links' bandwidth puts
+  // bytes / fraction of demand on them. 1 without a profile.
+  mutable std::vector<double> drain_;
+  void set_drain(CollectiveKind kind, double message_bytes) const;
 };
 
 }  // namespace moesim::network

@@ -68,6 +68,9 @@ Json Simulation::results() const {
   Json kinds = Json::array();
   for (const auto& k : topology_.kinds()) kinds.push_back(k.key);
   r["cluster"] = {{"gpus", topology_.gpu_count()}, {"gpu_kinds", kinds}, {"levels", levels}};
+  // Which calibration entries set the models' parameters, which did not and where defaults stayed.
+  r["calibration"] = calibration_report_.is_null() ? Json{{"profile", nullptr}, {"note", "no profile: topology and GPU catalogue defaults"}}
+                                                   : calibration_report_;
 
   r["iteration_time_ms"] = ms(mean_iteration_time());
   r["iteration_time_ps"] = mean_iteration_time();

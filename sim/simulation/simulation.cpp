@@ -6,14 +6,26 @@
 
 #include "sim/core/error.hpp"
 #include "sim/report/chrome_trace.hpp"
+#include "sim/simulation/calibration_binding.hpp"
 
 namespace moesim::simulation {
 
 Simulation::Simulation(scenario::Scenario scenario)
     : scenario_(std::move(scenario)), topology_(scenario_.topology()) {
   graph_ = std::make_unique<cluster::LinkGraph>(topology_);
-  network_ = std::make_unique<network::AnalyticModel>(topology_, network::AlphaBetaTable::from_topology(topology_, *graph_));
-  for (const auto& kind : topology_.kinds()) compute_.emplace_back(kind, scenario_.compute);
+  auto params = network::AlphaBetaTable::from_topology(topology_, *graph_);
+  if (const auto* profile = scenario_.calibration.get()) {
+    calibration_report_ = {{"profile", profile->name}, {"file", profile->file}};
+    calibration_report_["collectives"] = bind_collectives(*profile, topology_, scenario_.all_reduce, params);
+    calibration_report_["compute"] = schema::Json::object();
+  }
+  network_ = std::make_unique<network::AnalyticModel>(topology_, std::move(params));
+  for (const auto& kind : topology_.kinds()) {
+    compute::KernelTables tables;
+    if (const auto* profile = scenario_.calibration.get())
+      tables = bind_kernels(*profile, kind, scenario_.compute.dtype, calibration_report_["compute"][kind.key]);
+    compute_.emplace_back(kind, scenario_.compute, std::move(tables));
+  }
   routing_ = std::make_unique<workload::RoutingModel>(scenario_.routing, scenario_.model.experts, scenario_.seed);
   strategy_ = scenario_.strategy->make(scenario_.strategy_options);
 }

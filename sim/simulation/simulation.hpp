@@ -70,6 +70,7 @@ class Simulation {
   network::CollectiveProgram program_;
   std::unique_ptr<network::NetworkExecutor> executor_;
   network::NetworkStats network_stats_;
+  schema::Json calibration_report_;  // what the scenario's profile set and where defaults stayed
   std::optional<report::Metrics> metrics_;
   bool checked_ = false;
 };

@@ -1,0 +1,189 @@
+#include "sim/simulation/calibration_binding.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+
+#include "sim/network/analytic_model.hpp"
+
+namespace moesim::simulation {
+
+using network::CollectiveKind;
+namespace sc = moesim::schema;
+
+namespace {
+
+std::optional<CollectiveKind> kind_of(const std::string& collective) {
+  if (collective == "all_to_all") return CollectiveKind::AllToAll;
+  if (collective == "all_gather") return CollectiveKind::AllGather;
+  if (collective == "reduce_scatter") return CollectiveKind::ReduceScatter;
+  if (collective == "all_reduce") return CollectiveKind::AllReduce;
+  if (collective == "send_recv") return CollectiveKind::P2P;
+  return std::nullopt;
+}
+
+// The entry's collective of nccl-tests size `size` as moesim describes it (profile.hpp conventions).
+network::CollectiveOp op_for(CollectiveKind kind, network::Algorithm all_reduce, double size, std::uint32_t ranks) {
+  network::CollectiveOp op;
+  op.kind = kind;
+  switch (kind) {
+    case CollectiveKind::AllToAll:
+      op.algorithm = network::Algorithm::Direct;
+      op.traffic = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::uniform(ranks, size / ranks));
+      break;
+    case CollectiveKind::AllGather:
+      op.algorithm = network::Algorithm::Ring;
+      op.bytes = size / ranks;
+      break;
+    case CollectiveKind::ReduceScatter:
+      op.algorithm = network::Algorithm::Ring;
+      op.bytes = size;
+      break;
+    case CollectiveKind::AllReduce:
+      op.algorithm = all_reduce;
+      op.bytes = size;
+      break;
+    case CollectiveKind::P2P:
+      op.algorithm = network::Algorithm::Direct;
+      op.bytes = size;
+      break;
+  }
+  return op;
+}
+
+struct Placed {
+  const calibration::CollectiveFit* entry = nullptr;
+  CollectiveKind kind{};
+  int level = 0;
+  std::vector<std::uint32_t> members;
+};
+
+}  // namespace
+
+sc::Json bind_collectives(const calibration::Profile& profile, const cluster::Topology& topo, network::Algorithm all_reduce,
+                          network::AlphaBetaTable& params) {
+  sc::Json used = sc::Json::array(), not_used = sc::Json::array(), fallback = sc::Json::array();
+  // A node: a worker of the level just above the innermost one (levels run outermost first).
+  const int levels = topo.level_count();
+  const std::uint32_t per_node = levels > 1 ? topo.gpus_per_worker(levels - 2) : topo.gpu_count();
+  std::map<std::pair<CollectiveKind, int>, Placed> chosen;
+  for (const auto& e : profile.collectives) {
+    const auto kind = kind_of(e.collective);
+    const auto skip = [&](const std::string& why) { not_used.push_back({{"entry", e.label()}, {"reason", why}}); };
+    if (!e.group.empty() || !kind) {
+      skip("a parallel-group entry: read by the strategy that names the group (Parm's Algorithm 1), not a network parameter");
+      continue;
+    }
+    const int ranks = e.ranks, nodes = e.nodes;
+    const std::uint32_t each = static_cast<std::uint32_t>(ranks / nodes);
+    if (ranks % nodes != 0 || each > per_node || static_cast<std::uint64_t>(nodes) * per_node > topo.gpu_count()) {
+      skip(fmt::format("its shape ({} ranks on {} nodes) does not fit this cluster ({} nodes of {} GPUs)", ranks, nodes,
+                       topo.gpu_count() / per_node, per_node));
+      continue;
+    }
+    Placed p;
+    p.entry = &e;
+    p.kind = *kind;
+    for (int n = 0; n < nodes; ++n)
+      for (std::uint32_t g = 0; g < each; ++g) p.members.push_back(static_cast<std::uint32_t>(n) * per_node + g);
+    if (*kind == CollectiveKind::P2P) p.members = {p.members.front(), p.members.back()};
+    p.level = topo.first_differing_level(p.members.front(), p.members.back());
+    if (p.level < 0) {
+      skip("a group of one GPU");
+      continue;
+    }
+    auto [it, fresh] = chosen.try_emplace({*kind, p.level}, p);
+    if (!fresh) {
+      const bool better = ranks > it->second.entry->ranks;
+      skip(fmt::format("{} also sets {} at level {}; the entry with more ranks is used", better ? it->second.entry->label() : e.label(),
+                       e.collective, topo.levels()[p.level].name));
+      if (better) {
+        not_used.back()["entry"] = it->second.entry->label();
+        not_used.back()["reason"] = fmt::format("{} sets {} at level {} with more ranks", e.label(), e.collective,
+                                                topo.levels()[p.level].name);
+        it->second = p;
+      }
+    }
+  }
+  for (const auto& [key, p] : chosen) {
+    const auto [kind, level] = key;
+    // Probe the algorithm: steps a (α = 1 us) and bytes per step on the level (β = 1 ps/B).
+    const auto probe = [&](network::AlphaBeta ab, double size) {
+      std::vector<network::AlphaBeta> levels(topo.level_count());
+      levels[level] = ab;
+      const network::AnalyticModel model(topo, network::AlphaBetaTable(levels));
+      return static_cast<double>(model.cost(op_for(kind, all_reduce, size, static_cast<std::uint32_t>(p.members.size())), p.members).duration);
+    };
+    const double probe_size = 64.0 * 1024 * 1024;
+    const double steps = probe({seconds_to_time(1e-6), 0}, probe_size) / static_cast<double>(seconds_to_time(1e-6));
+    const double per_step_per_size = probe({0, 1.0}, probe_size) / (steps * probe_size);  // bytes per step per size byte
+    if (!(steps > 0) || !(per_step_per_size > 0)) {
+      not_used.push_back({{"entry", p.entry->label()}, {"reason", "the model puts no bytes of it on the level it crosses"}});
+      continue;
+    }
+    std::vector<network::AlphaBetaPiece> pieces;
+    sc::Json segs = sc::Json::array();
+    for (const auto& s : p.entry->segments) {
+      network::AlphaBetaPiece piece;
+      piece.from_bytes = s.from_bytes * per_step_per_size;
+      piece.value.alpha = seconds_to_time(s.alpha_s / steps);
+      piece.value.beta = s.beta_s_per_byte * 1e12 / per_step_per_size / steps;
+      pieces.push_back(piece);
+      segs.push_back({{"from_size_bytes", s.from_bytes},
+                      {"alpha_per_step_us", time_to_seconds(piece.value.alpha) * 1e6},
+                      {"bandwidth_per_step_GBps", piece.value.beta > 0 ? 1e3 / piece.value.beta : 0.0}});
+    }
+    params.override_for(kind, level, std::move(pieces));
+    used.push_back({{"entry", p.entry->label()},
+                    {"sets", fmt::format("{} at level {}", network::to_string(kind), topo.levels()[level].name)},
+                    {"steps", steps},
+                    {"per_level", segs}});
+  }
+  for (const CollectiveKind kind : {CollectiveKind::AllToAll, CollectiveKind::AllGather, CollectiveKind::ReduceScatter,
+                                    CollectiveKind::AllReduce, CollectiveKind::P2P})
+    for (int l = 0; l < topo.level_count(); ++l)
+      if (!params.overridden(kind, l))
+        fallback.push_back(fmt::format("{} at level {}: topology default α-β", network::to_string(kind), topo.levels()[l].name));
+  return {{"used", used}, {"not_used", not_used}, {"fallback", fallback}};
+}
+
+compute::KernelTables bind_kernels(const calibration::Profile& profile, const cluster::GpuSpec& gpu, cluster::Dtype dtype,
+                                   sc::Json& report) {
+  compute::KernelTables t;
+  std::string measured_on = profile.provenance.value("gpu", std::string());
+  const auto lower = [](std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == ' ' || c == '-' || c == '_'; }), s.end());
+    return s;
+  };
+  const bool same_gpu = measured_on.empty() || lower(measured_on).find(lower(gpu.name)) != std::string::npos ||
+                        lower(gpu.name).find(lower(measured_on)) != std::string::npos;
+  const std::string dt(cluster::to_string(dtype));
+  if (!same_gpu) {
+    report = {{"gemm", fmt::format("roofline default: the profile was measured on {}", measured_on)},
+              {"attention", fmt::format("roofline default: the profile was measured on {}", measured_on)}};
+    return t;
+  }
+  if (const auto* g = profile.find_gemm(dt)) {
+    t.gemm_flops = [g](double m, double n, double k) { return g->flops_per_second(m, n, k); };
+    report["gemm"] = fmt::format("{} table of {} shapes (leave-one-out error mean {:.1f}%, max {:.1f}%)", dt, g->table.size(),
+                                 100 * g->error.mean, 100 * g->error.max);
+  } else {
+    report["gemm"] = fmt::format("roofline default: the profile has no {} GeMM table", dt);
+  }
+  const auto* causal = profile.find_attention(dt, true);
+  const auto* full = profile.find_attention(dt, false);
+  if (causal || full) {
+    t.attention_flops = [causal, full](double seq, double head_dim, bool is_causal) {
+      const auto* a = is_causal ? (causal ? causal : full) : (full ? full : causal);
+      return a->table.at({seq, head_dim, 1.0}, 0);
+    };
+    report["attention"] = fmt::format("{} forward table{}{}", dt, causal ? " (causal)" : "", full ? " (full)" : "");
+  } else {
+    report["attention"] = fmt::format("roofline default: the profile has no {} attention table", dt);
+  }
+  return t;
+}
+
+}  // namespace moesim::simulation

@@ -1,0 +1,40 @@
+// Binds a scenario's calibration profile (sim/calibration/profile.hpp) to the simulator's models,
+// and says what it used (DESIGN.md §6: the simulator reads only the profile).
+//
+// Collectives: an entry measured on `ranks` GPUs over `nodes` nodes is placed on the cluster (the
+// first `nodes` nodes, ranks/nodes GPUs each) and sets the α-β of the coarsest level that group
+// crosses, for its collective kind. The per-level values are found by simulating: the analytic
+// model costs the entry's collective on that group once with α = 1 us, β = 0 and once with α = 0,
+// β = 1 ps/B at that level (0 elsewhere), which gives the steps a and the bytes per step the
+// algorithm puts on the level's busiest link; then α_level = α / a, β_level = β·size / (a·bytes per
+// step), piece by piece with the pieces' size ranges mapped to bytes per step. The analytic and
+// flow models then cost every collective of that kind at that level from it, on any group. Where
+// several entries set one level, the one with most ranks wins. Entries named by a parallel group
+// ("mp") are Parm's Algorithm 1 inputs (parm_strategy.cpp), not network parameters.
+//
+// Compute: the GeMM table of the scenario's dtype and the attention tables replace the roofline
+// efficiencies of the GPU kinds the profile was measured on (its provenance "gpu"; every kind
+// when it names none).
+//
+// Whatever the profile lacks falls back to the topology's and the GPU catalogue's defaults; the
+// report lists entries used, entries not used and why, and every fallback.
+#pragma once
+
+#include <vector>
+
+#include "sim/calibration/profile.hpp"
+#include "sim/cluster/topology.hpp"
+#include "sim/compute/compute_model.hpp"
+#include "sim/network/alpha_beta.hpp"
+
+namespace moesim::simulation {
+
+// Overrides `params` with the profile's collective entries; returns the report's "collectives" part.
+schema::Json bind_collectives(const calibration::Profile& profile, const cluster::Topology& topology,
+                              network::Algorithm all_reduce, network::AlphaBetaTable& params);
+
+// Kernel tables for one GPU kind; `report` gets what was used or why not.
+compute::KernelTables bind_kernels(const calibration::Profile& profile, const cluster::GpuSpec& gpu,
+                                   cluster::Dtype dtype, schema::Json& report);
+
+}  // namespace moesim::simulation
