@@ -110,6 +110,13 @@ calibration::Profile build_profile(const std::vector<Measurements>& inputs, cons
   sc::Json sources = sc::Json::array();
   for (const auto& m : inputs) sources.push_back({{"file", m.file}, {"provenance", m.provenance}});
   p.provenance = {{"source", "moesim calibrate fit"}, {"inputs", sources}};
+  // The GPU the inputs agree on (compute tables apply to that GPU kind only).
+  std::string gpu;
+  for (const auto& m : inputs) {
+    const std::string g = m.provenance.is_object() ? m.provenance.value("gpu", std::string()) : std::string();
+    if (!g.empty()) gpu = gpu.empty() || gpu == g ? g : "mixed";
+  }
+  if (!gpu.empty() && gpu != "mixed") p.provenance["gpu"] = gpu;
 
   // Collectives: merge the curves of one key across inputs.
   std::map<Key, Curve> curves;

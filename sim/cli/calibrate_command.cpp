@@ -56,11 +56,11 @@ void print_summary(const calibration::Profile& p, const std::string& out) {
 int cmd_calibrate(const std::vector<std::string>& args) {
   if (args.empty() || args[0] != "fit") throw po::error("calibrate: expected `calibrate fit INPUT... --out PROFILE.json`");
   std::vector<std::string> inputs;
-  std::string out, name, collective;
+  std::string out, name, collective, gpu;
   int gpus_per_node = 0, table = 0;
   bool quiet = false;
   po::options_description opts;
-  opts.add_options()("out,o", po::value(&out))("name", po::value(&name))("collective", po::value(&collective))(
+  opts.add_options()("out,o", po::value(&out))("name", po::value(&name))("gpu", po::value(&gpu))("collective", po::value(&collective))(
       "gpus-per-node", po::value(&gpus_per_node))("quiet", po::bool_switch(&quiet))("table", po::value(&table))(
       "input", po::value(&inputs)->composing());
   po::positional_options_description pos;
@@ -84,7 +84,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   for (const auto& in : inputs) measured.push_back(calibrate::read_input(in, log_options));
   calibrate::BuildOptions build;
   build.name = name.empty() ? std::filesystem::path(out).stem().string() : name;
-  const calibration::Profile profile = calibrate::build_profile(measured, build);
+  calibration::Profile profile = calibrate::build_profile(measured, build);
+  if (!gpu.empty()) profile.provenance["gpu"] = gpu;
   write_file(out, calibration::profile_to_json(profile).dump(2) + "\n");
   if (!quiet) print_summary(profile, out);
   return 0;

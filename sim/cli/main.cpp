@@ -37,7 +37,7 @@ commands:
                                             row per point to DIR/results.csv; re-run to resume
   presets                                   list models, topologies, GPU kinds and strategies
   calibrate fit INPUT... --out PROFILE.json [--name NAME] [--collective C] [--gpus-per-node N]
-                [--table T]
+                [--table T] [--gpu NAME]
                                             fit a calibration profile from measurements JSON
                                             (calibrate/ binaries) or nccl-tests logs (T: one
                                             result table of a log)

@@ -1,0 +1,65 @@
+// `moesim calibrate fit` as a user runs it: a real nccl-tests log in, a profile out that a scenario
+// can name; bad input exits 2 with the file and place, and writes nothing.
+#include "cli_test_support.hpp"
+
+namespace moesim_cli {
+namespace {
+
+const fs::path kLogs = kSourceDir / "tests" / "data" / "realdata";
+
+class CalibrateFit : public CliTest {};
+
+TEST_F(CalibrateFit, FitsARealLogIntoAProfile) {
+  const fs::path out = work_ / "b200.json";
+  fs::create_directories(work_);
+  const Result r = moesim({"calibrate", "fit",
+                           (kLogs / "19_b200_hgx_vultr_8gpu_and_2node16gpu_ib_allreduce_allgather_alltoall_fullsweep.txt").string(),
+                           "--gpus-per-node", "8", "--gpu", "NVIDIA B200", "--out", out.string()});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  // One summary line per entry: 3 collectives × (8 ranks on 1 node, 16 on 2).
+  EXPECT_NE(r.out.find("all_to_all         16     2"), std::string::npos) << r.out;
+  const auto p = Json::parse(read_text(out));
+  EXPECT_EQ(p.at("collectives").size(), 6u);
+  EXPECT_EQ(p.at("provenance").at("gpu"), "NVIDIA B200");
+  // The committed profile is this output (regenerate it with the command in docs/calibration.md).
+  // (The input paths in fit.sources differ with the folder the command ran in.)
+  auto committed = Json::parse(read_text(kSourceDir / "calibrations" / "b200-vultr-nccl-tests.json")).at("collectives");
+  auto fresh = p.at("collectives");
+  for (auto* list : {&committed, &fresh})
+    for (auto& e : *list) e.at("fit").erase("sources");
+  EXPECT_EQ(fresh, committed);
+}
+
+TEST_F(CalibrateFit, BadInputExits2AndWritesNothing) {
+  fs::create_directories(work_);
+  const fs::path out = work_ / "p.json";
+  // Too few sizes.
+  write_text(work_ / "few.json", R"({"format": "moesim-measurements/1", "provenance": {"gpu": "x"}, "units": {"time": "us"},
+    "collectives": [{"collective": "all_reduce", "ranks": 8, "nodes": 1,
+                     "samples": [{"bytes": 1024, "time": 10}, {"bytes": 2048, "time": 11}]}]})");
+  Result r = moesim({"calibrate", "fit", (work_ / "few.json").string(), "--out", out.string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("few.json: $.collectives[0]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("measure more sizes"), std::string::npos) << r.err;
+  // A negative time names its sample.
+  write_text(work_ / "neg.json", R"({"format": "moesim-measurements/1", "provenance": {}, "units": {"time": "us"},
+    "gemm": [{"dtype": "bf16", "m": 1024, "n": 1024, "k": 1024, "time": -3}]})");
+  r = moesim({"calibrate", "fit", (work_ / "neg.json").string(), "--out", out.string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("$.gemm[0].time"), std::string::npos) << r.err;
+  // A log that names no collective, and an unknown time unit.
+  write_text(work_ / "anon.log", "# size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+                                 "1048576 262144 float sum -1 28.56 36.71 64.24 0 28.37 36.96 64.68 0\n");
+  r = moesim({"calibrate", "fit", (work_ / "anon.log").string(), "--out", out.string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--collective"), std::string::npos) << r.err;
+  write_text(work_ / "unit.json", R"({"format": "moesim-measurements/1", "provenance": {}, "units": {"time": "minutes"}})");
+  r = moesim({"calibrate", "fit", (work_ / "unit.json").string(), "--out", out.string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("$.units.time"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_EQ(listing(work_), (std::set<std::string>{"anon.log", "few.json", "neg.json", "unit.json"}));
+}
+
+}  // namespace
+}  // namespace moesim_cli
