@@ -142,7 +142,6 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
       if (h.size() >= 3 && h[0] == "size" && h[1] == "count" && h[2] == "type") {
         // A table header: what came before is this table's preamble.
         Table t = in_table ? Table{} : std::move(pending);
-        if (in_table) t.preamble = "";
         t.index = static_cast<int>(tables.size());
         t.first_line = line_no;
         tables.push_back(std::move(t));
@@ -184,7 +183,7 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
     const std::string at = where(t, t.first_line);
     if (t.rows.empty()) continue;
     // The collective: named by the test, or the last test name in the text before the table.
-    std::string collective = t.named.empty() ? "" : t.named;
+    std::string collective = t.named;
     if (collective.empty()) {
       for (auto it = std::sregex_iterator(t.preamble.begin(), t.preamble.end(), name_re()); it != std::sregex_iterator(); ++it)
         collective = canonical((*it)[1]);

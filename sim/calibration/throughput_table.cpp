@@ -14,10 +14,10 @@ LogTable::Point log2_of(const LogTable::Point& p) {
   return l;
 }
 
-bool same(const LogTable::Point& a, const LogTable::Point& b) {
-  for (int d = 0; d < LogTable::kDims; ++d)
-    if (std::abs(a[d] - b[d]) > 1e-9) return false;
-  return true;
+std::array<long long, LogTable::kDims> key(const LogTable::Point& logp) {
+  std::array<long long, LogTable::kDims> k{};
+  for (int d = 0; d < LogTable::kDims; ++d) k[d] = std::llround(logp[d] * 1e6);
+  return k;
 }
 
 }  // namespace
@@ -31,6 +31,7 @@ LogTable::LogTable(std::vector<Point> points, std::vector<std::vector<double>> v
     for (double v : values_[i])
       if (!(v > 0)) throw std::invalid_argument("LogTable: values must be positive");
     log_.push_back(log2_of(points_[i]));
+    index_.emplace(key(log_.back()), static_cast<int>(i));
     for (int d = 0; d < kDims; ++d) axes_[d].push_back(log_.back()[d]);
   }
   for (auto& axis : axes_) {
@@ -41,9 +42,8 @@ LogTable::LogTable(std::vector<Point> points, std::vector<std::vector<double>> v
 }
 
 int LogTable::find(const Point& logp, int skip) const {
-  for (std::size_t i = 0; i < log_.size(); ++i)
-    if (static_cast<int>(i) != skip && same(log_[i], logp)) return static_cast<int>(i);
-  return -1;
+  const auto it = index_.find(key(logp));
+  return it == index_.end() || it->second == skip ? -1 : it->second;
 }
 
 double LogTable::at(const Point& query, int channel, int skip) const {

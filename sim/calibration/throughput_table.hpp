@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@ class LogTable {
   std::vector<Point> log_;     // log2 of the coordinates
   std::vector<std::vector<double>> values_;
   std::array<std::vector<double>, kDims> axes_;  // sorted distinct log2 coordinates per dimension
+  std::map<std::array<long long, kDims>, int> index_;  // log2 coordinates (to 1e-6) → point: exact hits in O(log n)
 };
 
 // GeMM C[M×N] = A[M×K]·B[K×N] in one dtype: achieved FLOP/s (2·M·N·K per GeMM).

@@ -1,5 +1,6 @@
 #include "sim/cli/calibrate_command.hpp"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 #include <iostream>
@@ -32,19 +33,15 @@ void print_summary(const calibration::Profile& p, const std::string& out) {
                              c.segments.size(), 100 * c.report.value("rms_relative_error", 0.0),
                              100 * c.report.value("max_relative_error", 0.0),
                              c.report.value("dropped_outliers", schema::Json::array()).size(), splits_text(c.report));
-  for (const auto& g : p.gemm)
+  for (const auto& g : p.gemm) {
+    double lo = g.table.value(0), hi = lo;
+    for (std::size_t i = 1; i < g.table.size(); ++i) {
+      lo = std::min(lo, g.table.value(i));
+      hi = std::max(hi, g.table.value(i));
+    }
     std::cout << fmt::format("  gemm {:<5} {:>4} shapes, {:.0f}–{:.0f} TFLOP/s, leave-one-out error mean {:.1f}% max {:.1f}%\n",
-                             g.dtype, g.table.size(), [&] {
-                               double lo = 1e300;
-                               for (std::size_t i = 0; i < g.table.size(); ++i) lo = std::min(lo, g.table.value(i));
-                               return lo / 1e12;
-                             }(),
-                             [&] {
-                               double hi = 0;
-                               for (std::size_t i = 0; i < g.table.size(); ++i) hi = std::max(hi, g.table.value(i));
-                               return hi / 1e12;
-                             }(),
-                             100 * g.error.mean, 100 * g.error.max);
+                             g.dtype, g.table.size(), lo / 1e12, hi / 1e12, 100 * g.error.mean, 100 * g.error.max);
+  }
   for (const auto& a : p.attention)
     std::cout << fmt::format("  attention {} {} {:>3} shapes, leave-one-out error forward {:.1f}%, backward {:.1f}% (mean)\n",
                              a.dtype, a.causal ? "causal" : "full", a.table.size(), 100 * a.forward_error.mean,

@@ -45,10 +45,6 @@ bool AlphaBetaTable::overridden(CollectiveKind kind, int level) const {
   return static_cast<std::size_t>(level) < overrides_.size() && !overrides_[level][static_cast<std::size_t>(kind)].empty();
 }
 
-void AlphaBetaTable::override_for(CollectiveKind kind, int level, AlphaBeta value) {
-  override_for(kind, level, std::vector<AlphaBetaPiece>{{0, value}});
-}
-
 void AlphaBetaTable::override_for(CollectiveKind kind, int level, std::vector<AlphaBetaPiece> pieces) {
   if (overrides_.size() < levels_.size()) overrides_.resize(levels_.size());
   overrides_[level][static_cast<std::size_t>(kind)] = std::move(pieces);

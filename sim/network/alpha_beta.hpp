@@ -42,7 +42,6 @@ class AlphaBetaTable {
   // How much slower than the topology's own β a calibrated collective drains a level's links
   // (β_calibrated / β_default; 1 without an override): the flow model scales link demand by it.
   double drain_factor(CollectiveKind kind, int level, double message_bytes) const;
-  void override_for(CollectiveKind kind, int level, AlphaBeta value);
   // Pieces sorted by from_bytes, the first from 0.
   void override_for(CollectiveKind kind, int level, std::vector<AlphaBetaPiece> pieces);
   bool overridden(CollectiveKind kind, int level) const;

@@ -93,17 +93,15 @@ sc::Json bind_collectives(const calibration::Profile& profile, const cluster::To
       skip("a group of one GPU");
       continue;
     }
+    // One entry per kind and level: the one with most ranks; the other is reported.
     auto [it, fresh] = chosen.try_emplace({*kind, p.level}, p);
     if (!fresh) {
-      const bool better = ranks > it->second.entry->ranks;
-      skip(fmt::format("{} also sets {} at level {}; the entry with more ranks is used", better ? it->second.entry->label() : e.label(),
-                       e.collective, topo.levels()[p.level].name));
-      if (better) {
-        not_used.back()["entry"] = it->second.entry->label();
-        not_used.back()["reason"] = fmt::format("{} sets {} at level {} with more ranks", e.label(), e.collective,
-                                                topo.levels()[p.level].name);
-        it->second = p;
-      }
+      const bool replaces = ranks > it->second.entry->ranks;
+      const auto& kept = replaces ? e : *it->second.entry;
+      not_used.push_back({{"entry", (replaces ? *it->second.entry : e).label()},
+                          {"reason", fmt::format("{} sets {} at level {} with more ranks", kept.label(), e.collective,
+                                                 topo.levels()[p.level].name)}});
+      if (replaces) it->second = p;
     }
   }
   for (const auto& [key, p] : chosen) {
