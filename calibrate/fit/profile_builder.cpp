@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "calibrate/fit/nccl_tests_log.hpp"
+#include "sim/compute/compute_model.hpp"
 #include "sim/core/error.hpp"
 
 namespace moesim::calibrate {
@@ -202,10 +203,10 @@ calibration::Profile build_profile(const std::vector<Measurements>& inputs, cons
   std::map<AKey, std::pair<std::string, std::string>> att_info;
   for (const auto& m : inputs)
     for (const AttentionSample& a : m.attention) {
-      const double f = calibration::attention_forward_flops(a.batch, a.heads, a.seq, a.head_dim, a.causal);
+      const double f = compute::attention_forward_flops(a.batch, a.heads, a.seq, a.head_dim, a.causal);
       auto& cell = att[{a.dtype, a.causal}][{a.seq, a.head_dim, 1.0}];
       cell.first.push_back(f / a.forward_s);
-      cell.second.push_back(calibration::kAttentionBackwardFlopRatio * f / a.backward_s);
+      cell.second.push_back(compute::kAttentionBackwardFlopRatio * f / a.backward_s);
       att_info[{a.dtype, a.causal}] = {m.file, a.implementation};
     }
   for (auto& [key, shapes] : att) {

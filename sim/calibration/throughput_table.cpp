@@ -115,9 +115,4 @@ LogTable::Error LogTable::leave_one_out(int channel) const {
   return e;
 }
 
-double attention_forward_flops(double batch, double heads, double seq, double head_dim, bool causal) {
-  // QKᵀ and P·V: two GeMMs of 2·L·L·d FLOPs per head; causal masking halves the useful work.
-  return 4.0 * batch * heads * seq * seq * head_dim * (causal ? 0.5 : 1.0);
-}
-
 }  // namespace moesim::calibration

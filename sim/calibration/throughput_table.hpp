@@ -58,7 +58,8 @@ struct GemmTable {
 };
 
 // Scaled-dot-product attention in one dtype and masking: achieved FLOP/s of the forward and the
-// backward pass, counting 4·B·h·L²·d forward FLOPs (half when causal) and 2.5× that backward.
+// backward pass, counting FLOPs as the compute model does (compute::attention_forward_flops:
+// 4·B·h·L²·d, half when causal; backward compute::kAttentionBackwardFlopRatio = 2.5× that).
 struct AttentionTable {
   std::string dtype;
   bool causal = false;
@@ -67,9 +68,5 @@ struct AttentionTable {
   LogTable::Error forward_error, backward_error;
   std::string source;
 };
-
-// FLOPs the tables count (ComputeModel uses the same).
-double attention_forward_flops(double batch, double heads, double seq, double head_dim, bool causal);
-constexpr double kAttentionBackwardFlopRatio = 2.5;  // dQ, dK, dV, dP, recomputed P: 5 GeMMs vs 2
 
 }  // namespace moesim::calibration

@@ -44,17 +44,37 @@ Time ComputeModel::gemm(double m, double n, double k) const {
   return roofline(flops, gemm_efficiency(m, n, k), bytes);
 }
 
+double attention_forward_flops(double batch, double heads, double seq, double head_dim, bool causal) {
+  return 4.0 * batch * heads * seq * seq * head_dim * (causal ? 0.5 : 1.0);
+}
+
+namespace {
+// HBM bytes of the attention core's forward: Q, K, V and the output always; without
+// FlashAttention the L×L scores are written, read by softmax, written again and read by P·V.
+double attention_bytes(double batch, double heads, double seq, double head_dim, double element_bytes, bool flash) {
+  double bytes = 4.0 * batch * heads * seq * head_dim * element_bytes;
+  if (!flash) bytes += 4.0 * batch * heads * seq * seq * element_bytes;
+  return bytes;
+}
+}  // namespace
+
 Time ComputeModel::attention(double batch, double heads, double seq, double head_dim, bool causal) const {
   if (batch <= 0 || seq <= 0) return 0;
-  // QKᵀ and P·V: 2 GeMMs of 2·L·L·d FLOPs per head; causal masking halves the useful work.
-  const double flops = 4.0 * batch * heads * seq * seq * head_dim * (causal ? 0.5 : 1.0);
-  // Q, K, V and the output always pass through HBM; without FlashAttention the L×L scores are
-  // written, read by softmax, written again and read by P·V (4 passes).
-  double bytes = 4.0 * batch * heads * seq * head_dim * element_bytes_;
-  if (!gpu_.flash_attention) bytes += 4.0 * batch * heads * seq * seq * element_bytes_;
+  const double flops = attention_forward_flops(batch, heads, seq, head_dim, causal);
   const double efficiency = tables_.attention_flops ? tables_.attention_flops(seq, head_dim, causal) / peak_
                                                     : options_.attention_efficiency.value_or(gpu_.attention_efficiency);
-  return roofline(flops, efficiency, bytes);
+  return roofline(flops, efficiency, attention_bytes(batch, heads, seq, head_dim, element_bytes_, gpu_.flash_attention));
+}
+
+Time ComputeModel::attention_backward(double batch, double heads, double seq, double head_dim, bool causal) const {
+  if (!tables_.attention_backward_flops) return backward(attention(batch, heads, seq, head_dim, causal));
+  if (batch <= 0 || seq <= 0) return 0;
+  // dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K, dK = dSᵀ·Q and the recomputed QKᵀ: 2.5× the forward FLOPs;
+  // it reads Q, K, V, O and dO and writes dQ, dK, dV, and (unfused) passes the scores, their
+  // gradient and P as often again as the forward: twice the forward's bytes.
+  const double flops = kAttentionBackwardFlopRatio * attention_forward_flops(batch, heads, seq, head_dim, causal);
+  const double efficiency = tables_.attention_backward_flops(seq, head_dim, causal) / peak_;
+  return roofline(flops, efficiency, 2 * attention_bytes(batch, heads, seq, head_dim, element_bytes_, gpu_.flash_attention));
 }
 
 Time ComputeModel::memory_bound(double bytes) const {

@@ -9,7 +9,9 @@
 // 512; the last wave of tiles leaves SMs idle: efficiency × tiles / (waves · SMs). attention uses the GPU's
 // `attention_efficiency`, and without FlashAttention it also reads and writes the L×L score
 // matrix through HBM (HeterMoE §2.2: why V100 falls far behind A40 on long sequences).
-// Backward costs `backward_factor` (2 by default: gradients of inputs and of weights) times forward.
+// Backward costs `backward_factor` (2 by default: gradients of inputs and of weights) times forward;
+// the attention core's backward instead takes its own measured FLOP/s when a calibration table
+// holds them (attention_backward).
 #pragma once
 
 #include <functional>
@@ -18,6 +20,12 @@
 #include "sim/cluster/gpu_spec.hpp"
 
 namespace moesim::compute {
+
+// Self-attention core FLOPs: QKᵀ and P·V, two GeMMs of 2·L·L·d per head; causal masking halves
+// the useful work.
+double attention_forward_flops(double batch, double heads, double seq, double head_dim, bool causal);
+// Backward: dV, dP, dQ, dK and the recomputed QKᵀ, 5 GeMMs against the forward's 2.
+constexpr double kAttentionBackwardFlopRatio = 2.5;
 
 struct ComputeOptions {
   cluster::Dtype dtype = cluster::Dtype::bf16;
@@ -29,9 +37,12 @@ struct ComputeOptions {
 };
 
 // Calibration hooks: the FLOP/s measured for a shape in the model's dtype (empty: roofline default).
+// Attention FLOPs are counted as attention_forward_flops and, backward, kAttentionBackwardFlopRatio
+// times that: the fitter (calibrate/fit) turns measured times into FLOP/s with the same counts.
 struct KernelTables {
   std::function<double(double m, double n, double k)> gemm_flops;
   std::function<double(double seq, double head_dim, bool causal)> attention_flops;
+  std::function<double(double seq, double head_dim, bool causal)> attention_backward_flops;
 };
 
 class ComputeModel {
@@ -42,6 +53,9 @@ class ComputeModel {
   Time gemm(double m, double n, double k) const;
   // Self-attention core (QKᵀ, softmax, ·V) for `batch` sequences, `heads` heads of `head_dim`.
   Time attention(double batch, double heads, double seq, double head_dim, bool causal) const;
+  // Its backward (dQ, dK, dV): at the measured backward FLOP/s when a table gives them, else
+  // backward(attention(...)).
+  Time attention_backward(double batch, double heads, double seq, double head_dim, bool causal) const;
   // A memory-bound kernel that moves `bytes` through HBM (norms, activations, permutations).
   Time memory_bound(double bytes) const;
   Time optimizer_step(double params) const;

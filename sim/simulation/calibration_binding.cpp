@@ -173,11 +173,17 @@ compute::KernelTables bind_kernels(const calibration::Profile& profile, const cl
   const auto* causal = profile.find_attention(dt, true);
   const auto* full = profile.find_attention(dt, false);
   if (causal || full) {
-    t.attention_flops = [causal, full](double seq, double head_dim, bool is_causal) {
-      const auto* a = is_causal ? (causal ? causal : full) : (full ? full : causal);
-      return a->table.at({seq, head_dim, 1.0}, 0);
+    // Channel 0 holds the forward FLOP/s, channel 1 the backward; a masking without its own table
+    // uses the other's.
+    const auto table = [causal, full](int channel) {
+      return [causal, full, channel](double seq, double head_dim, bool is_causal) {
+        const auto* a = is_causal ? (causal ? causal : full) : (full ? full : causal);
+        return a->table.at({seq, head_dim, 1.0}, channel);
+      };
     };
-    report["attention"] = fmt::format("{} forward table{}{}", dt, causal ? " (causal)" : "", full ? " (full)" : "");
+    t.attention_flops = table(0);
+    t.attention_backward_flops = table(1);
+    report["attention"] = fmt::format("{} forward and backward table{}{}", dt, causal ? " (causal)" : "", full ? " (full)" : "");
   } else {
     report["attention"] = fmt::format("roofline default: the profile has no {} attention table", dt);
   }

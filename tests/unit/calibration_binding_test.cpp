@@ -3,6 +3,7 @@
 // piece; results say what was used and where defaults stayed.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -108,6 +109,83 @@ TEST(CalibrationBinding, GemmTableSetsTheComputeModel) {
   const compute::ComputeModel roofline(gpu, {}, simulation::bind_kernels(p, gpu, cluster::Dtype::bf16, other));
   EXPECT_NE(other.at("gemm").get<std::string>().find("measured on Test GPU"), std::string::npos);
   EXPECT_NE(roofline.gemm(4096, 4096, 4096), cm.gemm(4096, 4096, 4096));
+}
+
+TEST(CalibrationBinding, AttentionTableSetsForwardAndBackward) {
+  // A causal bf16 attention table measured on this GPU: 400 TFLOP/s forward, 300 TFLOP/s backward
+  // at L = 4096, d = 128. One sequence of 32 heads counts 4·32·4096²·128 / 2 = 1.374e11 FLOPs
+  // forward (causal) and 2.5× that backward, so the core takes 1.374e11 / 400e12 = 0.344 ms
+  // forward and 3.436e11 / 300e12 = 1.145 ms backward — not 2 × forward (the default backward
+  // factor). With FlashAttention the HBM traffic (4·32·4096·128·2 B = 134 MB, 0.134 ms at 1 TB/s;
+  // twice that backward) stays below both. Without a table, backward stays 2 × forward.
+  calibration::Profile p;
+  p.name = "t";
+  p.provenance = {{"source", "test"}, {"gpu", "Test GPU"}};
+  calibration::AttentionTable a;
+  a.dtype = "bf16";
+  a.causal = true;
+  a.table = calibration::LogTable({{4096, 128, 1}}, {{400e12, 300e12}});
+  p.attention.push_back(a);
+  cluster::GpuSpec gpu = test::any_gpu();
+  gpu.name = "Test GPU";
+  gpu.flash_attention = true;
+  schema::Json report;
+  const compute::ComputeModel cm(gpu, {}, simulation::bind_kernels(p, gpu, cluster::Dtype::bf16, report));
+  const double flops = 4.0 * 32 * 4096.0 * 4096 * 128 / 2;
+  EXPECT_NEAR(time_to_seconds(cm.attention(1, 32, 4096, 128, true)), flops / 400e12, 1e-12);
+  EXPECT_NEAR(time_to_seconds(cm.attention_backward(1, 32, 4096, 128, true)), 2.5 * flops / 300e12, 1e-12);
+  EXPECT_EQ(report.at("attention").get<std::string>(), "bf16 forward and backward table (causal)");
+  // A full-mask query falls back on the causal table's FLOP/s (the only one measured).
+  EXPECT_NEAR(time_to_seconds(cm.attention(1, 32, 4096, 128, false)), 2 * flops / 400e12, 1e-12);
+  const compute::ComputeModel roofline(gpu, {});
+  EXPECT_EQ(roofline.attention_backward(1, 32, 4096, 128, true), 2 * roofline.attention(1, 32, 4096, 128, true));
+}
+
+TEST(CalibrationBinding, EpBackwardAttentionTakesTheMeasuredBackwardThroughput) {
+  // The ep schedule of one MoE layer on 2 H100s is serial (ep_strategy_test spells it out), so an
+  // attention table changes the iteration by exactly what it changes in the attention core:
+  // (F_t − F_r) forward and (B_t − 2·F_r) backward, F_r being the roofline's forward core, F_t and
+  // B_t the table's. Table: causal bf16 at L = 128, d = 64, forward 10 TFLOP/s, backward 4 TFLOP/s
+  // (low, so the core is compute bound); one sequence of 4 heads counts 4·4·128²·64 / 2 = 8.39e6
+  // FLOPs forward: F_t = 0.839 us, B_t = 2.5 · 8.39e6 / 4e12 = 5.24 us.
+  calibration::Profile p;
+  p.name = "attention-only";
+  p.provenance = {{"source", "test"}, {"gpu", "NVIDIA H100 SXM5 80GB"}};
+  calibration::AttentionTable a;
+  a.dtype = "bf16";
+  a.causal = true;
+  a.table = calibration::LogTable({{128, 64, 1}}, {{10e12, 4e12}});
+  p.attention.push_back(a);
+  const auto dir = std::filesystem::temp_directory_path() / "moesim-attention-profile";
+  std::filesystem::create_directories(dir);
+  const auto profile = (dir / "attention.json").string();
+  std::ofstream(profile) << calibration::profile_to_json(p).dump();
+
+  auto doc = schema::Json::parse(R"({
+    "name": "small",
+    "cluster": {"gpu": "h100-sxm5-80gb", "levels": [{"name": "gpu", "count": 2, "bandwidth": "100GB/s", "latency": "1us"}]},
+    "model": {"layers": 1, "hidden": 256, "ffn_hidden": 512, "experts": 2, "top_k": 1, "heads": 4},
+    "training": {"sequence_length": 128},
+    "routing": {"sampling": "expected"},
+    "strategy": {"name": "ep"}
+  })");
+  const auto iteration = [](const schema::Json& d) {
+    simulation::Simulation sim(test::scenario_from(d.dump()));
+    sim.run();
+    return sim.metrics().iteration_time[0];
+  };
+  const Time plain = iteration(doc);
+  doc["calibration"] = profile;
+  const Time calibrated = iteration(doc);
+  const auto sc = test::scenario_from(doc.dump());
+  std::filesystem::remove_all(dir);
+
+  const compute::ComputeModel roofline(sc.topology().gpu(0), sc.compute);
+  const Time f_r = roofline.attention(1, 4, 128, 64, true);
+  const double flops = 4.0 * 4 * 128 * 128 * 64 / 2;
+  const Time f_t = seconds_to_time(flops / 10e12), b_t = seconds_to_time(2.5 * flops / 4e12);
+  EXPECT_NEAR(static_cast<double>(calibrated - plain), static_cast<double>((f_t - f_r) + (b_t - 2 * f_r)), 2.0);
+  EXPECT_NE(b_t, 2 * f_t);  // the backward is not the forward's double
 }
 
 }  // namespace

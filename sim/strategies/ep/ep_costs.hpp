@@ -1,5 +1,6 @@
 // Compute durations of the pieces of an MoE transformer layer on one GPU kind, forward (backward
-// through the compute model's backward factor): attention with its projections and norm, the
+// through the compute model's backward factor, except the attention core whose backward has its
+// own measured throughput when a calibration table gives it): attention with its projections and norm, the
 // router, the experts' FFN, the combine, dense FFN blocks, embedding, LM head and optimizer step.
 // Shared by the strategies that schedule these pieces differently.
 #pragma once
@@ -10,7 +11,7 @@
 namespace moesim::strategies::ep {
 
 struct LayerCosts {
-  Time embed = 0, lm_head = 0, attention = 0, gate = 0, shared = 0, post = 0, dense_ffn = 0, optimizer = 0;
+  Time embed = 0, lm_head = 0, attention = 0, attention_backward = 0, gate = 0, shared = 0, post = 0, dense_ffn = 0, optimizer = 0;
 };
 
 // FFN of `tokens` tokens through an expert (or dense FFN) of size `ffn`: H→ffn (twice for SwiGLU),
@@ -21,6 +22,8 @@ Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, do
 // tensor-parallel group of `tp` GPUs (Megatron-LM: heads and projection columns per rank).
 Time attention_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
                     int tp = 1);
+Time attention_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                             const workload::TrainingConfig& t, int tp = 1);
 Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double dtype_bytes);
 Time combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double dtype_bytes);
 

@@ -315,7 +315,7 @@ void EpStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb,
         }
       }
       auto la = pb.label(Phase::Backward, WorkKind::Attention, "attention", it, layer, mb);
-      for (std::uint32_t g = 0; g < gpus; ++g) attention_bwd[g] = pb.compute(g, cm_of(g).backward(cost(g).attention), la);
+      for (std::uint32_t g = 0; g < gpus; ++g) attention_bwd[g] = pb.compute(g, cost(g).attention_backward, la);
       if (last_mb && options_.overlap_gradient_sync) {
         const double dense = layer_dense_params + (m.is_moe(layer) ? moe_dense_params : m.dense_ffn_params());
         gradient_collective(ctx, pb, network::CollectiveKind::AllReduce, ctx.all_reduce_algorithm, dp_group, dense * b,

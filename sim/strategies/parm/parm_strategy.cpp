@@ -421,6 +421,7 @@ void ParmStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& p
   const double local_experts = m.experts / static_cast<double>(groups.n_ep);
   const double combine_tok = s == Schedule::Baseline ? tokens * groups.n_esp : s == Schedule::S1 ? tokens / mp : tokens;
   const auto attention = [&](std::uint32_t g) { return ep::attention_time(cm_of(g), m, t, mp); };
+  const auto attention_backward = [&](std::uint32_t g) { return ep::attention_backward_time(cm_of(g), m, t, mp); };
   const auto gate = [&](std::uint32_t g) { return ep::gate_time(cm_of(g), m, gate_tok, b); };
   const auto experts = [&](std::uint32_t g) {
     return static_cast<Time>(std::llround(local_experts * static_cast<double>(ep::ffn_time(
@@ -443,7 +444,7 @@ void ParmStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& p
                                             nullptr};
   const auto tensor_parallel_block = [&](const std::function<Time(std::uint32_t)>& f, Phase phase, WorkKind kind,
                                          std::string_view name, int layer, int mb) {
-    step_compute(phase == Phase::Forward ? f : bwd(f), pb.label(phase, kind, name, it, layer, mb));
+    step_compute(f, pb.label(phase, kind, name, it, layer, mb));
     if (mp > 1) chain_collective(mp_groups, mp_all_reduce, kDispatchStream, pb.label(phase, WorkKind::AllReduce, "MP-AllReduce", it, layer, mb));
   };
 
@@ -505,7 +506,7 @@ void ParmStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& p
     // Backward: each forward communication's conjugate, in reverse order.
     for (int layer = m.layers - 1; layer >= 0; --layer) {
       if (!m.is_moe(layer)) {
-        tensor_parallel_block(dense_ffn, Phase::Backward, WorkKind::DenseFfn, "dense_ffn", layer, mb);
+        tensor_parallel_block(bwd(dense_ffn), Phase::Backward, WorkKind::DenseFfn, "dense_ffn", layer, mb);
       } else {
         const auto back = [&](std::string_view name, std::uint8_t stream, std::string_view label) {
           comm(name, Phase::Backward, stream, layer, mb, label);
@@ -526,7 +527,7 @@ void ParmStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& p
         step_compute(bwd(gate), pb.label(Phase::Backward, WorkKind::Gate, "gate", it, layer, mb));
         if (s == Schedule::S1) back("MP-AllGather", kDispatchStream, "MP-AllGather");
       }
-      if (m.attention) tensor_parallel_block(attention, Phase::Backward, WorkKind::Attention, "attention", layer, mb);
+      if (m.attention) tensor_parallel_block(attention_backward, Phase::Backward, WorkKind::Attention, "attention", layer, mb);
       if (last_mb && options_.gradient_sync == GradientSync::Overlap) sync_dense(layer, layer_dense_params(layer), cur);
     }
     if (m.vocab > 0) step_compute(bwd(embed), pb.label(Phase::Backward, WorkKind::OtherCompute, "embedding", it, 0, mb));
