@@ -1,6 +1,7 @@
 #include "calibrate/fit/profile_builder.hpp"
 
 #include <algorithm>
+#include <boost/algorithm/string/predicate.hpp>
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "calibrate/fit/gemm_table_csv.hpp"
 #include "calibrate/fit/nccl_tests_log.hpp"
 #include "sim/compute/compute_model.hpp"
 #include "sim/core/error.hpp"
@@ -118,6 +120,7 @@ calibration::Profile build_profile(const std::vector<Measurements>& inputs, cons
     if (!g.empty()) gpu = gpu.empty() || gpu == g ? g : "mixed";
   }
   if (!gpu.empty() && gpu != "mixed") p.provenance["gpu"] = gpu;
+  if (!o.dtype_as.empty()) p.provenance["dtype_as"] = o.dtype_as;
 
   // Collectives: merge the curves of one key across inputs.
   std::map<Key, Curve> curves;
@@ -174,10 +177,14 @@ calibration::Profile build_profile(const std::vector<Measurements>& inputs, cons
   // GeMM tables: FLOP/s per dtype and shape (the median of repeated shapes).
   std::map<std::string, std::map<calibration::LogTable::Point, std::vector<double>>> gemm;
   std::map<std::string, std::string> gemm_source;
+  const auto filed_as = [&](const std::string& dtype) {
+    const auto it = o.dtype_as.find(dtype);
+    return it == o.dtype_as.end() ? dtype : it->second;
+  };
   for (const auto& m : inputs)
     for (const GemmSample& g : m.gemm) {
-      gemm[g.dtype][{g.m, g.n, g.k}].push_back(2 * g.m * g.n * g.k / g.seconds);
-      gemm_source[g.dtype] = m.file;
+      gemm[filed_as(g.dtype)][{g.m, g.n, g.k}].push_back(2 * g.m * g.n * g.k / g.seconds);
+      gemm_source[filed_as(g.dtype)] = m.file;
     }
   for (auto& [dtype, shapes] : gemm) {
     if (shapes.size() < 2)
@@ -204,10 +211,10 @@ calibration::Profile build_profile(const std::vector<Measurements>& inputs, cons
   for (const auto& m : inputs)
     for (const AttentionSample& a : m.attention) {
       const double f = compute::attention_forward_flops(a.batch, a.heads, a.seq, a.head_dim, a.causal);
-      auto& cell = att[{a.dtype, a.causal}][{a.seq, a.head_dim, 1.0}];
+      auto& cell = att[{filed_as(a.dtype), a.causal}][{a.seq, a.head_dim, 1.0}];
       cell.first.push_back(f / a.forward_s);
       cell.second.push_back(compute::kAttentionBackwardFlopRatio * f / a.backward_s);
-      att_info[{a.dtype, a.causal}] = {m.file, a.implementation};
+      att_info[{filed_as(a.dtype), a.causal}] = {m.file, a.implementation};
     }
   for (auto& [key, shapes] : att) {
     if (shapes.size() < 2)
@@ -252,6 +259,7 @@ Measurements read_input(const std::string& path, const NcclTestsOptions& log_opt
     }
     return read_measurements(doc, path);
   }
+  if (boost::iends_with(path, ".csv")) return read_gemm_table_csv(text, path);
   Measurements m;
   m.file = path;
   m.series = read_nccl_tests_log(text, path, log_options);

@@ -13,6 +13,7 @@
 // shapes whose node count is unknown.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,15 @@ struct BuildOptions {
   FitOptions fit;
   int min_sizes = 4;
   double monotone_tolerance = 0.5;  // a time below (1 − this) × a smaller size's time is refused
+  // GeMM and attention samples measured in one dtype filed under another, e.g. fp32 → tf32 for
+  // XLA's f32 matmuls, which Ampere and later GPUs run on TF32 tensor cores by default.
+  std::map<std::string, std::string> dtype_as;
 };
 
 calibration::Profile build_profile(const std::vector<Measurements>& inputs, const BuildOptions& options);
 
-// Reads one input file: measurements JSON when it starts with '{', else an nccl-tests log.
+// Reads one input file: measurements JSON when it starts with '{', a GeMM table when its name ends
+// in .csv (gemm_table_csv.hpp), else an nccl-tests log.
 Measurements read_input(const std::string& path, const struct NcclTestsOptions& log_options);
 
 }  // namespace moesim::calibrate

@@ -8,6 +8,7 @@
 #include "calibrate/fit/nccl_tests_log.hpp"
 #include "calibrate/fit/profile_builder.hpp"
 #include "sim/cli/write_file.hpp"
+#include "sim/cluster/gpu_spec.hpp"
 #include "sim/core/units.hpp"
 
 namespace moesim::cli {
@@ -52,13 +53,14 @@ void print_summary(const calibration::Profile& p, const std::string& out) {
 
 int cmd_calibrate(const std::vector<std::string>& args) {
   if (args.empty() || args[0] != "fit") throw po::error("calibrate: expected `calibrate fit INPUT... --out PROFILE.json`");
-  std::vector<std::string> inputs;
+  std::vector<std::string> inputs, dtype_as;
   std::string out, name, collective, gpu;
   int gpus_per_node = 0, table = 0;
   bool quiet = false;
   po::options_description opts;
   opts.add_options()("out,o", po::value(&out))("name", po::value(&name))("gpu", po::value(&gpu))("collective", po::value(&collective))(
       "gpus-per-node", po::value(&gpus_per_node))("quiet", po::bool_switch(&quiet))("table", po::value(&table))(
+      "dtype-as", po::value(&dtype_as)->composing())(
       "input", po::value(&inputs)->composing());
   po::positional_options_description pos;
   pos.add("input", -1);
@@ -77,9 +79,17 @@ int cmd_calibrate(const std::vector<std::string>& args) {
     if (table < 1) throw po::error("--table counts from 1");
     log_options.table = table;
   }
+  calibrate::BuildOptions build;
+  for (const auto& rule : dtype_as) {
+    // FROM=TO, both moesim dtype names (XLA's f32 and f16 are read as fp32 and fp16).
+    const auto eq = rule.find('=');
+    const std::string from = rule.substr(0, eq), to = eq == std::string::npos ? "" : rule.substr(eq + 1);
+    if (!cluster::parse_dtype(from) || !cluster::parse_dtype(to))
+      throw po::error(fmt::format("--dtype-as {}: expected FROM=TO with dtypes fp32, tf32, fp16, bf16 or fp8, e.g. fp32=tf32", rule));
+    build.dtype_as[from] = to;
+  }
   std::vector<calibrate::Measurements> measured;
   for (const auto& in : inputs) measured.push_back(calibrate::read_input(in, log_options));
-  calibrate::BuildOptions build;
   build.name = name.empty() ? std::filesystem::path(out).stem().string() : name;
   calibration::Profile profile = calibrate::build_profile(measured, build);
   if (!gpu.empty()) profile.provenance["gpu"] = gpu;

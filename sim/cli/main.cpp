@@ -37,10 +37,12 @@ commands:
                                             row per point to DIR/results.csv; re-run to resume
   presets                                   list models, topologies, GPU kinds and strategies
   calibrate fit INPUT... --out PROFILE.json [--name NAME] [--collective C] [--gpus-per-node N]
-                [--table T] [--gpu NAME]
+                [--table T] [--gpu NAME] [--dtype-as FROM=TO]
                                             fit a calibration profile from measurements JSON
-                                            (calibrate/ binaries) or nccl-tests logs (T: one
-                                            result table of a log)
+                                            (calibrate/ binaries), nccl-tests logs (T: one
+                                            result table of a log) or GeMM tables (.csv);
+                                            FROM=TO files one dtype's tables under another
+                                            (fp32=tf32 for XLA's f32 matmuls)
 
 common options:
   --data DIR    folder holding models/ and topologies/ (default: $MOESIM_DATA or the source tree)

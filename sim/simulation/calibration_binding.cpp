@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <map>
 
+#include "sim/core/error.hpp"
 #include "sim/network/analytic_model.hpp"
 
 namespace moesim::simulation {
@@ -163,7 +164,22 @@ compute::KernelTables bind_kernels(const calibration::Profile& profile, const cl
               {"attention", fmt::format("roofline default: the profile was measured on {}", measured_on)}};
     return t;
   }
+  // A table faster than the GPU's data-sheet peak in its dtype was measured in another math mode
+  // (XLA's and PyTorch's f32 matmuls run on TF32 tensor cores by default) or on another GPU.
+  const auto check_peak = [&](const calibration::LogTable& table, int channels, const std::string& what) {
+    const double peak = gpu.peak(dtype);
+    double fastest = 0;
+    for (std::size_t i = 0; i < table.size(); ++i)
+      for (int c = 0; c < channels; ++c) fastest = std::max(fastest, table.value(i, c));
+    if (fastest > 1.05 * peak)
+      throw InputError(profile.file, what,
+                       fmt::format("up to {:.0f} TFLOP/s measured, above the {} peak of {} ({:.0f} TFLOP/s)", fastest / 1e12, dt,
+                                   gpu.name, peak / 1e12),
+                       "check the dtype the kernels ran in (refit with `moesim calibrate fit --dtype-as fp32=tf32` "
+                       "for TF32 math) and the GPU in provenance.gpu");
+  };
   if (const auto* g = profile.find_gemm(dt)) {
+    check_peak(g->table, 1, fmt::format("$.gemm (dtype {})", dt));
     t.gemm_flops = [g](double m, double n, double k) { return g->flops_per_second(m, n, k); };
     report["gemm"] = fmt::format("{} table of {} shapes (leave-one-out error mean {:.1f}%, max {:.1f}%)", dt, g->table.size(),
                                  100 * g->error.mean, 100 * g->error.max);
@@ -173,6 +189,8 @@ compute::KernelTables bind_kernels(const calibration::Profile& profile, const cl
   const auto* causal = profile.find_attention(dt, true);
   const auto* full = profile.find_attention(dt, false);
   if (causal || full) {
+    for (const auto* a : {causal, full})
+      if (a) check_peak(a->table, 2, fmt::format("$.attention (dtype {}, {})", dt, a->causal ? "causal" : "full"));
     // Channel 0 holds the forward FLOP/s, channel 1 the backward; a masking without its own table
     // uses the other's.
     const auto table = [causal, full](int channel) {

@@ -61,5 +61,38 @@ TEST_F(CalibrateFit, BadInputExits2AndWritesNothing) {
   EXPECT_EQ(listing(work_), (std::set<std::string>{"anon.log", "few.json", "neg.json", "unit.json"}));
 }
 
+TEST_F(CalibrateFit, FitsXlasGemmTableIntoAProfile) {
+  // OpenXLA's H100 matmul table (CSV): 125 single-GeMM shapes per dtype, the f32 column filed as
+  // tf32 (Hopper runs XLA's f32 matmuls on TF32 tensor cores: 402 TFLOP/s, 6× the fp32 peak).
+  const fs::path out = work_ / "h100.json";
+  fs::create_directories(work_);
+  const Result r = moesim({"calibrate", "fit", (kLogs / "20_xla_h100_sm90_bf16_f32_gemm_flops_grid.csv").string(), "--dtype-as",
+                           "fp32=tf32", "--gpu", "NVIDIA H100 SXM5", "--name", "h100-xla-gemm", "--out", out.string()});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("gemm bf16   125 shapes, 6–783 TFLOP/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gemm tf32   125 shapes, 6–402 TFLOP/s"), std::string::npos) << r.out;
+  const auto p = Json::parse(read_text(out));
+  EXPECT_EQ(p.at("provenance").at("dtype_as").at("fp32"), "tf32");
+  // The committed profile is this output (the command is in docs/calibration.md).
+  const auto committed = Json::parse(read_text(kSourceDir / "calibrations" / "h100-xla-gemm.json"));
+  EXPECT_EQ(p.at("gemm").size(), committed.at("gemm").size());
+  for (std::size_t i = 0; i < p.at("gemm").size(); ++i)
+    EXPECT_EQ(p.at("gemm")[i].at("points"), committed.at("gemm")[i].at("points"));
+}
+
+TEST_F(CalibrateFit, BadGemmTableExits2AndWritesNothing) {
+  fs::create_directories(work_);
+  const fs::path out = work_ / "p.json";
+  write_text(work_ / "cells.csv", "m,n,k,bf16_time_us\n1024,1024,1024,10\n2048,2048,2048,fast\n");
+  Result r = moesim({"calibrate", "fit", (work_ / "cells.csv").string(), "--out", out.string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("cells.csv: line 3, column 4 (bf16_time_us): `fast` is not a positive number"), std::string::npos) << r.err;
+  r = moesim({"calibrate", "fit", (work_ / "cells.csv").string(), "--dtype-as", "fp32=fp64", "--out", out.string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("--dtype-as fp32=fp64: expected FROM=TO"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_EQ(listing(work_), (std::set<std::string>{"cells.csv"}));
+}
+
 }  // namespace
 }  // namespace moesim_cli

@@ -9,6 +9,7 @@
 
 #include "calibrate/fit/nccl_tests_log.hpp"
 #include "calibrate/fit/profile_builder.hpp"
+#include "sim/core/error.hpp"
 #include "sim/network/analytic_model.hpp"
 #include "sim/simulation/calibration_binding.hpp"
 #include "sim/simulation/simulation.hpp"
@@ -109,6 +110,35 @@ TEST(CalibrationBinding, GemmTableSetsTheComputeModel) {
   const compute::ComputeModel roofline(gpu, {}, simulation::bind_kernels(p, gpu, cluster::Dtype::bf16, other));
   EXPECT_NE(other.at("gemm").get<std::string>().find("measured on Test GPU"), std::string::npos);
   EXPECT_NE(roofline.gemm(4096, 4096, 4096), cm.gemm(4096, 4096, 4096));
+}
+
+TEST(CalibrationBinding, RefusesATableFasterThanTheGpusPeak) {
+  // XLA's f32 matmuls on H100 run on TF32 tensor cores: 402 TFLOP/s filed as fp32 is 6× the
+  // 67 TFLOP/s fp32 peak. A scenario in fp32 must be told, with the profile file and the fix.
+  calibration::Profile p;
+  p.name = "t";
+  p.file = "calibrations/t.json";
+  p.provenance = {{"source", "test"}, {"gpu", "Test GPU"}};
+  calibration::GemmTable g;
+  g.dtype = "fp32";
+  g.table = calibration::LogTable({{1024, 1024, 1024}, {4096, 4096, 4096}}, {{200e12}, {402e12}});
+  p.gemm.push_back(g);
+  cluster::GpuSpec gpu = test::any_gpu();
+  gpu.name = "Test GPU";
+  gpu.peak_flops[static_cast<std::size_t>(cluster::Dtype::fp32)] = 67e12;
+  schema::Json report;
+  try {
+    simulation::bind_kernels(p, gpu, cluster::Dtype::fp32, report);
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "calibrations/t.json");
+    EXPECT_EQ(e.path(), "$.gemm (dtype fp32)");
+    EXPECT_EQ(e.problem(), "up to 402 TFLOP/s measured, above the fp32 peak of Test GPU (67 TFLOP/s)");
+    EXPECT_NE(e.fix().find("--dtype-as fp32=tf32"), std::string::npos);
+  }
+  // Within 5 % of the peak is accepted (clock and rounding of data-sheet figures).
+  p.gemm[0].table = calibration::LogTable({{1024, 1024, 1024}, {4096, 4096, 4096}}, {{60e12}, {70e12}});
+  EXPECT_NO_THROW(simulation::bind_kernels(p, gpu, cluster::Dtype::fp32, report));
 }
 
 TEST(CalibrationBinding, AttentionTableSetsForwardAndBackward) {
