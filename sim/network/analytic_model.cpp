@@ -47,6 +47,7 @@ CollectiveCost AnalyticModel::exchange(CollectiveKind kind, const TrafficMatrix&
   std::vector<double> out, in;
   double previous_cross = 0;
   Time alpha = 0, drain = 0;
+  bool measured = false;  // the coarsest level crossed was calibrated for this kind: it alone costs the phase
   for (int l = 0; l < levels; ++l) {
     const std::uint32_t workers = compress_workers(topology_, members, l, ids);
     if (workers <= 1) continue;
@@ -60,10 +61,11 @@ CollectiveCost AnalyticModel::exchange(CollectiveKind kind, const TrafficMatrix&
     const double entering = std::accumulate(in.begin(), in.end(), 0.0);
     if (std::abs(entering - cross) > 1e-9 * std::max(1.0, cross))
       invariant_failed(fmt::format("all-to-all loses bytes at level {}: {} leave, {} enter", l, cross, entering));
-    if (load > 0) {
+    if (load > 0 && !measured) {
       const AlphaBeta ab = params_.get(kind, l, load);
       alpha = std::max(alpha, ab.alpha);
       drain = std::max(drain, ab.cost(load) - ab.alpha);
+      measured = params_.overridden(kind, l);
     }
     if (l == levels - 1) c.max_bytes_sent_per_gpu = *std::max_element(out.begin(), out.end());
     c.bytes_by_level[l] = std::max(0.0, cross - previous_cross);
@@ -79,6 +81,7 @@ CollectiveCost AnalyticModel::rings(CollectiveKind kind, const std::vector<std::
   const int levels = topology_.level_count();
   c.bytes_by_level.assign(levels, 0.0);
   Time alpha = 0, drain = 0;
+  bool measured = false;  // as in exchange()
   double previous_cross = 0;
   std::map<std::uint32_t, std::uint32_t> leaving;  // worker → ring edges leaving it
   for (int l = 0; l < levels; ++l) {
@@ -96,10 +99,11 @@ CollectiveCost AnalyticModel::rings(CollectiveKind kind, const std::vector<std::
     }
     std::uint32_t busiest = 0;
     for (const auto& [w, count] : leaving) busiest = std::max(busiest, count);
-    if (busiest > 0) {
+    if (busiest > 0 && !measured) {
       const AlphaBeta ab = params_.get(kind, l, chunk * busiest);
       alpha = std::max(alpha, ab.alpha);
       drain = std::max(drain, ab.cost(chunk * busiest) - ab.alpha);
+      measured = params_.overridden(kind, l);
     }
     const double cross = crossing * steps * chunk;
     c.bytes_by_level[l] = std::max(0.0, cross - previous_cross);
@@ -115,8 +119,9 @@ CollectiveCost AnalyticModel::p2p(double bytes, std::uint32_t from, std::uint32_
   c.bytes_by_level.assign(topology_.level_count(), 0.0);
   const int l = topology_.first_differing_level(from, to);
   if (l < 0 || bytes <= 0) return c;
-  double beta = 0;
-  for (int k = l; k < topology_.level_count(); ++k) beta = std::max(beta, params_.get(CollectiveKind::P2P, k, bytes).beta);
+  double beta = params_.get(CollectiveKind::P2P, l, bytes).beta;
+  if (!params_.overridden(CollectiveKind::P2P, l))  // a measured send_recv already includes the finer levels
+    for (int k = l + 1; k < topology_.level_count(); ++k) beta = std::max(beta, params_.get(CollectiveKind::P2P, k, bytes).beta);
   c.duration = params_.get(CollectiveKind::P2P, l, bytes).alpha + static_cast<Time>(std::llround(bytes * beta));
   c.bytes_by_level[l] = bytes;
   c.pairs = 1;

@@ -13,6 +13,11 @@
 //  - hierarchical all-reduce: reduce-scatter in the node, all-reduce across nodes on S/k,
 //    all-gather in the node.
 //  - point-to-point: α of the coarsest level crossed plus bytes times the slowest β on the way.
+// Where a calibration profile set the coarsest level a phase crosses for its kind, that level
+// alone costs the phase: its α-β come from timing the whole collective on real hardware
+// (calibration_binding.hpp), finer levels included, so the finer levels' own α-β (topology
+// defaults, or a smaller entry's) are not charged again; the entry's own shape then reproduces its
+// measurement.
 // Collectives are costed alone: contention between concurrent collectives is the flow model's.
 #pragma once
 

@@ -8,7 +8,10 @@
 // β = 1 ps/B at that level (0 elsewhere), which gives the steps a and the bytes per step the
 // algorithm puts on the level's busiest link; then α_level = α / a, β_level = β·size / (a·bytes per
 // step), piece by piece with the pieces' size ranges mapped to bytes per step. The analytic and
-// flow models then cost every collective of that kind at that level from it, on any group. Where
+// flow models then cost every collective of that kind at that level from it, on any group; in the
+// analytic model the calibrated level alone costs a phase whose coarsest level it is (finer levels
+// are in the measurement), so each entry reproduces its fit on its own shape, which the report
+// checks (`own_shape_error`, and a warning above 2 %: a multi-phase algorithm). Where
 // several entries set one level, the one with most ranks wins. Entries named by a parallel group
 // ("mp") are Parm's Algorithm 1 inputs (parm_strategy.cpp), not network parameters.
 //
