@@ -13,8 +13,10 @@ FlowDemands::FlowDemands(const FlowLinks& links, const AlphaBetaTable& params)
       scratch_(links.size(), 0.0),
       drain_(static_cast<std::size_t>(links.topology().level_count()), 1.0) {}
 
-void FlowDemands::set_drain(CollectiveKind kind, double message_bytes) const {
-  for (int l = 0; l < topology_.level_count(); ++l) drain_[l] = params_.drain_factor(kind, l, message_bytes);
+void FlowDemands::set_drain(CollectiveKind kind, double message_bytes, int top) const {
+  const bool measured = top >= 0 && top < topology_.level_count() && params_.overridden(kind, top);
+  for (int l = 0; l < topology_.level_count(); ++l)
+    drain_[l] = measured && l > top ? 1.0 : params_.drain_factor(kind, l, message_bytes);
 }
 
 void FlowDemands::add(std::uint32_t link, double bytes) const {
@@ -74,6 +76,7 @@ void FlowDemands::exchange(CollectiveKind kind, const TrafficMatrix& t, std::spa
   std::vector<double> w_out, w_in, above_in;  // the level above: its workers and the bytes entering them
   double previous_cross = 0;
   Time alpha = 0;
+  bool measured = false;  // the coarsest level crossed is calibrated for this kind (set_drain)
   for (int l = 0; l < levels; ++l) {
     const cluster::Level& lv = topology_.levels()[l];
     const std::uint32_t workers = compress_workers(topology_, members, l, ids, &global);
@@ -87,8 +90,11 @@ void FlowDemands::exchange(CollectiveKind kind, const TrafficMatrix& t, std::spa
         load = std::max({load, w_out[w], w_in[w]});
       }
       // The analytic model's per-level step (analytic_model.cpp): the busiest worker's bytes.
-      drain_[l] = params_.drain_factor(kind, l, load);
-      if (cross > 0) alpha = std::max(alpha, params_.get(kind, l, load).alpha);
+      drain_[l] = measured ? 1.0 : params_.drain_factor(kind, l, load);
+      if (cross > 0 && !measured) {
+        alpha = std::max(alpha, params_.get(kind, l, load).alpha);
+        measured = params_.overridden(kind, l);
+      }
       out.bytes_by_level[l] = std::max(0.0, cross - previous_cross);
       previous_cross = cross;
       if (lv.fabric == cluster::Fabric::Switch) {
@@ -141,22 +147,23 @@ FlowPhase FlowDemands::demand(const CollectivePhase& phase, std::span<const std:
   if (const auto* e = std::get_if<ExchangePhase>(&phase.work)) {
     exchange(phase.kind, *e->traffic, members, out);
   } else if (const auto* r = std::get_if<RingPhase>(&phase.work)) {
-    set_drain(phase.kind, r->chunk);
     const double bytes = r->steps * r->chunk;
     int top = topology_.level_count();
     for (const auto& ring : r->rings)
       for (std::size_t i = 0; ring.size() > 1 && i < ring.size(); ++i) {
-        const std::uint32_t u = ring[i], v = ring[(i + 1) % ring.size()];
-        const int l = add_path(u, v, bytes);
-        if (l >= 0) {
-          top = std::min(top, l);
-          out.bytes_by_level[l] += bytes;
-        }
+        const int l = topology_.first_differing_level(ring[i], ring[(i + 1) % ring.size()]);
+        if (l >= 0) top = std::min(top, l);
+      }
+    set_drain(phase.kind, r->chunk, top);
+    for (const auto& ring : r->rings)
+      for (std::size_t i = 0; ring.size() > 1 && i < ring.size(); ++i) {
+        const int l = add_path(ring[i], ring[(i + 1) % ring.size()], bytes);
+        if (l >= 0) out.bytes_by_level[l] += bytes;
       }
     if (top < topology_.level_count())
       out.latency = static_cast<Time>(std::llround(r->steps)) * params_.get(phase.kind, top, r->chunk).alpha;
   } else if (const auto* x = std::get_if<TransferPhase>(&phase.work)) {
-    set_drain(phase.kind, x->bytes);
+    set_drain(phase.kind, x->bytes, topology_.first_differing_level(x->from, x->to));
     const int l = add_path(x->from, x->to, x->bytes);
     if (l >= 0) {
       out.latency = params_.get(phase.kind, l, x->bytes).alpha;

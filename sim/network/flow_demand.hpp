@@ -47,9 +47,11 @@ class FlowDemands {
   mutable std::vector<std::uint32_t> touched_;   // links with scratch_ != 0
   // Per level, the calibrated drain factor of the phase being added (AlphaBetaTable::drain_factor):
   // a profile whose collective drains a level at a fraction of its links' bandwidth puts
-  // bytes / fraction of demand on them. 1 without a profile.
+  // bytes / fraction of demand on them. 1 without a profile. As in the analytic model, when the
+  // coarsest level `top` a phase crosses is calibrated for its kind, the finer levels keep their
+  // links' own bandwidth (factor 1): the measurement that set `top` already includes them.
   mutable std::vector<double> drain_;
-  void set_drain(CollectiveKind kind, double message_bytes) const;
+  void set_drain(CollectiveKind kind, double message_bytes, int top) const;
 };
 
 }  // namespace moesim::network

@@ -2,13 +2,18 @@
 // when nothing contends, and contention when something does.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <numeric>
+#include <sstream>
 
+#include "calibrate/fit/nccl_tests_log.hpp"
+#include "calibrate/fit/profile_builder.hpp"
 #include "sim/cluster/link_graph.hpp"
 #include "sim/network/analytic_model.hpp"
 #include "sim/network/flow_executor.hpp"
 #include "sim/core/rng.hpp"
 #include "sim/network/max_min.hpp"
+#include "sim/simulation/calibration_binding.hpp"
 #include "sim/simulation/simulation.hpp"
 #include "test_support.hpp"
 
@@ -158,6 +163,63 @@ TEST(FlowModel, AgreesWithAnalyticOnEveryCollectiveAlone) {
     EXPECT_NEAR(f, an, 0.01 * an) << "op " << i;
     EXPECT_GT(an, 0) << "op " << i;
   }
+}
+
+TEST(FlowModel, AgreesWithAnalyticOnCalibratedCollectives) {
+  // Two HGX B200 nodes with log 19's six entries bound (8 ranks set the gpu level, 16 ranks the
+  // node level): each measured collective alone, on its own shape, at 1 MiB and 256 MiB, takes in
+  // the flow model what the analytic model gives, which is the fit (calibration_binding_test).
+  // The flow model scales the calibrated level's link demand by β_calibrated / β_topology and
+  // leaves finer levels at their links' bandwidth when the coarsest level crossed is calibrated.
+  const std::string name = "19_b200_hgx_vultr_8gpu_and_2node16gpu_ib_allreduce_allgather_alltoall_fullsweep.txt";
+  std::ifstream in(std::string(MOESIM_SOURCE_DIR) + "/tests/data/realdata/" + name);
+  std::stringstream text;
+  text << in.rdbuf();
+  calibrate::Measurements m;
+  m.file = name;
+  m.series = calibrate::read_nccl_tests_log(text.str(), name, {.collective = "", .gpus_per_node = 8, .table = {}});
+  const calibration::Profile profile = calibrate::build_profile({m}, {});
+  Bench b(test::loader().load(std::string(MOESIM_SOURCE_DIR) + "/scenarios/calibrated-b200.json").topology());
+  ASSERT_EQ(simulation::bind_collectives(profile, b.topo, Algorithm::Ring, b.params).at("used").size(), 6u);
+  for (const std::uint32_t ranks : {8u, 16u}) {
+    const GroupId g = b.group(iota(ranks));
+    for (const double size : {1048576.0, 268435456.0}) {
+      // nccl-tests sizes (profile.hpp): all_to_all sends `size` from each rank, all_gather gathers it.
+      const std::vector<CollectiveOp> ops{
+          {CollectiveKind::AllToAll, Algorithm::Direct, g, 0,
+           std::make_shared<TrafficMatrix>(TrafficMatrix::uniform(ranks, size / ranks))},
+          {CollectiveKind::AllGather, Algorithm::Ring, g, size / ranks, nullptr},
+          {CollectiveKind::AllReduce, Algorithm::Ring, g, size, nullptr},
+      };
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const double f = static_cast<double>(b.run({{ops[i], 0}}, true)[0].second);
+        const double an = static_cast<double>(b.run({{ops[i], 0}}, false)[0].second);
+        EXPECT_NEAR(f, an, 0.01 * an) << ranks << " ranks, " << size << " B, op " << i;
+      }
+    }
+  }
+  // A slow in-node entry (8-rank all_reduce at 2 GB/s of bus bandwidth, PCIe-like) must not slow
+  // the two-node all_reduce, whose own measurement (16 ranks at 40 GB/s) includes the in-node hops:
+  // had its drain factor been applied to the NVLink links of the 16-rank ring, they would bind.
+  calibration::Profile slow;
+  slow.name = "slow-in-node";
+  const auto entry = [](int ranks, int nodes, double alpha_s, double bus_bytes_per_s) {
+    calibration::CollectiveFit f;
+    f.collective = "all_reduce";
+    f.ranks = ranks;
+    f.nodes = nodes;
+    // nccl-tests all_reduce: time = size · 2(n−1)/n / busbw.
+    f.segments = {{0, -1, alpha_s, 2.0 * (ranks - 1) / ranks / bus_bytes_per_s}};
+    return f;
+  };
+  slow.collectives = {entry(8, 1, 20e-6, 2e9), entry(16, 2, 30e-6, 40e9)};
+  Bench c(b.topo);
+  simulation::bind_collectives(slow, c.topo, Algorithm::Ring, c.params);
+  const CollectiveOp all_reduce{CollectiveKind::AllReduce, Algorithm::Ring, c.group(iota(16)), 268435456.0, nullptr};
+  const double f = time_to_seconds(c.run({{all_reduce, 0}}, true)[0].second);
+  const double an = time_to_seconds(c.run({{all_reduce, 0}}, false)[0].second);
+  EXPECT_NEAR(an, slow.collectives[1].seconds(268435456.0), 1e-6);  // 30 us + 2^28 · 30/16 / 40e9 = 12.61 ms
+  EXPECT_NEAR(f, an, 0.01 * an);
 }
 
 TEST(FlowModel, ContendingCollectivesShareTheLinkByHand) {
