@@ -47,6 +47,14 @@ __global__ void fill_kernel(T* data, std::size_t count, unsigned long long seed,
   }
 }
 
+__global__ void hold_kernel(unsigned long long ns) {
+  unsigned long long start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
 struct Max {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
@@ -110,6 +118,12 @@ void fill_uniform(void* data, DType dtype, std::size_t count, std::uint64_t seed
     case DType::tf32: fill_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(data), count, seed, scale); break;
   }
   check_cuda(cudaGetLastError(), "fill_kernel launch");
+}
+
+void hold_stream(double microseconds, cudaStream_t stream) {
+  if (!(microseconds > 0)) return;
+  hold_kernel<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(microseconds * 1000.0));
+  check_cuda(cudaGetLastError(), "hold_kernel launch");
 }
 
 void softmax_forward(void* scores, DType dtype, std::int64_t rows, int len, bool causal, cudaStream_t stream) {

@@ -15,6 +15,12 @@ namespace moesim::calibrate {
 // Uniform values in [-scale, scale) from a counter hash of (seed, index).
 void fill_uniform(void* data, DType dtype, std::size_t count, std::uint64_t seed, float scale, cudaStream_t stream);
 
+// Keeps `stream` busy for about `microseconds` (one thread spinning on the GPU's global timer).
+// Launched just before the timed repetitions, it lets the host enqueue them all while the GPU
+// waits: each event pair then times the GPU work alone, not the host's launch gap in front of it
+// (a small GeMM runs for less time than cublasLtMatmul takes to launch it).
+void hold_stream(double microseconds, cudaStream_t stream);
+
 // In place over `rows` rows of `len` scores: P = softmax(S) row-wise. Rows are (batch·head, query
 // i) with i = row mod len; `causal` masks the keys j > i (P = 0 there). The 1/sqrt(d) scale is
 // already in S (the QKᵀ GeMM's alpha).

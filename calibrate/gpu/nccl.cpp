@@ -14,6 +14,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <exception>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <iostream>
@@ -325,17 +326,45 @@ int dry_run(const Options& o, const CommonOptions& common, Group group, bool mpi
 
 // --- measuring ---
 
-// One GPU of this process: its rank, communicator, stream, buffers and timer.
+// One GPU of this process: its rank, communicator, stream, buffers and timer. The communicator
+// is freed by Communicators (below), not here.
 struct Local {
   int device = 0, rank = 0;
   ncclComm_t comm = nullptr;
   std::unique_ptr<Stream> stream;
   DeviceBuffer send, recv;
   std::unique_ptr<EventTimer> timer;
+};
 
-  ~Local() {
-    if (comm) ncclCommDestroy(comm);
+// Frees the communicators of `locals` before their buffers. ncclCommDestroy finalizes first, and
+// finalizing is an intra-node collective: one thread holding several ranks (ncclCommInitAll) must
+// finalize them all inside one ncclGroupStart/End, or destroying them one by one can wait on the
+// ranks not yet destroyed (NCCL API docs, ncclCommFinalize; NCCL's single-process example). On the
+// way out of an error, ncclCommAbort instead: it does not wait for peers that may never arrive, so
+// the error (and MPI_Abort) is reached instead of a hang.
+class Communicators {
+ public:
+  explicit Communicators(std::vector<std::unique_ptr<Local>>& locals) : locals_(locals) {}
+  ~Communicators() {
+    if (std::uncaught_exceptions() > exceptions_) {
+      for (const auto& l : locals_)
+        if (l->comm) ncclCommAbort(l->comm);
+    } else {
+      ncclGroupStart();
+      for (const auto& l : locals_)
+        if (l->comm) ncclCommFinalize(l->comm);
+      ncclGroupEnd();
+      for (const auto& l : locals_)
+        if (l->comm) ncclCommDestroy(l->comm);
+    }
+    for (const auto& l : locals_) l->comm = nullptr;
   }
+  Communicators(const Communicators&) = delete;
+  Communicators& operator=(const Communicators&) = delete;
+
+ private:
+  std::vector<std::unique_ptr<Local>>& locals_;
+  int exceptions_ = std::uncaught_exceptions();
 };
 
 // Queues one op of `s` with `bytes` for one GPU (inside the caller's ncclGroupStart/End).
@@ -414,6 +443,7 @@ int measure(const Options& o, const CommonOptions& common, Group group, const Mp
   if (mpi.rank() == 0) output = std::make_unique<Output>(common.out);
   const int devices = require_devices();
   std::vector<std::unique_ptr<Local>> locals;
+  const Communicators free_communicators(locals);  // destroyed before `locals`
   std::vector<ncclComm_t> comms;
   if (mpi.multi()) {
     const auto [local, on_node] = mpi.local_rank();
@@ -454,8 +484,10 @@ int measure(const Options& o, const CommonOptions& common, Group group, const Mp
     l->stream = std::make_unique<Stream>();
     l->send = DeviceBuffer(largest);
     l->recv = DeviceBuffer(largest);
-    check_cuda(cudaMemset(l->send.get(), 0, largest), "cudaMemset");
-    check_cuda(cudaMemset(l->recv.get(), 0, largest), "cudaMemset");
+    // On the NCCL stream: cudaMemset goes to the legacy default stream, with which a
+    // non-blocking stream does not synchronise.
+    check_cuda(cudaMemsetAsync(l->send.get(), 0, largest, l->stream->get()), "cudaMemsetAsync");
+    check_cuda(cudaMemsetAsync(l->recv.get(), 0, largest, l->stream->get()), "cudaMemsetAsync");
     l->timer = std::make_unique<EventTimer>(1);
   }
 
