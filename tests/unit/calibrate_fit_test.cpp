@@ -28,12 +28,7 @@ std::vector<Sample> line_samples(double alpha, double beta, double from = 8, dou
   return s;
 }
 
-std::string read(const std::string& name) {
-  std::ifstream in(std::string(MOESIM_SOURCE_DIR) + "/tests/data/realdata/" + name);
-  std::stringstream b;
-  b << in.rdbuf();
-  return b.str();
-}
+using test::realdata;
 
 TEST(PiecewiseFit, RecoversExactAlphaBetaAsOneLine) {
   // t = 20 us + x / (150 GB/s) over 8 B .. 1 GiB: one piece, α and β to 1e-6 relative.
@@ -164,7 +159,7 @@ TEST(ProfileBuilder, MeasurementsJsonToProfileRoundTrip) {
 
 TEST(NcclTestsLog, ReadsRanksNodesAndBothColumns) {
   // 09: 8 H100 on one node (Rank lines absent; Open MPI prefixes), all_reduce 8 B .. 16 GiB.
-  const auto s = read_nccl_tests_log(read("09_aws_p5_h100_8gpu_nvlink_allreduce_awsbatch.txt"), "09", {.collective = "", .gpus_per_node = 8, .table = {}});
+  const auto s = read_nccl_tests_log(realdata("09_aws_p5_h100_8gpu_nvlink_allreduce_awsbatch.txt"), "09", {.collective = "", .gpus_per_node = 8, .table = {}});
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].collective, "all_reduce");
   EXPECT_EQ(s[0].ranks, 8);  // busbw/algbw = 2·7/8 = 1.75
@@ -172,12 +167,12 @@ TEST(NcclTestsLog, ReadsRanksNodesAndBothColumns) {
   EXPECT_EQ(s[0].samples.size(), 2u * 32);  // 32 sizes, out-of-place and in-place
   EXPECT_DOUBLE_EQ(s[0].samples.back().seconds, 62200e-6);
   // 01: 16 Rank lines on two hosts.
-  const auto a = read_nccl_tests_log(read("01_h100_a3mega_2node16gpu_allreduce.txt"), "01");
+  const auto a = read_nccl_tests_log(realdata("01_h100_a3mega_2node16gpu_allreduce.txt"), "01");
   EXPECT_EQ(a[0].ranks, 16);
   EXPECT_EQ(a[0].nodes, 2);
   EXPECT_EQ(a[0].provenance.at("gpu"), "NVIDIA H100 80GB HBM3");
   // 19: six tables, named by markdown labels, sizes of 0 skipped; alltoall busbw/algbw 15/16.
-  const auto b = read_nccl_tests_log(read("19_b200_hgx_vultr_8gpu_and_2node16gpu_ib_allreduce_allgather_alltoall_fullsweep.txt"),
+  const auto b = read_nccl_tests_log(realdata("19_b200_hgx_vultr_8gpu_and_2node16gpu_ib_allreduce_allgather_alltoall_fullsweep.txt"),
                                      "19", {.collective = "", .gpus_per_node = 8, .table = {}});
   ASSERT_EQ(b.size(), 6u);
   EXPECT_EQ(b[2].collective, "all_to_all");
@@ -270,7 +265,7 @@ TEST(NcclTestsLog, HeldOutPredictionOnRealLogs) {
   for (const auto& log : logs) {
     double sum = 0, interpolation = 0;
     int samples = 0;
-    for (const Series& s : read_nccl_tests_log(read(log), log, {.collective = "", .gpus_per_node = 8, .table = {}})) {
+    for (const Series& s : read_nccl_tests_log(realdata(log), log, {.collective = "", .gpus_per_node = 8, .table = {}})) {
       const HeldOutResult r = held_out(s);
       ASSERT_GT(r.samples, 0) << log;
       table += fmt::format("| {} | {} | {} | {} | {} | {} | {:.1f}% | {:.1f}% | {:.1f}% |\n", log.substr(0, 2), s.table,
@@ -296,7 +291,7 @@ constexpr const char* kXlaGrid = "20_xla_h100_sm90_bf16_f32_gemm_flops_grid.csv"
 TEST(GemmTableCsv, ReadsXlasH100Table) {
   // 375 entries: b ∈ {1, 2, 4} × m, n, k ∈ {256, …, 4096}. The 125 single GeMMs (b = 1) give one
   // bf16 and one fp32 sample each; the 250 batched rows are skipped and counted.
-  const Measurements m = read_gemm_table_csv(read(kXlaGrid), kXlaGrid);
+  const Measurements m = read_gemm_table_csv(realdata(kXlaGrid), kXlaGrid);
   ASSERT_EQ(m.gemm.size(), 250u);
   EXPECT_NE(m.provenance.at("skipped").get<std::string>().find("250 rows of batched GeMMs"), std::string::npos);
   EXPECT_NE(m.provenance.at("notes")[0].get<std::string>().find("matmul_interpolator_data.h"), std::string::npos);
@@ -343,7 +338,7 @@ TEST(GemmTableCsv, HeldOutShapesOfXlasH100Table) {
   // 10 % for bf16 (9.5 %) and for f32 (9.8 %) — a 4× spacing of the grid costs that much — while
   // the roofline (75 % of H100's 989 TFLOP/s with wave quantization) misses the same bf16 shapes
   // by 51 % on average, being blind to the launch-bound small GeMMs (256³: 6.5 TFLOP/s measured).
-  const Measurements all = read_gemm_table_csv(read(kXlaGrid), kXlaGrid);
+  const Measurements all = read_gemm_table_csv(realdata(kXlaGrid), kXlaGrid);
   const auto on_coarse_grid = [](const GemmSample& g) {
     const auto coarse = [](double x) { return x == 256 || x == 1024 || x == 4096; };
     return coarse(g.m) && coarse(g.n) && coarse(g.k);

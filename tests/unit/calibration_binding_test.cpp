@@ -5,10 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
-#include "calibrate/fit/nccl_tests_log.hpp"
-#include "calibrate/fit/profile_builder.hpp"
 #include "sim/core/error.hpp"
 #include "sim/cluster/link_graph.hpp"
 #include "sim/network/analytic_model.hpp"
@@ -21,15 +18,7 @@ namespace {
 
 using network::CollectiveKind;
 
-calibration::Profile profile_from_log(const std::string& name) {
-  std::ifstream in(std::string(MOESIM_SOURCE_DIR) + "/tests/data/realdata/" + name);
-  std::stringstream b;
-  b << in.rdbuf();
-  calibrate::Measurements m;
-  m.file = name;
-  m.series = calibrate::read_nccl_tests_log(b.str(), name, {.collective = "", .gpus_per_node = 8, .table = {}});
-  return calibrate::build_profile({m}, {});
-}
+using test::profile_from_log;
 
 TEST(CalibrationBinding, SimulatedAllReduceReproducesTheFitOnItsShape) {
   // Log 09: all_reduce on the 8 H100 of one node. On one 8-GPU node, moesim's ring all-reduce of
@@ -224,14 +213,10 @@ TEST(CalibrationBinding, EpBackwardAttentionTakesTheMeasuredBackwardThroughput) 
   const auto profile = (dir / "attention.json").string();
   std::ofstream(profile) << calibration::profile_to_json(p).dump();
 
-  auto doc = schema::Json::parse(R"({
-    "name": "small",
-    "cluster": {"gpu": "h100-sxm5-80gb", "levels": [{"name": "gpu", "count": 2, "bandwidth": "100GB/s", "latency": "1us"}]},
-    "model": {"layers": 1, "hidden": 256, "ffn_hidden": 512, "experts": 2, "top_k": 1, "heads": 4},
-    "training": {"sequence_length": 128},
-    "routing": {"sampling": "expected"},
-    "strategy": {"name": "ep"}
-  })");
+  auto doc = schema::Json::parse(test::kSmallEp);  // as in ep_strategy_test's serial schedule
+  doc["cluster"]["levels"][0]["count"] = 2;
+  doc["model"]["layers"] = 1;
+  doc["model"]["experts"] = 2;
   const auto iteration = [](const schema::Json& d) {
     simulation::Simulation sim(test::scenario_from(d.dump()));
     sim.run();

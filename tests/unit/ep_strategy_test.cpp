@@ -9,17 +9,7 @@ using namespace moesim;
 
 namespace {
 
-// 4 GPUs on one 100 GB/s switch; 2 MoE layers, H 256, M 512, 4 experts, top-1, 4 heads, no
-// vocabulary; 128 tokens per GPU, one microbatch, bf16, dropless uniform routing by expected
-// shares (every source sends exactly 1/E of its tokens to each expert).
-const char* kSmall = R"({
-  "name": "small",
-  "cluster": {"gpu": "h100-sxm5-80gb", "levels": [{"name": "gpu", "count": 4, "bandwidth": "100GB/s", "latency": "1us"}]},
-  "model": {"layers": 2, "hidden": 256, "ffn_hidden": 512, "experts": 4, "top_k": 1, "heads": 4},
-  "training": {"sequence_length": 128},
-  "routing": {"sampling": "expected"},
-  "strategy": {"name": "ep"}
-})";
+using test::kSmallEp;
 
 std::unique_ptr<simulation::Simulation> run(const std::string& json) {
   auto sim = std::make_unique<simulation::Simulation>(test::scenario_from(json));
@@ -31,7 +21,7 @@ std::unique_ptr<simulation::Simulation> run(const std::string& json) {
 }  // namespace
 
 TEST(EpStrategy, CommunicatedBytesMatchHandCount) {
-  const auto sim = run(kSmall);
+  const auto sim = run(kSmallEp);
   const auto& ns = sim->network_stats();
   // Dispatch per GPU and layer: D = T·k·H·b = 128·1·256·2 = 65536 B; an even all-to-all over 4
   // GPUs moves 4·D·3/4 = 196608 B. Four all-to-alls per layer (dispatch and combine, forward and
@@ -54,14 +44,14 @@ TEST(EpStrategy, CommunicatedBytesMatchHandCount) {
 }
 
 TEST(EpStrategy, TheSameScenarioGivesTheSameResults) {
-  EXPECT_EQ(run(kSmall)->results().dump(), run(kSmall)->results().dump());
+  EXPECT_EQ(run(kSmallEp)->results().dump(), run(kSmallEp)->results().dump());
 }
 
 TEST(EpStrategy, CapacityFactorDropsTheHotExpertsOverflow) {
   // 2 experts, Zipf s = 1: popularity 2/3 and 1/3 (in a seeded order). 1200 tokens, top-1,
   // capacity factor 1: capacity ceil(1200/2) = 600 per source and expert; the hot expert is
   // offered 800 and drops 200 per source: 1/6 of all copies, 400 over 2 GPUs.
-  auto doc = schema::Json::parse(kSmall);
+  auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"]["levels"][0]["count"] = 2;
   doc["model"]["experts"] = 2;
   doc["model"]["layers"] = 1;
@@ -76,7 +66,7 @@ TEST(EpStrategy, CapacityFactorDropsTheHotExpertsOverflow) {
 TEST(EpStrategy, SkewedRoutingMakesTheHotGpuTheSlowest) {
   // With Zipf routing and no capacity limit the GPU holding the hottest expert computes most:
   // its expert busy time exceeds the mean.
-  auto doc = schema::Json::parse(kSmall);
+  auto doc = schema::Json::parse(kSmallEp);
   doc["routing"] = {{"kind", "zipf"}, {"zipf_exponent", 1.2}};
   const auto r = run(doc.dump())->results();
   EXPECT_GT(r["busy_ms"]["expert"]["max"].get<double>(), 1.2 * r["busy_ms"]["expert"]["mean"].get<double>());
@@ -84,7 +74,7 @@ TEST(EpStrategy, SkewedRoutingMakesTheHotGpuTheSlowest) {
 
 TEST(EpStrategy, PipeliningOverlapsAllToAllWithExperts) {
   // Slow network, large experts: splitting into 4 chunks hides part of the all-to-all.
-  auto doc = schema::Json::parse(kSmall);
+  auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"]["levels"][0]["bandwidth"] = "25Gbps";
   doc["model"]["ffn_hidden"] = 8192;
   doc["training"]["sequence_length"] = 4096;
@@ -101,7 +91,7 @@ TEST(EpStrategy, MemoryFootprintByHand) {
   // gpt-medium-moe on 8 GPUs, EP 8: replicated params 12·(4·1024² + 2·1024) + 12·1024·32 +
   // 2·50257·1024 = 153675776; local experts 12 layers × 4 × 2·1024·4096 = 402653184. In bf16:
   // weights and gradients 2 B/param, Adam 12 B/param.
-  auto doc = schema::Json::parse(kSmall);
+  auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"]["levels"][0]["count"] = 8;
   doc["model"] = {{"preset", "gpt-medium-moe"}};
   simulation::Simulation sim(test::scenario_from(doc.dump()));
@@ -114,7 +104,7 @@ TEST(EpStrategy, MemoryFootprintByHand) {
 
 TEST(EpStrategy, ModelThatDoesNotFitIsRefused) {
   // Mixtral-8x7B on two 16 GB T4s: 23B parameters per GPU at 16 B each is ~370 GB.
-  auto doc = schema::Json::parse(kSmall);
+  auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"] = schema::Json::parse(
       R"({"gpu": "t4-16gb", "levels": [{"name": "gpu", "count": 2, "bandwidth": "16GB/s", "latency": "5us"}]})");
   doc["model"] = {{"preset", "mixtral-8x7b"}};
@@ -130,7 +120,7 @@ TEST(EpStrategy, ModelThatDoesNotFitIsRefused) {
 }
 
 TEST(EpStrategy, ExpertsNotDivisibleByEpSizeIsAnInputError) {
-  auto doc = schema::Json::parse(kSmall);
+  auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"]["levels"][0]["count"] = 6;
   doc["strategy"]["ep_size"] = 3;  // 4 experts over 3 ranks
   simulation::Simulation sim(test::scenario_from(doc.dump(), "ep.json"));
@@ -146,7 +136,7 @@ TEST(EpStrategy, ExpertsNotDivisibleByEpSizeIsAnInputError) {
 TEST(EpStrategy, ExpertDataParallelAllReduceWhenEpIsSmallerThanTheCluster) {
   // 4 GPUs, EP 2: two EP groups, each expert lives on 2 GPUs, so expert gradients are all-reduced
   // over pairs: per layer 2 all-reduces (one per EP rank) of 2 experts × 2·256·512 params.
-  auto doc = schema::Json::parse(kSmall);
+  auto doc = schema::Json::parse(kSmallEp);
   doc["strategy"]["ep_size"] = 2;
   const auto sim = run(doc.dump());
   const auto& ar = sim->network_stats().by_kind[static_cast<int>(network::CollectiveKind::AllReduce)];
@@ -160,7 +150,7 @@ TEST(EpStrategy, SampledRoutingConservesTokensAndVariesPerSource) {
   // Per-source multinomial draws: every source still routes exactly T·k copies (128 per GPU and
   // layer, 4 GPUs, 2 layers: 1024 in all), but the experts no longer receive exactly 1/E each,
   // so the busiest GPU computes more than the mean even under uniform popularity.
-  auto doc = schema::Json::parse(kSmall);
+  auto doc = schema::Json::parse(kSmallEp);
   doc["routing"]["sampling"] = "sampled";
   doc["training"]["sequence_length"] = 4096;
   const auto r = run(doc.dump())->results();
@@ -181,7 +171,7 @@ TEST(EpStrategy, RunTooLargeForThisMachineIsRefusedWithTheEstimate) {
   // 1000 DCs × 8 GPUs for 65535 iterations. The ep estimate per iteration is
   // G·(microbatches·(layers·(8 + 6·P) + 4) + 2·layers + 4) = 8000·(172 + 24 + 4) = 1.6 M tasks,
   // at 120 B each: 1.6e6 × 65535 × 120 ≈ 12.6 TB — refused before anything is built.
-  auto doc = schema::Json::parse(kSmall);
+  auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"] = {{"preset", "hybridep-1000dc"}};
   doc["model"] = {{"preset", "gpt-medium-moe"}, {"experts", 8000}};
   doc["training"]["iterations"] = 65535;
@@ -205,7 +195,7 @@ TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {
   //   + max(embed', all-reduce) + optimizer.
   // Component costs come from the compute and network models (each tested on its own); the
   // schedule is what this test checks.
-  auto doc = schema::Json::parse(kSmall);
+  auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"]["levels"][0]["count"] = 2;
   doc["model"]["layers"] = 1;
   doc["model"]["experts"] = 2;

@@ -2,12 +2,8 @@
 // when nothing contends, and contention when something does.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <numeric>
-#include <sstream>
 
-#include "calibrate/fit/nccl_tests_log.hpp"
-#include "calibrate/fit/profile_builder.hpp"
 #include "sim/cluster/link_graph.hpp"
 #include "sim/network/analytic_model.hpp"
 #include "sim/network/flow_executor.hpp"
@@ -171,14 +167,8 @@ TEST(FlowModel, AgreesWithAnalyticOnCalibratedCollectives) {
   // the flow model what the analytic model gives, which is the fit (calibration_binding_test).
   // The flow model scales the calibrated level's link demand by β_calibrated / β_topology and
   // leaves finer levels at their links' bandwidth when the coarsest level crossed is calibrated.
-  const std::string name = "19_b200_hgx_vultr_8gpu_and_2node16gpu_ib_allreduce_allgather_alltoall_fullsweep.txt";
-  std::ifstream in(std::string(MOESIM_SOURCE_DIR) + "/tests/data/realdata/" + name);
-  std::stringstream text;
-  text << in.rdbuf();
-  calibrate::Measurements m;
-  m.file = name;
-  m.series = calibrate::read_nccl_tests_log(text.str(), name, {.collective = "", .gpus_per_node = 8, .table = {}});
-  const calibration::Profile profile = calibrate::build_profile({m}, {});
+  const calibration::Profile profile =
+      test::profile_from_log("19_b200_hgx_vultr_8gpu_and_2node16gpu_ib_allreduce_allgather_alltoall_fullsweep.txt");
   Bench b(test::loader().load(std::string(MOESIM_SOURCE_DIR) + "/scenarios/calibrated-b200.json").topology());
   ASSERT_EQ(simulation::bind_collectives(profile, b.topo, Algorithm::Ring, b.params).at("used").size(), 6u);
   for (const std::uint32_t ranks : {8u, 16u}) {

@@ -1,8 +1,12 @@
 // Helpers shared by the unit tests: load scenarios from inline JSON with the repository's presets.
 #pragma once
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
+#include "calibrate/fit/nccl_tests_log.hpp"
+#include "calibrate/fit/profile_builder.hpp"
 #include "sim/cluster/topology.hpp"
 #include "sim/scenario/scenario.hpp"
 
@@ -23,6 +27,34 @@ inline cluster::Level level(const char* name, std::uint32_t count, const char* b
                             double oversubscription = 1) {
   return cluster::Level{name, count, cluster::Fabric::Switch, *parse_bandwidth(bw), *parse_time(latency), oversubscription};
 }
+
+// A file of tests/data/realdata (measurements published by others, SOURCES.md there).
+inline std::string realdata(const std::string& name) {
+  std::ifstream in(std::string(MOESIM_SOURCE_DIR) + "/tests/data/realdata/" + name);
+  std::stringstream b;
+  b << in.rdbuf();
+  return b.str();
+}
+
+// The profile `moesim calibrate fit LOG --gpus-per-node 8` fits from a real nccl-tests log.
+inline calibration::Profile profile_from_log(const std::string& name) {
+  calibrate::Measurements m;
+  m.file = name;
+  m.series = calibrate::read_nccl_tests_log(realdata(name), name, {.collective = "", .gpus_per_node = 8, .table = {}});
+  return calibrate::build_profile({m}, {});
+}
+
+// The ep tests' small scenario: 4 GPUs on one 100 GB/s switch; 2 MoE layers, H 256, M 512, 4 experts, top-1, 4 heads, no
+// vocabulary; 128 tokens per GPU, one microbatch, bf16, dropless uniform routing by expected
+// shares (every source sends exactly 1/E of its tokens to each expert).
+inline constexpr const char* kSmallEp = R"({
+  "name": "small",
+  "cluster": {"gpu": "h100-sxm5-80gb", "levels": [{"name": "gpu", "count": 4, "bandwidth": "100GB/s", "latency": "1us"}]},
+  "model": {"layers": 2, "hidden": 256, "ffn_hidden": 512, "experts": 4, "top_k": 1, "heads": 4},
+  "training": {"sequence_length": 128},
+  "routing": {"sampling": "expected"},
+  "strategy": {"name": "ep"}
+})";
 
 inline scenario::Loader loader() { return scenario::Loader(MOESIM_SOURCE_DIR); }
 
