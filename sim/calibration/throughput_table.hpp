@@ -36,7 +36,7 @@ class LogTable {
   struct Error {
     double mean = 0, max = 0;
   };
-  // Leave-one-out relative error of a channel over the points that have enough neighbours.
+  // Leave-one-out relative error of a channel's throughput, each point predicted from all the others.
   Error leave_one_out(int channel = 0) const;
 
  private:
