@@ -118,17 +118,20 @@ int cmd_run(const Common& c) {
     }
   }
   sim.check();
-  sim.run();
+  simulation::RunOptions options;
+  options.trace = c.trace;
+  options.trace_gpus = traced;
+  sim.run(options);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Everything succeeded: now write.
   fs::create_directories(out);
-  cli::write_file(out / "results.json", sim.results().dump(2) + "\n");
+  cli::write_file(out / "results.json", sim.results_json().dump(2) + "\n");
   cli::write_file(out / "scenario.effective.json", sim.scenario().effective.dump(2) + "\n");
   if (c.trace) {
     const fs::path tmp = out / "trace.json.tmp";
     {
       std::ofstream t(tmp, std::ios::binary);
-      sim.write_trace(t, traced);
+      sim.write_trace(t);
     }
     fs::rename(tmp, out / "trace.json");
   }

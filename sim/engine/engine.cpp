@@ -1,15 +1,30 @@
 #include "sim/engine/engine.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
 
 namespace moesim::engine {
 
-Engine::Engine(std::uint32_t gpus, std::uint8_t streams_per_gpu)
-    : gpus_(gpus), streams_per_gpu_(streams_per_gpu), streams_(static_cast<std::size_t>(gpus) * streams_per_gpu) {
+static_assert(sizeof(Task) == 64, "a task record is 64 bytes");
+
+namespace {
+std::vector<StreamSpec> default_streams(std::uint8_t n) {
+  std::vector<StreamSpec> s;
+  for (std::uint8_t i = 0; i < n; ++i) s.push_back({i == 0 ? "compute" : fmt::format("stream {}", i), i == 0});
+  return s;
+}
+}  // namespace
+
+Engine::Engine(std::uint32_t gpus, std::vector<StreamSpec> streams)
+    : gpus_(gpus), specs_(std::move(streams)), streams_(static_cast<std::size_t>(gpus) * specs_.size()), rates_(gpus) {
+  if (specs_.empty() || specs_.size() > 255) invariant_failed(fmt::format("{} streams per GPU", specs_.size()));
   intern("");
 }
+
+Engine::Engine(std::uint32_t gpus, std::uint8_t streams) : Engine(gpus, default_streams(streams)) {}
 
 std::uint16_t Engine::intern(std::string_view name) {
   auto it = name_index_.find(std::string(name));
@@ -21,109 +36,173 @@ std::uint16_t Engine::intern(std::string_view name) {
   return id;
 }
 
-void Engine::reserve(std::size_t tasks, std::size_t edges) {
-  tasks_.reserve(tasks);
-  edges_.reserve(edges);
-}
-
-TaskId Engine::add_compute(std::uint32_t gpu, std::uint8_t stream, Time duration, const Label& label) {
-  if (ran_) invariant_failed("task added after the engine ran");
-  if (gpu >= gpus_ || stream >= streams_per_gpu_)
+TaskId Engine::add_task(std::uint32_t gpu, std::uint8_t stream, Time duration, const Label& label, double sm_share) {
+  if (gpu >= gpus_ || stream >= specs_.size())
     invariant_failed(fmt::format("task on GPU {} stream {} outside the {} GPUs x {} streams", gpu, stream, gpus_,
-                                 streams_per_gpu_));
+                                 specs_.size()));
   if (duration < 0) invariant_failed(fmt::format("negative duration {} ps", duration));
-  if (tasks_.size() >= kNone - 1) invariant_failed("more than 2^32 tasks");
-  const auto id = static_cast<TaskId>(tasks_.size());
-  Task& t = tasks_.emplace_back();
+  if (!(sm_share >= 0 && sm_share <= 1)) invariant_failed(fmt::format("SM share {} outside [0, 1]", sm_share));
+  if (task_count() >= kNone - 1) invariant_failed("more than 2^32 tasks in one run");
+  const auto id = static_cast<TaskId>(task_count());
+  Task& t = tasks_.push_back();
   t.duration = duration;
   t.gpu = gpu;
   t.stream = stream;
   t.label = label;
-  Stream& s = stream_of(t);
-  if (s.tail != kNone) tasks_[s.tail].next_in_stream = id;
+  t.sm_share = static_cast<float>(sm_share);
+  Stream& s = streams_[index(gpu, stream)];
+  // A stream whose head is gone has run everything added to it: the new task is its head.
+  if (s.head != kNone) at(s.tail).next_in_stream = id;
   else s.head = id;
   s.tail = id;
+  if (began_) fresh_.push_back(id);
   return id;
+}
+
+TaskId Engine::add_compute(std::uint32_t gpu, std::uint8_t stream, Time duration, const Label& label, double sm_share) {
+  return add_task(gpu, stream, duration, label, sm_share);
 }
 
 CollectiveId Engine::add_collective(std::uint32_t members, WorkKind kind) {
   if (members == 0) invariant_failed("collective with no members");
-  const auto id = static_cast<CollectiveId>(collectives_.size());
-  Collective& c = collectives_.emplace_back();
+  if (collective_count() >= kNone - 1) invariant_failed("more than 2^32 collectives in one run");
+  const auto id = static_cast<CollectiveId>(collective_count());
+  Collective& c = collectives_.push_back();
   c.expected = members;
   c.kind = kind;
+  c.members.reserve(members);
   return id;
 }
 
-TaskId Engine::add_member(CollectiveId id, std::uint32_t gpu, std::uint8_t stream, const Label& label) {
-  Collective& c = collectives_.at(id);
-  if (c.added == c.expected)
-    invariant_failed(fmt::format("collective {} has more members than the {} declared", id, c.expected));
-  ++c.added;
-  const TaskId t = add_compute(gpu, stream, 0, label);
-  tasks_[t].type = TaskType::CollectiveMember;
-  tasks_[t].collective = id;
+TaskId Engine::add_member(CollectiveId id, std::uint32_t gpu, std::uint8_t stream, const Label& label, double sm_share) {
+  if (!collectives_.live(id)) invariant_failed(fmt::format("member of unknown collective {}", id));
+  if (coll(id).members.size() == coll(id).expected)
+    invariant_failed(fmt::format("collective {} has more members than the {} declared", id, coll(id).expected));
+  const TaskId t = add_task(gpu, stream, 0, label, sm_share);
+  at(t).type = TaskType::CollectiveMember;
+  at(t).collective = id;
+  coll(id).members.push_back(t);
   return t;
 }
 
+bool Engine::finished(TaskId id) const { return id < tasks_.front() || at(id).end >= 0; }
+
 void Engine::depend(TaskId before, TaskId after) {
-  if (before >= tasks_.size() || after >= tasks_.size() || before == after)
+  if (before >= task_count() || !tasks_.live(after) || before == after)
     invariant_failed(fmt::format("bad dependency {} -> {}", before, after));
-  edges_.emplace_back(before, after);
-  ++tasks_[after].deps_left;
-}
-
-std::span<const TaskId> Engine::members(CollectiveId id) const {
-  return {members_.data() + member_offsets_[id], members_.data() + member_offsets_[id + 1]};
-}
-
-void Engine::seal() {
-  // Successor lists and collective member lists in compressed-row form (counting sort): two flat
-  // arrays instead of one heap vector per task, which matters at millions of tasks.
-  succ_offsets_.assign(tasks_.size() + 1, 0);
-  for (const auto& [from, to] : edges_) ++succ_offsets_[from + 1];
-  for (std::size_t i = 0; i < tasks_.size(); ++i) succ_offsets_[i + 1] += succ_offsets_[i];
-  succ_.resize(edges_.size());
-  {
-    std::vector<std::uint32_t> fill(succ_offsets_.begin(), succ_offsets_.end() - 1);
-    for (const auto& [from, to] : edges_) succ_[fill[from]++] = to;
+  if (at(after).start >= 0) invariant_failed(fmt::format("dependency {} -> {} added after {} started", before, after, after));
+  if (finished(before)) return;
+  std::uint32_t e;
+  if (free_edge_ != kNone) {
+    e = free_edge_;
+    free_edge_ = edges_[e].next;
+  } else {
+    e = static_cast<std::uint32_t>(edges_.size());
+    edges_.emplace_back();
   }
-  edges_.clear();
-  edges_.shrink_to_fit();
-
-  member_offsets_.assign(collectives_.size() + 1, 0);
-  for (const Task& t : tasks_)
-    if (t.collective != kNone) ++member_offsets_[t.collective + 1];
-  for (std::size_t i = 0; i < collectives_.size(); ++i) {
-    if (collectives_[i].added != collectives_[i].expected)
-      invariant_failed(fmt::format("collective {} declared {} members but {} were added", i,
-                                   collectives_[i].expected, collectives_[i].added));
-    member_offsets_[i + 1] += member_offsets_[i];
+  Task& b = at(before);
+  // Successors are kept in the order added (they are started in that order), in a circular list
+  // whose last edge points to the first.
+  if (b.last_successor != kNone) {
+    edges_[e] = {after, edges_[b.last_successor].next};
+    edges_[b.last_successor].next = e;
+  } else {
+    edges_[e] = {after, e};
   }
-  members_.resize(member_offsets_.back());
-  std::vector<std::uint32_t> fill(member_offsets_.begin(), member_offsets_.end() - 1);
-  for (std::size_t i = 0; i < tasks_.size(); ++i)
-    if (tasks_[i].collective != kNone) members_[fill[tasks_[i].collective]++] = static_cast<TaskId>(i);
+  b.last_successor = e;
+  ++at(after).deps_left;
 }
 
-void Engine::push(Time time, std::uint32_t id, EventType type) {
+Time Engine::running_since(std::uint32_t gpu) const {
+  Time since = now_;
+  for (std::uint8_t s = 0; s < specs_.size(); ++s) {
+    const TaskId h = streams_[index(gpu, s)].head;
+    if (h != kNone && at(h).start >= 0) since = std::min(since, at(h).start);
+  }
+  return since;
+}
+
+void Engine::push(Time time, std::uint32_t id, EventType type, std::uint32_t version) {
   if (time < now_) invariant_failed(fmt::format("event scheduled in the past ({} < {} ps)", time, now_));
-  queue_.push(Event{time, seq_++, id, type});
+  queue_.push(Event{time, seq_++, id, version, type});
 }
 
 void Engine::finish_collective_at(CollectiveId id, Time when) { push(when, id, EventType::CollectiveEnd); }
 
 void Engine::set_timer(std::uint32_t token, Time when) { push(when, token, EventType::Timer); }
 
+template <typename F>
+void Engine::for_running_shared(std::uint32_t gpu, F f) {
+  for (std::uint8_t s = 0; s < specs_.size(); ++s) {
+    const TaskId h = streams_[index(gpu, s)].head;
+    if (h == kNone) continue;
+    Task& t = at(h);
+    if (t.start >= 0 && t.end < 0 && shares_sms(t)) f(h, t);
+  }
+}
+
+void Engine::enter_generic(std::uint32_t gpu) {
+  GpuRate& r = rates_[gpu];
+  if (r.generic) return;
+  // Until now every running shared task had the GPU to itself.
+  for_running_shared(gpu, [&](TaskId id, Task& t) { slowed_[id].remaining = static_cast<double>(t.duration - (now_ - t.start)); });
+  r.generic = true;
+  r.since = now_;
+  r.rate = 1;
+}
+
+void Engine::settle(std::uint32_t gpu) {
+  GpuRate& r = rates_[gpu];
+  const double done = static_cast<double>(now_ - r.since) * r.rate;
+  if (done > 0)
+    for_running_shared(gpu, [&](TaskId id, Task&) {
+      double& left = slowed_[id].remaining;
+      left = std::max(0.0, left - done);
+    });
+  r.since = now_;
+}
+
+void Engine::reschedule(std::uint32_t gpu) {
+  GpuRate& r = rates_[gpu];
+  r.rate = std::max(0.0, 1.0 - std::min(1.0, r.reserved)) / std::max<std::uint32_t>(1, r.sharing);
+  for_running_shared(gpu, [&](TaskId id, Task&) {
+    Slowed& s = slowed_[id];
+    ++s.version;
+    // With every SM reserved the task stalls until a reservation ends.
+    if (r.rate > 0) push(now_ + static_cast<Time>(std::ceil(s.remaining / r.rate)), id, EventType::TaskEnd, s.version);
+  });
+}
+
+void Engine::reserve(const Task& t, int sign) {
+  GpuRate& r = rates_[t.gpu];
+  enter_generic(t.gpu);
+  settle(t.gpu);
+  r.reservers = static_cast<std::uint32_t>(static_cast<int>(r.reservers) + sign);
+  r.reserved = r.reservers == 0 ? 0.0 : r.reserved + sign * static_cast<double>(t.sm_share);
+  reschedule(t.gpu);
+}
+
 void Engine::try_start(TaskId id) {
-  Task& t = tasks_[id];
-  if (t.deps_left != 0 || t.start >= 0 || stream_of(t).head != id) return;
+  Task& t = at(id);
+  if (t.deps_left != 0 || t.start >= 0 || streams_[index(t.gpu, t.stream)].head != id) return;
   t.start = now_;
+  for (TaskObserver* o : observers_) o->on_start(*this, id, t);
+  if (t.sm_share > 0) reserve(t, +1);
   if (t.type == TaskType::Compute) {
-    push(now_ + t.duration, id, EventType::TaskEnd);
+    GpuRate& r = rates_[t.gpu];
+    if (!shares_sms(t) || (!r.generic && r.sharing == 0 && r.reserved == 0)) {
+      if (shares_sms(t)) ++r.sharing;
+      push(now_ + t.duration, id, EventType::TaskEnd);
+    } else {
+      enter_generic(t.gpu);
+      settle(t.gpu);
+      slowed_[id].remaining = static_cast<double>(t.duration);
+      ++r.sharing;
+      reschedule(t.gpu);
+    }
     return;
   }
-  Collective& c = collectives_[t.collective];
+  Collective& c = coll(t.collective);
   if (++c.arrived == c.expected) {
     c.start = now_;
     executor_->start(*this, t.collective, now_);
@@ -131,60 +210,126 @@ void Engine::try_start(TaskId id) {
 }
 
 void Engine::finish_task(TaskId id) {
-  Task& t = tasks_[id];
+  Task& t = at(id);
   t.end = now_;
-  ++finished_;
   if (now_ > makespan_) makespan_ = now_;
-  Stream& s = stream_of(t);
+  const Time began = t.type == TaskType::CollectiveMember ? coll(t.collective).start : t.start;
+  for (TaskObserver* o : observers_) o->on_finish(*this, id, t, began);
+  Stream& s = streams_[index(t.gpu, t.stream)];
   s.head = t.next_in_stream;
-  for (std::uint32_t i = succ_offsets_[id]; i < succ_offsets_[id + 1]; ++i) {
-    const TaskId n = succ_[i];
-    if (--tasks_[n].deps_left == 0) try_start(n);
+  if (shares_sms(t)) {
+    GpuRate& r = rates_[t.gpu];
+    if (r.generic) settle(t.gpu);
+    --r.sharing;
+    if (r.generic) {
+      if (r.sharing == 0 && r.reservers == 0) r.generic = false;
+      else reschedule(t.gpu);
+    }
+  } else if (t.sm_share > 0) {
+    reserve(t, -1);
+    GpuRate& r = rates_[t.gpu];
+    if (r.sharing == 0 && r.reservers == 0) r.generic = false;
+  }
+  if (t.last_successor != kNone) {
+    const std::uint32_t last = t.last_successor;
+    t.last_successor = kNone;
+    for (std::uint32_t e = edges_[last].next;;) {
+      const Edge edge = edges_[e];
+      edges_[e].next = free_edge_;
+      free_edge_ = e;
+      if (--at(edge.to).deps_left == 0) try_start(edge.to);
+      if (e == last) break;
+      e = edge.next;
+    }
   }
   if (s.head != kNone) try_start(s.head);
 }
 
-void Engine::run(CollectiveExecutor& executor) {
-  if (ran_) invariant_failed("engine run twice");
-  ran_ = true;
+void Engine::start_fresh() {
+  // Tasks added while running: start those that can, in the order they were added.
+  for (std::size_t i = 0; i < fresh_.size(); ++i) try_start(fresh_[i]);
+  fresh_.clear();
+}
+
+void Engine::retire() {
+  while (!tasks_.empty() && tasks_[tasks_.front()].end >= 0) tasks_.pop_front();
+  while (!collectives_.empty() && collectives_[collectives_.front()].end >= 0) {
+    collectives_[collectives_.front()].members = {};
+    collectives_.pop_front();
+  }
+}
+
+void Engine::begin(CollectiveExecutor& executor) {
+  if (began_) invariant_failed("engine run twice");
+  began_ = true;
   executor_ = &executor;
-  seal();
   for (const Stream& s : streams_)
     if (s.head != kNone) try_start(s.head);
-  while (!queue_.empty()) {
+}
+
+bool Engine::advance(const std::function<bool()>& stop) {
+  if (!began_) invariant_failed("engine advanced before begin");
+  for (;;) {
+    if (!fresh_.empty()) start_fresh();
+    if (queue_.empty()) return false;
     const Event ev = queue_.top();
     queue_.pop();
     now_ = ev.time;
     ++events_;
     switch (ev.type) {
-      case EventType::TaskEnd: finish_task(ev.id); break;
+      case EventType::TaskEnd: {
+        // An end event is stale when the task's end moved since (SM sharing changed its rate).
+        const Task* t = task(ev.id);
+        if (!t || t->end >= 0) break;
+        const auto slow = slowed_.find(ev.id);
+        if (ev.version != (slow == slowed_.end() ? 0 : slow->second.version)) break;
+        if (slow != slowed_.end()) slowed_.erase(slow);
+        finish_task(ev.id);
+        break;
+      }
       case EventType::CollectiveEnd: {
-        Collective& c = collectives_[ev.id];
+        Collective& c = coll(ev.id);
         c.end = now_;
-        for (TaskId m : members(ev.id)) finish_task(m);
+        for (TaskId m : c.members) finish_task(m);
         break;
       }
       case EventType::Timer: executor_->on_timer(*this, ev.id, now_); break;
     }
-  }
-  if (finished_ != tasks_.size()) {
-    for (std::size_t i = 0; i < tasks_.size(); ++i)
-      if (tasks_[i].end < 0)
-        invariant_failed(fmt::format("deadlock: {} of {} tasks finished; first stuck: {}", finished_, tasks_.size(),
-                                     describe(static_cast<TaskId>(i))));
+    retire();
+    if (stop && stop()) return true;
   }
 }
 
-std::string Engine::describe(TaskId id) const {
-  const Task& t = tasks_.at(id);
-  std::string what = fmt::format("task {} '{}' ({} {}, iteration {} layer {} microbatch {} chunk {}) on GPU {} stream {}",
-                                 id, names_[t.label.name], to_string(t.label.phase), to_string(t.label.kind),
-                                 t.label.iteration, t.label.layer, t.label.microbatch, t.label.chunk, t.gpu, t.stream);
-  if (t.collective != kNone) {
-    const Collective& c = collectives_[t.collective];
-    what += fmt::format(", member of collective {} ({} of {} members arrived)", t.collective, c.arrived, c.expected);
+void Engine::finish() {
+  if (!fresh_.empty()) start_fresh();
+  if (!queue_.empty()) invariant_failed("engine finished with events pending");
+  std::uint64_t done = tasks_.front(), stuck = kNone;
+  for (std::uint64_t i = tasks_.front(); i < tasks_.end(); ++i) {
+    if (tasks_[i].end >= 0) ++done;
+    else if (stuck == kNone) stuck = i;
   }
-  if (t.deps_left) what += fmt::format(", waiting on {} dependencies", t.deps_left);
+  if (stuck != kNone)
+    invariant_failed(fmt::format("deadlock: {} of {} tasks finished; first stuck: {}", done, task_count(),
+                                 describe(static_cast<TaskId>(stuck))));
+}
+
+void Engine::run(CollectiveExecutor& executor) {
+  begin(executor);
+  advance();
+  finish();
+}
+
+std::string Engine::describe(TaskId id) const {
+  const Task* t = task(id);
+  if (!t) return fmt::format("task {} (finished)", id);
+  std::string what = fmt::format("task {} '{}' ({} {}, iteration {} layer {} microbatch {} chunk {}) on GPU {} stream {}",
+                                 id, names_[t->label.name], to_string(t->label.phase), to_string(t->label.kind),
+                                 t->label.iteration, t->label.layer, t->label.microbatch, t->label.chunk, t->gpu,
+                                 t->stream);
+  if (const Collective* c = collective(t->collective)) {
+    what += fmt::format(", member of collective {} ({} of {} members arrived)", t->collective, c->arrived, c->expected);
+  }
+  if (t->deps_left) what += fmt::format(", waiting on {} dependencies", t->deps_left);
   return what;
 }
 

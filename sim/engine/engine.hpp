@@ -1,21 +1,36 @@
 // The discrete-event engine. Time is integer picoseconds; events at equal times run in the order
 // they were scheduled (a sequence number breaks ties), so a scenario always replays identically.
 //
-// Each GPU has `streams_per_gpu` in-order streams (stream 0 computes, the others communicate, as
-// CUDA streams). A task starts when it is at the head of its stream, the task before it on that
-// stream has finished, and all its dependencies are done. A collective is a set of member tasks,
-// one per participating GPU; it starts when the last member has arrived (NCCL semantics) and its
-// duration comes from a CollectiveExecutor (the network model), which may also set timers.
+// Each GPU has the same set of in-order streams (StreamSpec: a name, and whether its kernels
+// compute on the GPU's SMs), as CUDA streams. A task starts when it is at the head of its stream,
+// the task before it on that stream has finished, and all its dependencies are done. A collective
+// is a set of member tasks, one per participating GPU; it starts when the last member has arrived
+// (NCCL semantics) and its duration comes from a CollectiveExecutor (the network model), which may
+// also set timers.
+//
+// SM sharing. A task may reserve a share s of its GPU's SMs while it runs (a fused dispatch kernel,
+// a communication kernel polling for peers: from its start, or its arrival at a rendezvous, to its
+// end). Compute tasks on computing streams that reserve nothing share what is left: with reserved
+// shares S (at most 1) and n of them running, each progresses at (1 − S)/n of its full rate, and
+// its end moves whenever S or n changes. With nothing reserved and one compute stream, every
+// compute task simply takes its duration.
+//
+// Appending while running. Tasks may be added at any time, also between begin() and finish(): a
+// dependency on a task that has already finished is met at once, and a new task that can start
+// starts at the current time, before the next event. Finished tasks and collectives are retired
+// from the front of the program (memory stays bounded however many iterations are appended);
+// observers (TaskObserver) see every task start and finish, which is how results are recorded.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <queue>
-#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "sim/engine/block_queue.hpp"
 #include "sim/engine/task.hpp"
 
 namespace moesim::engine {
@@ -31,44 +46,78 @@ class CollectiveExecutor {
   virtual void on_timer(Engine& /*engine*/, std::uint32_t /*token*/, Time /*now*/) {}
 };
 
+// Sees every task start and finish (recorders of results, traces, the run loop).
+class TaskObserver {
+ public:
+  virtual ~TaskObserver() = default;
+  virtual void on_start(const Engine& /*engine*/, TaskId /*id*/, const Task& /*task*/) {}
+  // `began`: when the task's work began (its start; for a collective member, its collective's
+  // start, after the wait at the rendezvous).
+  virtual void on_finish(const Engine& /*engine*/, TaskId /*id*/, const Task& /*task*/, Time /*began*/) {}
+};
+
 struct Collective {
   std::uint32_t expected = 0;  // members, declared up front
-  std::uint32_t added = 0;
   std::uint32_t arrived = 0;
   Time start = -1;
   Time end = -1;
   WorkKind kind = WorkKind::AllToAll;
+  std::vector<TaskId> members;  // in the order added: members[r] is rank r's task
+};
+
+struct StreamSpec {
+  std::string name;     // for traces, e.g. "compute", "comm: dispatch"
+  bool computes = false;  // its compute kernels share the GPU's SMs (see the header comment)
 };
 
 class Engine {
  public:
-  Engine(std::uint32_t gpus, std::uint8_t streams_per_gpu);
+  Engine(std::uint32_t gpus, std::vector<StreamSpec> streams);
+  // `streams` streams per GPU: stream 0 computes, the others communicate.
+  Engine(std::uint32_t gpus, std::uint8_t streams);
 
   std::uint16_t intern(std::string_view name);
   const std::vector<std::string>& names() const { return names_; }
 
-  TaskId add_compute(std::uint32_t gpu, std::uint8_t stream, Time duration, const Label& label);
+  // `sm_share`: share of the GPU's SMs the task reserves while it runs (0: none).
+  TaskId add_compute(std::uint32_t gpu, std::uint8_t stream, Time duration, const Label& label, double sm_share = 0);
   CollectiveId add_collective(std::uint32_t members, WorkKind kind);
   // The member task of `gpu` in collective `id`; members are numbered in the order they are added.
-  TaskId add_member(CollectiveId id, std::uint32_t gpu, std::uint8_t stream, const Label& label);
-  // `after` cannot start before `before` has finished.
+  TaskId add_member(CollectiveId id, std::uint32_t gpu, std::uint8_t stream, const Label& label, double sm_share = 0);
+  // `after` cannot start before `before` has finished (met at once if it has).
   void depend(TaskId before, TaskId after);
-  void reserve(std::size_t tasks, std::size_t edges);
+  void add_observer(TaskObserver* observer) { observers_.push_back(observer); }
 
-  // Runs to completion. Aborts naming the first stuck task if the program deadlocks.
+  // Runs to completion: begin, advance until no event is left, finish.
   void run(CollectiveExecutor& executor);
+  // Starts what can start at time 0.
+  void begin(CollectiveExecutor& executor);
+  // Processes events until `stop()` holds after one (returns true) or none is left (false).
+  bool advance(const std::function<bool()>& stop = {});
+  // Aborts naming the first stuck task if any task has not finished (a deadlocked program).
+  void finish();
 
   // For executors.
   void finish_collective_at(CollectiveId id, Time when);
   void set_timer(std::uint32_t token, Time when);
   Time now() const { return now_; }
 
-  // Results.
-  const std::vector<Task>& tasks() const { return tasks_; }
-  const std::vector<Collective>& collectives() const { return collectives_; }
-  std::span<const TaskId> members(CollectiveId id) const;
+  // A live (not yet retired) task or collective; null once retired.
+  const Task* task(TaskId id) const { return tasks_.live(id) ? &tasks_[id] : nullptr; }
+  const Collective* collective(CollectiveId id) const { return collectives_.live(id) ? &collectives_[id] : nullptr; }
+  bool finished(TaskId id) const;
+  // The last task added to a stream (kNone if none yet).
+  TaskId stream_tail(std::uint32_t gpu, std::uint8_t stream) const { return streams_[index(gpu, stream)].tail; }
+  // The earliest start of a task running on `gpu` now, or now() if none runs: every task of the
+  // GPU that finishes from now on began at or after it.
+  Time running_since(std::uint32_t gpu) const;
+
   std::uint32_t gpus() const { return gpus_; }
-  std::uint8_t streams_per_gpu() const { return streams_per_gpu_; }
+  std::uint8_t streams_per_gpu() const { return static_cast<std::uint8_t>(specs_.size()); }
+  const std::vector<StreamSpec>& stream_specs() const { return specs_; }
+  std::uint64_t task_count() const { return tasks_.end(); }
+  std::uint64_t collective_count() const { return collectives_.end(); }
+  std::size_t live_tasks() const { return tasks_.size(); }
   std::uint64_t events_processed() const { return events_; }
   Time makespan() const { return makespan_; }
   std::string describe(TaskId id) const;
@@ -79,6 +128,7 @@ class Engine {
     Time time;
     std::uint64_t seq;
     std::uint32_t id;
+    std::uint32_t version;
     EventType type;
     bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
   };
@@ -86,21 +136,56 @@ class Engine {
     TaskId head = kNone;
     TaskId tail = kNone;
   };
+  struct Edge {
+    TaskId to;
+    std::uint32_t next;
+  };
+  // A compute task whose rate changed (SM sharing): work left, in picoseconds at the full rate,
+  // and the version of its pending end event (older ones are stale).
+  struct Slowed {
+    double remaining = 0;
+    std::uint32_t version = 0;
+  };
+  // SM sharing on one GPU (see the header comment); `generic` while a rate may differ from 1.
+  struct GpuRate {
+    double reserved = 0;
+    std::uint32_t reservers = 0;
+    std::uint32_t sharing = 0;
+    bool generic = false;
+    Time since = 0;
+    double rate = 1;
+  };
 
-  void push(Time time, std::uint32_t id, EventType type);
-  void seal();
+  std::size_t index(std::uint32_t gpu, std::uint8_t stream) const { return static_cast<std::size_t>(gpu) * specs_.size() + stream; }
+  Task& at(TaskId id) { return tasks_[id]; }
+  const Task& at(TaskId id) const { return tasks_[id]; }
+  Collective& coll(CollectiveId id) { return collectives_[id]; }
+  TaskId add_task(std::uint32_t gpu, std::uint8_t stream, Time duration, const Label& label, double sm_share);
+  void push(Time time, std::uint32_t id, EventType type, std::uint32_t version = 0);
   void try_start(TaskId id);
   void finish_task(TaskId id);
-  Stream& stream_of(const Task& t) { return streams_[t.gpu * streams_per_gpu_ + t.stream]; }
+  void start_fresh();
+  void retire();
+  bool shares_sms(const Task& t) const { return t.type == TaskType::Compute && t.sm_share == 0 && specs_[t.stream].computes; }
+  // SM sharing: bring running shared tasks' work up to now, then set their new rate and ends.
+  template <typename F>
+  void for_running_shared(std::uint32_t gpu, F f);
+  void enter_generic(std::uint32_t gpu);
+  void settle(std::uint32_t gpu);
+  void reschedule(std::uint32_t gpu);
+  void reserve(const Task& t, int sign);
 
   std::uint32_t gpus_;
-  std::uint8_t streams_per_gpu_;
-  std::vector<Task> tasks_;
+  std::vector<StreamSpec> specs_;
+  BlockQueue<Task> tasks_;              // live tasks, by id
+  BlockQueue<Collective, 8> collectives_;
   std::vector<Stream> streams_;
-  std::vector<Collective> collectives_;
-  std::vector<std::pair<TaskId, TaskId>> edges_;
-  std::vector<std::uint32_t> succ_offsets_, succ_;
-  std::vector<std::uint32_t> member_offsets_, members_;
+  std::vector<GpuRate> rates_;
+  std::unordered_map<TaskId, Slowed> slowed_;
+  std::vector<Edge> edges_;
+  std::uint32_t free_edge_ = kNone;
+  std::vector<TaskId> fresh_;  // added while running, not yet tried
+  std::vector<TaskObserver*> observers_;
   std::vector<std::string> names_;
   std::unordered_map<std::string, std::uint16_t> name_index_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
@@ -109,8 +194,7 @@ class Engine {
   Time makespan_ = 0;
   std::uint64_t seq_ = 0;
   std::uint64_t events_ = 0;
-  std::size_t finished_ = 0;
-  bool ran_ = false;
+  bool began_ = false;
 };
 
 }  // namespace moesim::engine

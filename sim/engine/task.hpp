@@ -49,14 +49,17 @@ struct Label {
 
 enum class TaskType : std::uint8_t { Compute, CollectiveMember };
 
+// 64 bytes: a run holds up to three iterations of these at once.
 struct Task {
-  Time duration = 0;          // compute tasks; collectives get theirs from the network model
-  Time start = -1;            // compute: start; collective member: arrival at the rendezvous
+  Time duration = 0;  // compute: its time with the GPU's SMs to itself; collectives get theirs from the network model
+  Time start = -1;    // compute: start; collective member: arrival at the rendezvous
   Time end = -1;
   std::uint32_t gpu = 0;
-  std::uint32_t next_in_stream = kNone;
-  std::uint32_t collective = kNone;
+  TaskId next_in_stream = kNone;
+  CollectiveId collective = kNone;
   std::uint32_t deps_left = 0;
+  std::uint32_t last_successor = kNone;  // its successors: a circular list in the engine's edge pool
+  float sm_share = 0;                    // share of the GPU's SMs it reserves while it runs (0: none)
   std::uint8_t stream = 0;
   TaskType type = TaskType::Compute;
   Label label;

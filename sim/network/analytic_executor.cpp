@@ -2,13 +2,13 @@
 
 namespace moesim::network {
 
-AnalyticExecutor::AnalyticExecutor(const AnalyticModel& model, const CollectiveProgram& program)
+AnalyticExecutor::AnalyticExecutor(const AnalyticModel& model, CollectiveProgram& program)
     : model_(model), program_(program) {
   stats_.bytes_by_level.assign(model.topology().level_count(), 0.0);
 }
 
 void AnalyticExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time now) {
-  const CollectiveOp& op = program_.ops.at(id);
+  const CollectiveOp& op = program_.op(id);
   const auto& members = program_.groups.members(op.group);
   const CollectiveCost cost = model_.cost(op, members);
   engine.finish_collective_at(id, now + cost.duration);
@@ -20,6 +20,7 @@ void AnalyticExecutor::start(engine::Engine& engine, engine::CollectiveId id, Ti
     stats_.bytes_by_level[l] += cost.bytes_by_level[l];
     k.bytes += cost.bytes_by_level[l];
   }
+  program_.release(id);
 }
 
 }  // namespace moesim::network

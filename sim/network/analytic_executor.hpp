@@ -10,14 +10,14 @@ namespace moesim::network {
 
 class AnalyticExecutor final : public NetworkExecutor {
  public:
-  AnalyticExecutor(const AnalyticModel& model, const CollectiveProgram& program);
+  AnalyticExecutor(const AnalyticModel& model, CollectiveProgram& program);
   void start(engine::Engine& engine, engine::CollectiveId id, Time now) override;
   std::string model_name() const override { return "analytic"; }
   NetworkStats stats() const override { return stats_; }
 
  private:
   const AnalyticModel& model_;
-  const CollectiveProgram& program_;
+  CollectiveProgram& program_;
   NetworkStats stats_;
 };
 

@@ -1,6 +1,10 @@
 #include "sim/network/collective.hpp"
 
+#include <fmt/format.h>
 #include <string>
+
+#include "sim/core/error.hpp"
+#include "sim/network/executor.hpp"
 
 namespace moesim::network {
 
@@ -33,6 +37,28 @@ GroupId GroupTable::intern(std::vector<std::uint32_t> gpus) {
   groups_.push_back(std::move(gpus));
   index_.emplace(std::move(key), id);
   return id;
+}
+
+void CollectiveProgram::add(engine::CollectiveId id, CollectiveOp op) {
+  if (id < base_ + ops_.size()) invariant_failed(fmt::format("collective {} added twice", id));
+  while (base_ + ops_.size() < id) ops_.push_back({{}, true});
+  ops_.push_back({std::move(op), false});
+}
+
+const CollectiveOp& CollectiveProgram::op(engine::CollectiveId id) const {
+  if (id < base_ || id - base_ >= ops_.size() || ops_[id - base_].released)
+    invariant_failed(fmt::format("collective {} has no op (never added, or already released)", id));
+  return ops_[id - base_].op;
+}
+
+void CollectiveProgram::release(engine::CollectiveId id) {
+  if (id < base_ || id - base_ >= ops_.size()) invariant_failed(fmt::format("release of unknown collective {}", id));
+  ops_[id - base_].released = true;
+  ops_[id - base_].op.traffic.reset();
+  while (!ops_.empty() && ops_.front().released) {
+    ops_.pop_front();
+    ++base_;
+  }
 }
 
 }  // namespace moesim::network

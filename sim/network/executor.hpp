@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -11,10 +12,26 @@
 
 namespace moesim::network {
 
-// The collective programme: the op of every engine collective, by CollectiveId.
-struct CollectiveProgram {
+// The collective programme: the op of every engine collective, by CollectiveId. Ops are added as
+// the program grows and released by the executor once their collective is done, so a long run
+// holds only the collectives in flight and ahead.
+class CollectiveProgram {
+ public:
   GroupTable groups;
-  std::vector<CollectiveOp> ops;
+
+  // Ids increase; an id skipped (an engine collective without an op) is never asked for.
+  void add(engine::CollectiveId id, CollectiveOp op);
+  const CollectiveOp& op(engine::CollectiveId id) const;
+  void release(engine::CollectiveId id);
+  std::size_t live() const { return ops_.size(); }
+
+ private:
+  struct Entry {
+    CollectiveOp op;
+    bool released = false;
+  };
+  std::deque<Entry> ops_;
+  engine::CollectiveId base_ = 0;  // id of ops_.front()
 };
 
 struct KindStats {

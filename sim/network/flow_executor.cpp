@@ -12,7 +12,7 @@ constexpr std::uint32_t kDrain = 0x80000000u;
 constexpr std::uint32_t kResolve = kDrain - 1;  // timer token of a batched re-solve
 }
 
-FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTable& params, const CollectiveProgram& program)
+FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTable& params, CollectiveProgram& program)
     : topology_(topology), program_(program), links_(topology), demands_(links_, params), solver_(links_.size()) {
   capacity_.resize(links_.size());
   for (std::uint32_t l = 0; l < links_.size(); ++l) capacity_[l] = links_.capacity(l);
@@ -24,7 +24,7 @@ FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTab
 }
 
 void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time now) {
-  const CollectiveOp& op = program_.ops.at(id);
+  const CollectiveOp& op = program_.op(id);
   const auto& members = program_.groups.members(op.group);
   std::uint32_t r;
   if (free_running_.empty()) {
@@ -50,7 +50,7 @@ void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time n
 
 void FlowExecutor::next_phase(engine::Engine& engine, std::uint32_t r, Time now) {
   Running& run = running_[r];
-  const CollectiveOp& op = program_.ops[run.id];
+  const CollectiveOp& op = program_.op(run.id);
   if (run.next == run.phases.size()) {
     engine.finish_collective_at(run.id, now);
     KindStats& k = stats_.by_kind[static_cast<std::size_t>(op.kind)];
@@ -59,6 +59,7 @@ void FlowExecutor::next_phase(engine::Engine& engine, std::uint32_t r, Time now)
     k.time += now - run.started;
     run.phases.clear();
     free_running_.push_back(r);
+    program_.release(run.id);
     return;
   }
   const FlowPhase phase = demands_.demand(run.phases[run.next++], program_.groups.members(op.group));

@@ -19,7 +19,7 @@ namespace moesim::network {
 
 class FlowExecutor final : public NetworkExecutor {
  public:
-  FlowExecutor(const cluster::Topology& topology, const AlphaBetaTable& params, const CollectiveProgram& program);
+  FlowExecutor(const cluster::Topology& topology, const AlphaBetaTable& params, CollectiveProgram& program);
   void start(engine::Engine& engine, engine::CollectiveId id, Time now) override;
   void on_timer(engine::Engine& engine, std::uint32_t token, Time now) override;
   std::string model_name() const override { return "flow"; }
@@ -49,7 +49,7 @@ class FlowExecutor final : public NetworkExecutor {
   void reschedule(engine::Engine& engine, Time now);
 
   const cluster::Topology& topology_;
-  const CollectiveProgram& program_;
+  CollectiveProgram& program_;
   FlowLinks links_;
   FlowDemands demands_;
   MaxMinSolver solver_;

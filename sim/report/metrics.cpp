@@ -1,6 +1,7 @@
 #include "sim/report/metrics.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace moesim::report {
 
@@ -39,47 +40,59 @@ Time uncovered(const std::vector<Interval>& a, const std::vector<Interval>& b) {
   return total;
 }
 
+// Moves the parts of `v` before `until` to `before`, keeping the rest in `v`.
+void split(std::vector<Interval>& v, Time until, std::vector<Interval>& before) {
+  before.clear();
+  std::size_t kept = 0;
+  for (const Interval& iv : v) {
+    if (iv.first < until) before.emplace_back(iv.first, std::min(iv.second, until));
+    if (iv.second > until) v[kept++] = {std::max(iv.first, until), iv.second};
+  }
+  v.resize(kept);
+}
+
+constexpr std::size_t kSettleEvery = 32;   // pending intervals per GPU before settling
+
 }  // namespace
 
-Metrics measure(const engine::Engine& eng, int iterations) {
-  Metrics m;
-  const auto& tasks = eng.tasks();
-  const auto& colls = eng.collectives();
-  m.makespan = eng.makespan();
-  m.iteration_end.assign(iterations, 0);
-  // Tasks of each GPU, by counting sort (the task list is ordered by creation, not by GPU).
-  std::vector<std::uint32_t> offsets(eng.gpus() + 1, 0), order(tasks.size());
-  for (const auto& t : tasks) ++offsets[t.gpu + 1];
-  for (std::uint32_t g = 0; g < eng.gpus(); ++g) offsets[g + 1] += offsets[g];
-  {
-    std::vector<std::uint32_t> fill(offsets.begin(), offsets.end() - 1);
-    for (std::uint32_t i = 0; i < tasks.size(); ++i) order[fill[tasks[i].gpu]++] = i;
-  }
-  m.gpus.resize(eng.gpus());
-  std::vector<Interval> compute, comm;
-  for (std::uint32_t g = 0; g < eng.gpus(); ++g) {
-    GpuMetrics& gm = m.gpus[g];
-    compute.clear();
-    comm.clear();
-    for (std::uint32_t i = offsets[g]; i < offsets[g + 1]; ++i) {
-      const engine::Task& t = tasks[order[i]];
-      if (t.label.iteration < iterations) m.iteration_end[t.label.iteration] = std::max(m.iteration_end[t.label.iteration], t.end);
-      Interval span{t.start, t.end};
-      if (t.type == engine::TaskType::CollectiveMember) {
-        const engine::Collective& c = colls[t.collective];
-        gm.collective_wait += c.start - t.start;
-        span.first = c.start;
-      }
-      gm.busy[static_cast<int>(t.label.kind)] += span.second - span.first;
-      (engine::is_communication(t.label.kind) ? comm : compute).push_back(span);
-    }
-    gm.compute = merge(compute);
-    gm.communication = merge(comm);
-    gm.exposed_communication = uncovered(comm, compute);
-  }
-  m.iteration_time.resize(iterations);
-  for (int i = 0; i < iterations; ++i) m.iteration_time[i] = m.iteration_end[i] - (i ? m.iteration_end[i - 1] : 0);
-  return m;
+MetricsRecorder::MetricsRecorder(engine::Engine& engine, int iterations) : pending_(engine.gpus()) {
+  m_.iteration_end.assign(iterations, 0);
+  m_.gpus.resize(engine.gpus());
+  engine.add_observer(this);
+}
+
+void MetricsRecorder::on_finish(const engine::Engine& engine, engine::TaskId, const engine::Task& t, Time began) {
+  GpuMetrics& gm = m_.gpus[t.gpu];
+  if (t.label.iteration < m_.iteration_end.size())
+    m_.iteration_end[t.label.iteration] = std::max(m_.iteration_end[t.label.iteration], t.end);
+  if (t.type == engine::TaskType::CollectiveMember) gm.collective_wait += began - t.start;
+  gm.busy[static_cast<int>(t.label.kind)] += t.end - began;
+  Pending& p = pending_[t.gpu];
+  (engine::is_communication(t.label.kind) ? p.communication : p.compute).emplace_back(began, t.end);
+  if (p.compute.size() + p.communication.size() >= kSettleEvery) settle(t.gpu, engine.running_since(t.gpu));
+}
+
+void MetricsRecorder::settle(std::uint32_t g, Time until) {
+  Pending& p = pending_[g];
+  GpuMetrics& gm = m_.gpus[g];
+  merge(p.compute);
+  merge(p.communication);
+  std::vector<Interval> compute, communication;
+  split(p.compute, until, compute);
+  split(p.communication, until, communication);
+  gm.compute += merge(compute);
+  gm.communication += merge(communication);
+  gm.exposed_communication += uncovered(communication, compute);
+}
+
+Metrics MetricsRecorder::result(const engine::Engine& engine) {
+  for (std::uint32_t g = 0; g < pending_.size(); ++g) settle(g, std::numeric_limits<Time>::max());
+  m_.makespan = engine.makespan();
+  const std::size_t iterations = m_.iteration_end.size();
+  m_.iteration_time.resize(iterations);
+  for (std::size_t i = 0; i < iterations; ++i)
+    m_.iteration_time[i] = m_.iteration_end[i] - (i ? m_.iteration_end[i - 1] : 0);
+  return m_;
 }
 
 }  // namespace moesim::report

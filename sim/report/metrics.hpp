@@ -1,6 +1,11 @@
-// Metrics of a finished run, measured from the engine's record of every task: iteration times,
-// busy time per GPU by kind of work, exposed communication (time a communication stream is busy
-// while the compute stream is idle), and time spent waiting at collective rendezvous.
+// Metrics of a run, recorded as its tasks finish: iteration times, busy time per GPU by kind of
+// work, exposed communication (time a communication stream is busy while no compute runs), and
+// time spent waiting at collective rendezvous.
+//
+// The recorder keeps, per GPU, only the busy intervals it cannot settle yet: every task that will
+// still finish on a GPU began at or after Engine::running_since(gpu), so the unions of compute and
+// of communication, and the communication left uncovered by compute, are final before that instant
+// and are added up there. Memory stays bounded however many iterations run.
 #pragma once
 
 #include <array>
@@ -12,8 +17,8 @@ namespace moesim::report {
 
 struct GpuMetrics {
   std::array<Time, engine::kWorkKinds> busy{};
-  Time compute = 0;                // union of compute-stream activity
-  Time communication = 0;          // union of communication-stream activity
+  Time compute = 0;                // union of compute activity
+  Time communication = 0;          // union of communication activity
   Time exposed_communication = 0;  // communication not hidden behind compute
   Time collective_wait = 0;        // arrival at a collective until its last member arrived
 };
@@ -25,6 +30,24 @@ struct Metrics {
   std::vector<GpuMetrics> gpus;
 };
 
-Metrics measure(const engine::Engine& engine, int iterations);
+class MetricsRecorder final : public engine::TaskObserver {
+ public:
+  // Attaches itself to `engine`.
+  MetricsRecorder(engine::Engine& engine, int iterations);
+  void on_finish(const engine::Engine& engine, engine::TaskId id, const engine::Task& task, Time began) override;
+  // After the run: settles what is left.
+  Metrics result(const engine::Engine& engine);
+
+ private:
+  using Interval = std::pair<Time, Time>;
+  struct Pending {
+    std::vector<Interval> compute, communication;
+  };
+  // Adds up the parts of GPU g's pending intervals before `until`; keeps the rest.
+  void settle(std::uint32_t g, Time until);
+
+  Metrics m_;
+  std::vector<Pending> pending_;
+};
 
 }  // namespace moesim::report

@@ -5,10 +5,49 @@
 #include <unistd.h>
 
 #include "sim/core/error.hpp"
-#include "sim/report/chrome_trace.hpp"
+#include "sim/schedule/iteration_program.hpp"
 #include "sim/simulation/calibration_binding.hpp"
 
 namespace moesim::simulation {
+
+namespace {
+
+// Which iterations have started, and when each has finished (its last task's end).
+class IterationWatch final : public engine::TaskObserver {
+ public:
+  IterationWatch(engine::Engine& engine, int iterations) : open_(iterations, 0), end_(iterations, -1) {
+    engine.add_observer(this);
+  }
+  void on_start(const engine::Engine&, engine::TaskId, const engine::Task& t) override {
+    started_ = std::max(started_, static_cast<int>(t.label.iteration));
+  }
+  void on_finish(const engine::Engine&, engine::TaskId, const engine::Task& t, Time) override {
+    if (--open_[t.label.iteration] == 0) end_[t.label.iteration] = t.end;
+  }
+  // Tasks written for `iteration` (none of them can have finished yet).
+  void written(int iteration, std::uint64_t tasks) { open_[iteration] += static_cast<std::int64_t>(tasks); }
+  int started() const { return started_; }
+  // Times of the iterations finished so far, in order.
+  std::vector<Time> finished_times() const {
+    std::vector<Time> out;
+    for (std::size_t i = 0; i < end_.size() && end_[i] >= 0; ++i) out.push_back(end_[i] - (i ? end_[i - 1] : 0));
+    return out;
+  }
+
+ private:
+  std::vector<std::int64_t> open_;
+  std::vector<Time> end_;
+  int started_ = -1;
+};
+
+// Host bytes per task of the tasks_per_iteration() bound held at once: the 64-byte record, its
+// dependency edges (8 B each), its share of the collectives' member lists and ops and of the
+// results recorders' pending intervals. Measured as peak RSS over that bound on
+// scenarios/ep-1000dc.json (1.6 M tasks bound, 1.3 M written): 116 MB for one iteration,
+// 214–221 MB for two to four (two held at once), ≈ 68 B per task.
+constexpr double kBytesPerLiveTask = 70;
+
+}  // namespace
 
 Simulation::Simulation(scenario::Scenario scenario)
     : scenario_(std::move(scenario)), topology_(scenario_.topology()) {
@@ -33,15 +72,17 @@ Simulation::Simulation(scenario::Scenario scenario)
 Simulation::~Simulation() = default;
 
 strategies::StrategyContext Simulation::context() const {
-  return strategies::StrategyContext{topology_,      scenario_.model,           scenario_.training,
-                                     *routing_,      compute_,                  scenario_.all_reduce,
-                                     network_.get(), scenario_.calibration.get()};
+  return strategies::StrategyContext{{topology_, scenario_.model, scenario_.training, *routing_, compute_},
+                                     scenario_.all_reduce,
+                                     network_.get(),
+                                     scenario_.calibration.get()};
 }
 
 double Simulation::host_memory_estimate() const {
-  // Per task: the record (≈64 B), one or two dependency edges in and out, collective bookkeeping.
-  const double tasks = static_cast<double>(strategy_->tasks_per_iteration(context())) * scenario_.training.iterations;
-  return tasks * 120.0;
+  // The run loop writes iteration i + 1 when iteration i starts, and the engine retires what has
+  // finished: two iterations of tasks at once, however many iterations run.
+  const double per_iteration = static_cast<double>(strategy_->tasks_per_iteration(context()));
+  return per_iteration * std::min(2, scenario_.training.iterations) * kBytesPerLiveTask;
 }
 
 void Simulation::check() {
@@ -69,27 +110,96 @@ void Simulation::check() {
   const double need = host_memory_estimate();
   if (need > 0.8 * host)
     throw InfeasibleError(fmt::format("{}: the run needs about {} of host memory for its task program but this machine has "
-                                      "{}; simulate fewer iterations or microbatches, or a smaller cluster",
+                                      "{}; simulate fewer microbatches or layers, or a smaller cluster",
                                       scenario_.file, format_bytes(need), format_bytes(host)));
+  const double tasks = static_cast<double>(strategy_->tasks_per_iteration(ctx)) * scenario_.training.iterations;
+  if (tasks >= 4.0e9)
+    throw InfeasibleError(fmt::format("{}: the run has about {:.3g} tasks, more than the 4.29e9 one simulation holds; "
+                                      "simulate fewer iterations",
+                                      scenario_.file, tasks));
   checked_ = true;
 }
 
-void Simulation::run() {
+void Simulation::run(const RunOptions& options) {
   if (!checked_) check();
   const auto ctx = context();
-  engine_ = std::make_unique<engine::Engine>(topology_.gpu_count(), strategies::kStreamsPerGpu);
-  const std::size_t tasks = strategy_->tasks_per_iteration(ctx) * scenario_.training.iterations;
-  engine_->reserve(tasks, tasks * 2);
-  strategies::ProgramBuilder builder(*engine_, program_);
-  for (int it = 0; it < scenario_.training.iterations; ++it) strategy_->build_iteration(ctx, builder, it);
+  const int iterations = scenario_.training.iterations;
+  parallel::RunState state;
+  parallel::PlanPtr plan = strategy_->plan(ctx, 0, state);
+  const auto streams = plan->streams;
+  std::vector<engine::StreamSpec> specs;
+  for (const parallel::StreamRole role : streams->roles())
+    specs.push_back({std::string(parallel::trace_name(role)), role == parallel::StreamRole::Compute});
+  engine_ = std::make_unique<engine::Engine>(topology_.gpu_count(), std::move(specs));
+  report::MetricsRecorder metrics(*engine_, iterations);
+  IterationWatch watch(*engine_, iterations);
+  if (options.trace) trace_ = std::make_unique<report::TraceRecorder>(*engine_, options.trace_gpus);
+  if (options.task_log) task_log_ = std::make_unique<engine::TaskLog>(*engine_);
   if (scenario_.network_model == "flow")
     executor_ = std::make_unique<network::FlowExecutor>(topology_, network_->params(), program_);
   else
     executor_ = std::make_unique<network::AnalyticExecutor>(*network_, program_);
-  engine_->run(*executor_);
-  network_stats_ = executor_->stats();
-  metrics_ = report::measure(*engine_, scenario_.training.iterations);
+
+  blocks::ProgramBuilder builder(*engine_, program_, streams);
+  std::vector<report::IterationResult> iteration_results;
+  const auto write = [&](int it) {
+    if (plan->streams->roles() != streams->roles())
+      invariant_failed(fmt::format("{}: iteration {}'s plan asks for other streams than the first", strategy_->name(), it));
+    const std::uint64_t before = engine_->task_count();
+    parallel::IterationOutcome outcome = schedule::write_iteration(builder, ctx, plan, it);
+    watch.written(it, engine_->task_count() - before);
+    iteration_results.push_back({0, 0, outcome.routed_copies, outcome.dropped_copies, outcome.tokens});
+    state.previous = std::move(outcome);
+  };
+  write(0);
+  engine_->begin(*executor_);
+  for (int it = 1; it < iterations; ++it) {
+    // Iteration it is written when iteration it − 1 starts: its tasks all wait for those.
+    engine_->advance([&] { return watch.started() >= it - 1; });
+    state.finished_times = watch.finished_times();
+    plan = strategy_->plan(ctx, it, state);
+    write(it);
+  }
+  engine_->advance();
+  engine_->finish();
+  collect(metrics.result(*engine_), iteration_results);
   run_alternatives();
+  results_.alternatives = alternatives_;
+  results_.strategy_details = strategy_->describe(ctx);
+}
+
+void Simulation::collect(const report::Metrics& metrics, const std::vector<report::IterationResult>& iterations) {
+  report::Results& r = results_;
+  r.scenario = scenario_.name;
+  r.model = scenario_.model.name;
+  r.strategy = scenario_.strategy->name;
+  r.gpus = topology_.gpu_count();
+  r.gpu_kinds.clear();
+  for (const auto& k : topology_.kinds()) r.gpu_kinds.push_back(k.key);
+  r.levels.clear();
+  for (int l = 0; l < topology_.level_count(); ++l) {
+    const auto& lv = topology_.levels()[l];
+    const auto& ab = network_->params().level_default(l);
+    r.levels.push_back({lv.name, lv.count, std::string(cluster::to_string(lv.fabric)), format_bandwidth(lv.bandwidth), ab.alpha, ab.beta});
+  }
+  r.calibration = calibration_report_;
+  r.iterations = iterations;
+  for (std::size_t i = 0; i < r.iterations.size(); ++i) {
+    r.iterations[i].time = metrics.iteration_time[i];
+    r.iterations[i].end = metrics.iteration_end[i];
+  }
+  r.metrics = metrics;
+  r.network_model = executor_->model_name();
+  r.network = executor_->stats();
+  r.memory = memory_;
+  r.memory_capacity.clear();
+  for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g) r.memory_capacity.push_back(topology_.gpu(g).memory_bytes);
+  r.engine = {engine_->task_count(), engine_->collective_count(), engine_->events_processed(), engine_->makespan()};
+}
+
+const engine::TaskLog& Simulation::task_log() const {
+  if (!task_log_) invariant_failed("task_log() of a run without RunOptions::task_log");
+  return *task_log_;
 }
 
 void Simulation::run_alternatives() {
@@ -98,7 +208,7 @@ void Simulation::run_alternatives() {
     scenario::Scenario variant = scenario_;
     variant.strategy_options.merge_patch(alt.options_patch);
     variant.effective["strategy"] = variant.strategy_options;
-    AlternativeRun run{alt.label, std::nullopt, {}};
+    report::AlternativeResult run{alt.label, std::nullopt, {}};
     try {
       Simulation sim(std::move(variant));
       sim.run();
@@ -112,34 +222,11 @@ void Simulation::run_alternatives() {
   }
 }
 
-schema::Json Simulation::alternatives_json() const {
-  schema::Json out = schema::Json::object();
-  for (const auto& a : alternatives_)
-    out[a.label] = a.iteration_time ? schema::Json{{"iteration_time_ms", time_to_ms(*a.iteration_time)}} : schema::Json{{"refused", a.refused}};
-  return out;
-}
-
-Time Simulation::mean_iteration_time() const {
-  const auto& it = metrics_->iteration_time;
-  Time sum = 0;
-  for (Time t : it) sum += t;
-  return it.empty() ? 0 : sum / static_cast<Time>(it.size());
-}
-
-double Simulation::tokens_per_second() const {
-  const double tokens = static_cast<double>(topology_.gpu_count()) * scenario_.training.tokens_per_microbatch() *
-                        scenario_.training.microbatches;
-  const double seconds = time_to_seconds(mean_iteration_time());
-  return seconds > 0 ? tokens / seconds : 0.0;
-}
-
-void Simulation::write_trace(std::ostream& out, const std::vector<bool>& gpus) const {
-  report::TraceNames names;
-  names.include = gpus;
-  for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g)
-    names.gpu.push_back(fmt::format("GPU {} ({})", g, topology_.gpu(g).key));
-  names.stream = {"compute", "comm: dispatch", "comm: combine", "comm: gradients", "comm: side (expert migration, SAA all-gather)"};
-  report::write_chrome_trace(out, *engine_, names);
+void Simulation::write_trace(std::ostream& out) const {
+  if (!trace_) invariant_failed("write_trace() of a run without RunOptions::trace");
+  std::vector<std::string> names;
+  for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g) names.push_back(fmt::format("GPU {} ({})", g, topology_.gpu(g).key));
+  trace_->write(out, *engine_, names);
 }
 
 }  // namespace moesim::simulation

@@ -1,6 +1,8 @@
 // One simulation of a scenario: builds the cluster, the compute and network models and the
-// strategy, checks that the model fits in GPU memory and that the run fits on this machine, runs
-// the engine over every iteration's task program, and measures the result.
+// strategy, checks that the model fits in GPU memory and that the run fits on this machine, then
+// runs iteration after iteration — the strategy plans each one from what the run carries, the
+// schedule writes its program into the engine while the previous one runs — and records the
+// results as the tasks finish (report/results.hpp).
 #pragma once
 
 #include <memory>
@@ -9,12 +11,20 @@
 #include <vector>
 
 #include "sim/cluster/link_graph.hpp"
+#include "sim/engine/task_log.hpp"
 #include "sim/network/analytic_executor.hpp"
 #include "sim/network/flow_executor.hpp"
-#include "sim/report/metrics.hpp"
+#include "sim/report/chrome_trace.hpp"
+#include "sim/report/results.hpp"
 #include "sim/scenario/scenario.hpp"
 
 namespace moesim::simulation {
+
+struct RunOptions {
+  bool trace = false;             // record tasks for write_trace
+  std::vector<bool> trace_gpus;   // per GPU, whether it is traced (empty: all)
+  bool task_log = false;          // keep every finished task (task_log(); tests and small runs)
+};
 
 class Simulation {
  public:
@@ -26,39 +36,32 @@ class Simulation {
   // Throws InputError (strategy constraints, with the scenario's file) or InfeasibleError
   // (out of GPU memory, too large for this machine). Nothing is built or written before.
   void check();
-  void run();
+  void run(const RunOptions& options = {});
 
   const scenario::Scenario& scenario() const { return scenario_; }
-  const report::Metrics& metrics() const { return *metrics_; }
-  const engine::Engine& engine() const { return *engine_; }
-  const network::NetworkStats& network_stats() const { return network_stats_; }
+  const report::Results& results() const { return results_; }
+  schema::Json results_json() const { return report::to_json(results_); }
+  std::string summary(double wall_seconds) const { return report::summary(results_, wall_seconds); }
+  const report::Metrics& metrics() const { return results_.metrics; }
+  const network::NetworkStats& network_stats() const { return results_.network; }
   const std::vector<workload::MemoryFootprint>& memory() const { return memory_; }
+  const engine::Engine& engine() const { return *engine_; }
+  // Every finished task, when run with RunOptions::task_log.
+  const engine::TaskLog& task_log() const;
+  Time mean_iteration_time() const { return results_.mean_iteration_time(); }
+  double tokens_per_second() const { return results_.tokens_per_second(); }
+  // The traced GPUs' tasks, when run with RunOptions::trace.
+  void write_trace(std::ostream& out) const;
 
-  Time mean_iteration_time() const;
-  double tokens_per_second() const;
-  schema::Json results() const;
-  std::string summary(double wall_seconds) const;
-  // `gpus`: which GPUs to write (empty: all).
-  void write_trace(std::ostream& out, const std::vector<bool>& gpus = {}) const;
-
-  // Estimated host memory for the run's task program, in bytes.
+  // Estimated host memory of the run, in bytes.
   double host_memory_estimate() const;
 
  private:
   strategies::StrategyContext context() const;
-
-  // The strategy's alternatives (Strategy::alternatives), each simulated on its own: label and
-  // mean iteration time, or the reason it could not run.
-  struct AlternativeRun {
-    std::string label;
-    std::optional<Time> iteration_time;
-    std::string refused;
-  };
   void run_alternatives();
-  schema::Json alternatives_json() const;
+  void collect(const report::Metrics& metrics, const std::vector<report::IterationResult>& iterations);
 
   scenario::Scenario scenario_;
-  std::vector<AlternativeRun> alternatives_;
   cluster::Topology topology_;
   std::unique_ptr<cluster::LinkGraph> graph_;
   std::unique_ptr<network::AnalyticModel> network_;
@@ -69,9 +72,11 @@ class Simulation {
   std::unique_ptr<engine::Engine> engine_;
   network::CollectiveProgram program_;
   std::unique_ptr<network::NetworkExecutor> executor_;
-  network::NetworkStats network_stats_;
+  std::unique_ptr<report::TraceRecorder> trace_;
+  std::unique_ptr<engine::TaskLog> task_log_;
   schema::Json calibration_report_;  // what the scenario's profile set and where defaults stayed
-  std::optional<report::Metrics> metrics_;
+  std::vector<report::AlternativeResult> alternatives_;
+  report::Results results_;
   bool checked_ = false;
 };
 

@@ -21,16 +21,6 @@ using schema::Json;
 
 namespace {
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c == '\n' ? ' ' : c;
-  }
-  return out + "\"";
-}
-
 std::string value_text(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 std::string read_text(const fs::path& p) {
@@ -38,33 +28,6 @@ std::string read_text(const fs::path& p) {
   std::stringstream buf;
   buf << in.rdbuf();
   return buf.str();
-}
-
-const std::vector<std::string> kMetricColumns{
-    "status",           "iteration_time_ms",        "tokens_per_second", "compute_ms",
-    "communication_ms", "exposed_communication_ms", "all_to_all_busy_ms", "all_gather_busy_ms",
-    "all_reduce_busy_ms", "dropped_fraction",       "peak_memory_bytes", "strategy_choice"};
-
-std::string metric_row(const simulation::Simulation& sim, std::size_t levels) {
-  // Times are per iteration, averaged over GPUs (results.json's "busy_ms").
-  const Json r = sim.results();
-  const auto busy = [&](const char* k) {
-    const Json& b = r.at("busy_ms");
-    return b.contains(k) ? fmt::format("{}", b.at(k).at("mean").get<double>()) : std::string("0");
-  };
-  const Json& st = r.at("strategy");
-  const std::string choice = st.contains("choice") ? st.at("choice").get<std::string>() : std::string();
-  std::string row = fmt::format("ok,{},{},{},{},{},{},{},{},{},{},{}", r.at("iteration_time_ms").get<double>(),
-                                r.at("tokens_per_second").get<double>(), r.at("compute_ms").at("mean").get<double>(),
-                                r.at("communication_ms").at("mean").get<double>(),
-                                r.at("exposed_communication_ms").at("mean").get<double>(), busy("all_to_all"),
-                                busy("all_gather"), busy("all_reduce"), r.at("tokens").at("dropped_fraction").get<double>(),
-                                r.at("memory").at("peak_bytes").get<double>(), csv_field(choice));
-  const Json& by_level = r.at("network").at("bytes_by_level");
-  std::size_t l = 0;
-  for (auto it = by_level.begin(); it != by_level.end(); ++it, ++l) row += fmt::format(",{}", it.value().get<double>());
-  for (; l < levels; ++l) row += ",";
-  return row + ",";
 }
 
 }  // namespace
@@ -130,16 +93,16 @@ SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, con
   for (const auto& s : plan.scenarios) levels = std::max(levels, s.levels.size());
   auto& scenarios = plan.scenarios;
 
+  const std::vector<std::string> metric_columns = report::csv_metric_columns(levels);
   std::string header = "point";
-  for (const auto& a : plan.axis_paths) header += "," + csv_field(a);
-  for (const auto& c : kMetricColumns) header += "," + c;
-  for (std::size_t l = 0; l < levels; ++l) header += fmt::format(",bytes_level{}", l);
+  for (const auto& a : plan.axis_paths) header += "," + report::csv_field(a);
+  for (const auto& c : metric_columns) header += "," + c;
   header += ",note";
 
   // A row starts with its point number and axis values.
   const auto row_prefix = [&](std::size_t p) {
     std::string row = std::to_string(p);
-    for (const Json& v : plan.values[p]) row += "," + csv_field(value_text(v));
+    for (const Json& v : plan.values[p]) row += "," + report::csv_field(value_text(v));
     return row + ",";
   };
   // Resume: keep the complete rows of an earlier run of the same sweep.
@@ -207,13 +170,13 @@ SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, con
       try {
         simulation::Simulation sim(scenarios[p]);
         sim.run();
-        row += metric_row(sim, levels);
+        row += report::csv_metric_values(sim.results(), levels) + ",";
       } catch (const InfeasibleError& e) {
-        row += "infeasible" + std::string(kMetricColumns.size() - 1 + levels, ',') + "," + csv_field(e.what());
+        row += "infeasible" + std::string(metric_columns.size() - 1, ',') + "," + report::csv_field(e.what());
         std::lock_guard lock(mu);
         ++outcome.refused;
       } catch (const InputError& e) {
-        row += "invalid" + std::string(kMetricColumns.size() - 1 + levels, ',') + "," + csv_field(e.what());
+        row += "invalid" + std::string(metric_columns.size() - 1, ',') + "," + report::csv_field(e.what());
         std::lock_guard lock(mu);
         ++outcome.refused;
       }

@@ -120,11 +120,11 @@ TEST_F(Commands, ValidateGoodScenario) {
   EXPECT_EQ(r.code, 0) << describe(r);
   // Peak memory as results.json's memory.peak_bytes (11977785344 B = 11.16 GiB, pinned in
   // tests/golden/quickstart.json). Task estimate of ep: G·(microbatches·(layers·(8 + 6·P) + 4) +
-  // 2·layers + 4) = 16·(2·(12·20 + 4) + 28) = 8256 per iteration, × 2 iterations × 120 B =
-  // 1981440 B = 1.89 MiB.
+  // 2·layers + 4) = 16·(2·(12·20 + 4) + 28) = 8256 per iteration, × 2 iterations held at once ×
+  // 70 B = 1155840 B = 1.102 MiB.
   EXPECT_EQ(r.out, kQuickstart.string() +
                        ": valid (ep on 16 GPUs, HybridEP GPT-Medium MoE, 2 iteration(s); peak GPU memory 11.16 GiB, "
-                       "task program about 1.89 MiB)\n");
+                       "task program about 1.102 MiB)\n");
   EXPECT_EQ(r.err, "");
   EXPECT_TRUE(listing(work_).empty());
 }

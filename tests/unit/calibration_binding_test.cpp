@@ -89,7 +89,7 @@ TEST(CalibrationBinding, ScenarioResultsSayWhatWasUsed) {
   auto s = test::loader().load(std::string(MOESIM_SOURCE_DIR) + "/scenarios/calibrated-b200.json");
   simulation::Simulation sim(std::move(s));
   sim.run();
-  const auto r = sim.results().at("calibration");
+  const auto r = sim.results_json().at("calibration");
   EXPECT_EQ(r.at("profile"), "b200-vultr-nccl-tests");
   EXPECT_EQ(r.at("collectives").at("used").size(), 6u);
   EXPECT_EQ(r.at("collectives").at("not_used").size(), 0u);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "sim/engine/engine.hpp"
+#include "sim/engine/task_log.hpp"
 #include "sim/report/metrics.hpp"
 
 using namespace moesim;
@@ -50,14 +51,16 @@ TEST(Engine, TwoGpuTimelineWithOverlapComputedByHand) {
   e.depend(x0, d);
   const TaskId ee = e.add_compute(1, 0, 40, label(WorkKind::Expert));
   FixedExecutor fx({{x, 30}});
+  TaskLog log(e);
+  report::MetricsRecorder recorder(e, 1);
   e.run(fx);
-  const auto& t = e.tasks();
+  const auto& t = log.tasks();
   EXPECT_EQ(t[a].start, 0);
   EXPECT_EQ(t[a].end, 10);
   EXPECT_EQ(t[c].start, 10);
   EXPECT_EQ(t[c].end, 30);
-  EXPECT_EQ(e.collectives()[x].start, 25);
-  EXPECT_EQ(e.collectives()[x].end, 55);
+  EXPECT_EQ(log.collectives()[x].start, 25);
+  EXPECT_EQ(log.collectives()[x].end, 55);
   EXPECT_EQ(t[x0].start, 10);  // arrival
   EXPECT_EQ(t[x0].end, 55);
   EXPECT_EQ(t[d].start, 55);
@@ -68,7 +71,7 @@ TEST(Engine, TwoGpuTimelineWithOverlapComputedByHand) {
 
   // GPU 0: communication 25–55, compute 0–30 and 55–60: exposed = 55 − 30 = 25; it waited
   // 15 at the rendezvous (10 → 25). GPU 1: communication 25–55 hidden behind E (25–65).
-  const auto m = report::measure(e, 1);
+  const auto m = recorder.result(e);
   EXPECT_EQ(m.gpus[0].exposed_communication, 25);
   EXPECT_EQ(m.gpus[0].collective_wait, 15);
   EXPECT_EQ(m.gpus[0].compute, 35);
@@ -90,11 +93,12 @@ TEST(Engine, RendezvousWaitsForTheLastMember) {
     e.depend(pre, members.back());
   }
   FixedExecutor fx({{x, 100}});
+  TaskLog log(e);
   e.run(fx);
-  EXPECT_EQ(e.collectives()[x].start, 17);
+  EXPECT_EQ(log.collectives()[x].start, 17);
   for (std::uint32_t g = 0; g < 3; ++g) {
-    EXPECT_EQ(e.tasks()[members[g]].start, ready[g]);
-    EXPECT_EQ(e.tasks()[members[g]].end, 117);
+    EXPECT_EQ(log.tasks()[members[g]].start, ready[g]);
+    EXPECT_EQ(log.tasks()[members[g]].end, 117);
   }
 }
 
@@ -106,12 +110,13 @@ TEST(Engine, StreamsAreInOrderAndIndependent) {
   const TaskId b = e.add_compute(0, 0, 3, label(WorkKind::Expert));
   const TaskId c = e.add_compute(0, 1, 4, label(WorkKind::HostCopy));
   FixedExecutor fx({});
+  TaskLog log(e);
   e.run(fx);
-  EXPECT_EQ(e.tasks()[b].start, 7);
-  EXPECT_EQ(e.tasks()[b].end, 10);
-  EXPECT_EQ(e.tasks()[c].start, 0);
-  EXPECT_EQ(e.tasks()[c].end, 4);
-  EXPECT_EQ(e.tasks()[a].end, 7);
+  EXPECT_EQ(log.tasks()[b].start, 7);
+  EXPECT_EQ(log.tasks()[b].end, 10);
+  EXPECT_EQ(log.tasks()[c].start, 0);
+  EXPECT_EQ(log.tasks()[c].end, 4);
+  EXPECT_EQ(log.tasks()[a].end, 7);
 }
 
 TEST(Engine, EqualTimesRunInInsertionOrder) {

@@ -38,13 +38,14 @@ TEST(EpStrategy, CommunicatedBytesMatchHandCount) {
   EXPECT_EQ(ar.collectives, 2u);
   EXPECT_DOUBLE_EQ(ar.bytes, 2 * 3164160.0);
   EXPECT_DOUBLE_EQ(ns.bytes_by_level[0], 1572864.0 + 2 * 3164160.0);
-  // 2 layers × (attention, gate, experts, output) + embedding + LM head, forward and backward,
-  // + optimizer = 21 compute tasks per GPU; + 8 all-to-all and 2 all-reduce members.
-  EXPECT_EQ(sim->engine().tasks().size(), 4u * (21 + 10));
+  // 2 layers × (attention, gate, experts, output), forward and backward, + optimizer = 17 compute
+  // tasks per GPU (no vocabulary: no embedding lookup, no LM head); + 8 all-to-all and 2
+  // all-reduce members.
+  EXPECT_EQ(sim->results().engine.tasks, 4u * (17 + 10));
 }
 
 TEST(EpStrategy, TheSameScenarioGivesTheSameResults) {
-  EXPECT_EQ(run(kSmallEp)->results().dump(), run(kSmallEp)->results().dump());
+  EXPECT_EQ(run(kSmallEp)->results_json().dump(), run(kSmallEp)->results_json().dump());
 }
 
 TEST(EpStrategy, CapacityFactorDropsTheHotExpertsOverflow) {
@@ -58,7 +59,7 @@ TEST(EpStrategy, CapacityFactorDropsTheHotExpertsOverflow) {
   doc["training"]["sequence_length"] = 1200;
   doc["training"]["capacity_factor"] = 1.0;
   doc["routing"] = {{"kind", "zipf"}, {"zipf_exponent", 1.0}, {"sampling", "expected"}};
-  const auto r = run(doc.dump())->results();
+  const auto r = run(doc.dump())->results_json();
   EXPECT_NEAR(r["tokens"]["dropped_copies"].get<double>(), 400.0, 1e-9);
   EXPECT_NEAR(r["tokens"]["dropped_fraction"].get<double>(), 1.0 / 6.0, 1e-12);
 }
@@ -68,7 +69,7 @@ TEST(EpStrategy, SkewedRoutingMakesTheHotGpuTheSlowest) {
   // its expert busy time exceeds the mean.
   auto doc = schema::Json::parse(kSmallEp);
   doc["routing"] = {{"kind", "zipf"}, {"zipf_exponent", 1.2}};
-  const auto r = run(doc.dump())->results();
+  const auto r = run(doc.dump())->results_json();
   EXPECT_GT(r["busy_ms"]["expert"]["max"].get<double>(), 1.2 * r["busy_ms"]["expert"]["mean"].get<double>());
 }
 
@@ -78,13 +79,13 @@ TEST(EpStrategy, PipeliningOverlapsAllToAllWithExperts) {
   doc["cluster"]["levels"][0]["bandwidth"] = "25Gbps";
   doc["model"]["ffn_hidden"] = 8192;
   doc["training"]["sequence_length"] = 4096;
-  const double one = run(doc.dump())->results()["iteration_time_ms"].get<double>();
+  const double one = run(doc.dump())->results_json()["iteration_time_ms"].get<double>();
   doc["strategy"]["pipelining_degree"] = 4;
-  const auto r4 = run(doc.dump())->results();
+  const auto r4 = run(doc.dump())->results_json();
   EXPECT_LT(r4["iteration_time_ms"].get<double>(), 0.95 * one);
   // The bytes moved do not change with chunking.
   EXPECT_DOUBLE_EQ(r4["network"]["collectives"]["all_to_all"]["bytes"].get<double>(),
-                   run(doc.dump())->results()["network"]["collectives"]["all_to_all"]["bytes"].get<double>());
+                   run(doc.dump())->results_json()["network"]["collectives"]["all_to_all"]["bytes"].get<double>());
 }
 
 TEST(EpStrategy, MemoryFootprintByHand) {
@@ -153,7 +154,7 @@ TEST(EpStrategy, SampledRoutingConservesTokensAndVariesPerSource) {
   auto doc = schema::Json::parse(kSmallEp);
   doc["routing"]["sampling"] = "sampled";
   doc["training"]["sequence_length"] = 4096;
-  const auto r = run(doc.dump())->results();
+  const auto r = run(doc.dump())->results_json();
   EXPECT_DOUBLE_EQ(r["tokens"]["routed_copies"].get<double>(), 4.0 * 4096 * 2);
   EXPECT_DOUBLE_EQ(r["tokens"]["dropped_copies"].get<double>(), 0.0);
   EXPECT_GT(r["busy_ms"]["expert"]["max"].get<double>(), r["busy_ms"]["expert"]["mean"].get<double>());
@@ -162,18 +163,20 @@ TEST(EpStrategy, SampledRoutingConservesTokensAndVariesPerSource) {
   const double expected = 8 * 4 * 4096 * 256 * 2 * 0.75;
   EXPECT_NEAR(r["network"]["collectives"]["all_to_all"]["bytes"].get<double>(), expected, 0.03 * expected);
   // Same seed, same draws; another seed, other draws.
-  EXPECT_EQ(run(doc.dump())->results().dump(), r.dump());
+  EXPECT_EQ(run(doc.dump())->results_json().dump(), r.dump());
   doc["seed"] = 99;
-  EXPECT_NE(run(doc.dump())->results()["busy_ms"]["expert"]["max"], r["busy_ms"]["expert"]["max"]);
+  EXPECT_NE(run(doc.dump())->results_json()["busy_ms"]["expert"]["max"], r["busy_ms"]["expert"]["max"]);
 }
 
 TEST(EpStrategy, RunTooLargeForThisMachineIsRefusedWithTheEstimate) {
-  // 1000 DCs × 8 GPUs for 65535 iterations. The ep estimate per iteration is
-  // G·(microbatches·(layers·(8 + 6·P) + 4) + 2·layers + 4) = 8000·(172 + 24 + 4) = 1.6 M tasks,
-  // at 120 B each: 1.6e6 × 65535 × 120 ≈ 12.6 TB — refused before anything is built.
+  // 1000 DCs × 8 GPUs, 10000 microbatches. The ep estimate per iteration is
+  // G·(microbatches·(layers·(8 + 6·P) + 4) + 2·layers + 4) = 8000·(10000·172 + 28) = 1.376e10 tasks;
+  // the run holds two iterations at once at 70 B each: 1.376e10 × 2 × 70 ≈ 1.9 TB — refused before
+  // anything is built, whatever the iteration count.
   auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"] = {{"preset", "hybridep-1000dc"}};
   doc["model"] = {{"preset", "gpt-medium-moe"}, {"experts", 8000}};
+  doc["training"]["microbatches"] = 10000;
   doc["training"]["iterations"] = 65535;
   simulation::Simulation sim(test::scenario_from(doc.dump()));
   try {
@@ -181,18 +184,30 @@ TEST(EpStrategy, RunTooLargeForThisMachineIsRefusedWithTheEstimate) {
     FAIL() << "not refused";
   } catch (const InfeasibleError& e) {
     EXPECT_NE(std::string(e.what()).find("of host memory"), std::string::npos) << e.what();
-    EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 1.6e6 * 65535 * 120);
+    EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 8000.0 * (10000 * 172 + 28) * 2 * 70);
   }
+}
+
+TEST(EpStrategy, LongRunsNeedNoMoreHostMemoryThanTwoIterations) {
+  // The run loop holds at most two iterations of tasks: 1000 iterations of 1.6 M tasks are
+  // estimated as two (1.6e6 × 2 × 70 B = 224 MB), and accepted.
+  auto doc = schema::Json::parse(kSmallEp);
+  doc["cluster"] = {{"preset", "hybridep-1000dc"}};
+  doc["model"] = {{"preset", "gpt-medium-moe"}, {"experts", 8000}};
+  doc["training"]["iterations"] = 1000;
+  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 1.6e6 * 2 * 70);
 }
 
 TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {
   // 2 GPUs, 1 MoE layer, 2 experts (one per GPU), top-1, uniform expected routing, no capacity
-  // limit, pipelining degree 1. Every task of a GPU depends on the one before, so the iteration is
-  // the sum of its compute tasks and of its collectives, except the dense-gradient all-reduce,
-  // which starts when attention's backward ends and overlaps the embedding's backward:
-  //   embed + attention + gate + dispatch + experts + combine + output + lm_head      (forward)
-  //   + lm_head' + output' + combine' + experts' + dispatch' + gate' + attention'      (backward)
-  //   + max(embed', all-reduce) + optimizer.
+  // limit, pipelining degree 1, no vocabulary (no embedding lookup, no LM head). Every task of a
+  // GPU depends on the one before, so the iteration is the sum of its compute tasks and of its
+  // collectives; the dense-gradient all-reduce starts when attention's backward ends and the
+  // optimizer waits for it, with nothing left to overlap it:
+  //   attention + gate + dispatch + experts + combine + output                   (forward)
+  //   + output' + combine' + experts' + dispatch' + gate' + attention'            (backward)
+  //   + all-reduce + optimizer.
   // Component costs come from the compute and network models (each tested on its own); the
   // schedule is what this test checks.
   auto doc = schema::Json::parse(kSmallEp);
@@ -209,8 +224,6 @@ TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {
   const auto& m = sc.model;
   const double t = 128, h = 256, b = 2;
   const Time norm = cm.memory_bound(2 * t * h * b);
-  const Time embed = cm.memory_bound(2 * t * h * b);
-  const Time lm_head = cm.gemm(t, 0, h) + cm.memory_bound(2 * t * 0 * 4);
   const Time attention = cm.gemm(t, h + 2 * 4 * 64, h) + cm.attention(1, 4, 128, 64, true) + cm.gemm(t, h, h) + norm;
   const Time gate = cm.gemm(t, 2, h) + cm.memory_bound(2 * t * 2 * 4) + cm.memory_bound(2 * t * 1 * h * b);
   const Time output = cm.memory_bound(2 * t * 1 * h * b) + norm;
@@ -228,10 +241,9 @@ TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {
       net.cost({network::CollectiveKind::AllReduce, network::Algorithm::Ring, 0, dense_params * b, nullptr}, both).duration;
   const Time optimizer = cm.optimizer_step(m.replicated_params() + m.expert_params());
 
-  const Time forward = embed + attention + gate + a2a + experts + a2a + output + lm_head;
-  const Time backward = cm.backward(lm_head) + cm.backward(output) + a2a + cm.backward(experts) + a2a +
-                        cm.backward(gate) + cm.backward(attention);
-  const Time expected = forward + backward + std::max(cm.backward(embed), all_reduce) + optimizer;
+  const Time forward = attention + gate + a2a + experts + a2a + output;
+  const Time backward = cm.backward(output) + a2a + cm.backward(experts) + a2a + cm.backward(gate) + cm.backward(attention);
+  const Time expected = forward + backward + all_reduce + optimizer;
   EXPECT_EQ(sim->metrics().iteration_time[0], expected);
-  EXPECT_EQ(sim->metrics().gpus[0].exposed_communication, 4 * a2a + std::max<Time>(0, all_reduce - cm.backward(embed)));
+  EXPECT_EQ(sim->metrics().gpus[0].exposed_communication, 4 * a2a + all_reduce);
 }

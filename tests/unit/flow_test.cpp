@@ -6,6 +6,7 @@
 
 #include "sim/cluster/link_graph.hpp"
 #include "sim/network/analytic_model.hpp"
+#include "sim/engine/task_log.hpp"
 #include "sim/network/flow_executor.hpp"
 #include "sim/core/rng.hpp"
 #include "sim/network/max_min.hpp"
@@ -28,11 +29,14 @@ struct Bench {
   explicit Bench(Topology t) : topo(std::move(t)), graph(topo), params(AlphaBetaTable::from_topology(topo, graph)) {}
   std::vector<std::pair<Time, Time>> run(const std::vector<std::pair<CollectiveOp, Time>>& ops, bool flow = true) {
     engine::Engine e(topo.gpu_count(), 8);
+    engine::TaskLog log(e);
+    network::CollectiveProgram program;
+    program.groups = groups;
     std::uint8_t stream = 1;
     for (const auto& [op, at] : ops) {
       const auto& gpus = program.groups.members(op.group);
       const auto id = e.add_collective(static_cast<std::uint32_t>(gpus.size()), engine::WorkKind::AllToAll);
-      program.ops.push_back(op);
+      program.add(id, op);
       for (std::uint32_t g : gpus) {
         const auto pre = e.add_compute(g, stream, at, {});
         e.depend(pre, e.add_member(id, g, stream, {}));
@@ -46,15 +50,14 @@ struct Bench {
     e.run(*x);
     stats = x->stats();
     std::vector<std::pair<Time, Time>> out;
-    for (const auto& c : e.collectives()) out.emplace_back(c.start, c.end);
-    program.ops.clear();  // groups stay: the tests reuse them
+    for (const auto& c : log.collectives()) out.emplace_back(c.start, c.end);
     return out;
   }
-  GroupId group(std::vector<std::uint32_t> g) { return program.groups.intern(std::move(g)); }
+  GroupId group(std::vector<std::uint32_t> g) { return groups.intern(std::move(g)); }
   Topology topo;
   LinkGraph graph;
   AlphaBetaTable params;
-  CollectiveProgram program;
+  GroupTable groups;  // every run's program starts from these
   NetworkStats stats;
 };
 
@@ -278,7 +281,7 @@ TEST(FlowModel, FullEpIterationAgreesWithAnalyticWithoutContention) {
   flow.run();
   const double a = static_cast<double>(analytic.mean_iteration_time()), f = static_cast<double>(flow.mean_iteration_time());
   EXPECT_NEAR(f, a, 0.01 * a);
-  EXPECT_EQ(flow.results()["network"]["model"], "flow");
+  EXPECT_EQ(flow.results_json()["network"]["model"], "flow");
 }
 
 TEST(MaxMin, RandomFlowsGetAMaxMinAllocation) {

@@ -38,16 +38,17 @@ double collective(const schema::Json& r, const char* kind, const char* field) {
 }
 
 // Latest end, and longest duration, of the forward tasks named `name`.
-Time forward_end(const engine::Engine& e, const std::string& name) {
+Time forward_end(const simulation::Simulation& sim, const std::string& name) {
   Time t = -1;
-  for (const auto& task : e.tasks())
-    if (task.label.phase == engine::Phase::Forward && e.names()[task.label.name] == name) t = std::max(t, task.end);
+  for (const auto& task : sim.task_log().tasks())
+    if (task.label.phase == engine::Phase::Forward && sim.engine().names()[task.label.name] == name) t = std::max(t, task.end);
   return t;
 }
-Time forward_longest(const engine::Engine& e, const std::string& name) {
+Time forward_longest(const simulation::Simulation& sim, const std::string& name) {
   Time t = 0;
-  for (const auto& task : e.tasks())
-    if (task.label.phase == engine::Phase::Forward && e.names()[task.label.name] == name) t = std::max(t, task.duration);
+  for (const auto& task : sim.task_log().tasks())
+    if (task.label.phase == engine::Phase::Forward && sim.engine().names()[task.label.name] == name)
+      t = std::max(t, task.duration);
   return t;
 }
 
@@ -70,7 +71,7 @@ TEST(HybridEpStrategy, TableVIICommunicationCountsBySimulation) {
     for (const auto& [s, counts] : row.by_domain) {
       simulation::Simulation sim(test::scenario_from(flat(row.ep, s).dump()));
       sim.run();
-      const auto r = sim.results();
+      const auto r = sim.results_json();
       EXPECT_EQ(collective(r, "all_to_all", "gpu_pairs") / (2 * 4), counts.first) << "EP " << row.ep << " S_ED " << s;
       EXPECT_EQ(collective(r, "all_gather", "gpu_pairs") / 2, counts.second) << "EP " << row.ep << " S_ED " << s;
       // Gathered experts' gradients go back over the same pairs.
@@ -96,7 +97,7 @@ TEST(HybridEpStrategy, ProportionOneIsPlainEp) {
     s.replace(s.find("STRATEGY"), 8, strategy);
     simulation::Simulation sim(test::scenario_from(s));
     sim.run();
-    return sim.results();
+    return sim.results_json();
   };
   const auto ep = with(R"({"name": "ep", "pipelining_degree": 2})");
   const auto h = with(R"({"name": "hybridep", "domain": [1, 1], "pipelining_degree": 2})");
@@ -146,14 +147,14 @@ TEST(HybridEpStrategy, Eq8InItsThreeCasesWithTheAnalyticModel) {
     m["dense_ffn_hidden"] = c.dense_ffn, m["heads"] = c.hidden / 64, m["kv_heads"] = c.hidden / 64;
     doc["training"]["micro_batch_size"] = c.micro_batch, doc["training"]["sequence_length"] = c.sequence;
     simulation::Simulation sim(test::scenario_from(doc.dump()));
-    sim.run();
-    const auto r = sim.results();
+    sim.run({.task_log = true});
+    const auto r = sim.results_json();
     const auto& sm = r["strategy"]["stream_model"];
     EXPECT_EQ(sm["case"], c.expected_case) << c.name;
     EXPECT_NEAR(r["strategy"]["p"].get<double>(), c.expected_p, 1e-12) << c.name;
     EXPECT_NEAR(sm["p"].get<double>(), c.expected_p, 1e-12) << c.name;
 
-    const auto& e = sim.engine();
+    const auto& e = sim;
     StreamInputs in;
     in.gpus = 16;
     in.data_bytes = sm["data_bytes"].get<double>();
@@ -197,7 +198,7 @@ TEST(HybridEpStrategy, MigrationSwitchesOfTableVI) {
       "routing": {"sampling": "expected"},
       "strategy": {"name": "hybridep", "domain": [2, 8], )" + options + "}}"));
     sim.run();
-    return sim.results();
+    return sim.results_json();
   };
   const auto partition = run(R"("compression_ratio": 1, "async_communicator": false)");
   const auto compressed = run(R"("compression_ratio": 50, "async_communicator": false)");

@@ -37,7 +37,7 @@ TEST(PaperHybridEP, TableVIIAllToAllPairsOfPlainEp) {
   for (const auto& [dcs, pairs] : rows) {
     simulation::Simulation sim(test::scenario_from(cluster_of(dcs).dump()));
     sim.run();
-    const auto r = sim.results();
+    const auto r = sim.results_json();
     const auto& a2a = r["network"]["collectives"]["all_to_all"];
     // 12 layers × (dispatch + combine) × (forward + backward) all-to-alls per iteration.
     EXPECT_EQ(a2a["count"].get<double>(), 48.0);
@@ -53,7 +53,7 @@ TEST(PaperHybridEP, Eq3AllToAllTrafficPerGpu) {
   // cross the DC link.
   simulation::Simulation sim(test::scenario_from(cluster_of(2).dump()));
   sim.run();
-  const auto r = sim.results();
+  const auto r = sim.results_json();
   const double d = 8.0 * 256 * 2 * 1024 * 2;
   EXPECT_DOUBLE_EQ(r["network"]["collectives"]["all_to_all"]["bytes"].get<double>(), 48 * 16 * d * 15 / 16);
   // Dense-gradient all-reduces also cross the DC link; the all-to-alls' part is 48 × 64 MiB.

@@ -39,7 +39,7 @@ schema::Json layer(const char* testbed, int mp, int esp, const char* schedule, i
 schema::Json run(const schema::Json& doc) {
   simulation::Simulation sim(test::scenario_from(doc.dump()));
   sim.run();
-  return sim.results();
+  return sim.results_json();
 }
 
 double wire_bytes(const schema::Json& r, const char* kind) {

@@ -6,15 +6,13 @@
 #include <numeric>
 
 
+#include "sim/blocks/layer_costs.hpp"
 #include "sim/core/error.hpp"
-#include "sim/strategies/ep/ep_costs.hpp"
+#include "sim/strategies/ep/expert_parallel_plan.hpp"
 #include "sim/strategies/hybridep/domain_partition.hpp"
 
 namespace moesim::strategies::hybridep {
 
-using engine::Phase;
-using engine::TaskId;
-using engine::WorkKind;
 namespace sc = moesim::schema;
 
 StrategyInfo info() {
@@ -82,7 +80,7 @@ void HybridEpStrategy::check(const StrategyContext& ctx) const {
                      fmt::format("hybridep spreads the experts over all {} GPUs, but {} experts do not divide by {}", g,
                                  ctx.model.experts, g),
                      fmt::format("use a multiple of {} experts (e.g. {}), or the ep strategy with an ep_size", g, g));
-  const sc::Json& d = hoptions_.domain;
+  const sc::Json& d = options_.domain;
   const auto level_names = [&] {
     std::vector<std::string> v;
     for (const auto& l : topo.levels()) v.push_back(fmt::format("{} ({})", l.name, l.count));
@@ -139,21 +137,23 @@ const DomainChoice& HybridEpStrategy::domain(const StrategyContext& ctx) const {
   StreamInputs& in = c.inputs;
   in.gpus = gpus;
   in.data_bytes = t.tokens_per_microbatch() * m.top_k * m.hidden * cluster::dtype_bytes(t.dtype) * t.microbatches;
-  in.expert_bytes = own_expert_bytes(ctx) / hoptions_.compression_ratio;
+  in.expert_bytes = own_expert_bytes(ctx) / options_.compression_ratio;
   in.bandwidth = 0;
   for (int l = 0; l < topo.level_count(); ++l)
     if (topo.levels()[l].count > 1) {
       const double share = topo.levels()[l].bandwidth.bytes_per_second / topo.gpus_per_worker(l);
       in.bandwidth = in.bandwidth > 0 ? std::min(in.bandwidth, share) : share;
     }
-  const ep::LayerCosts lc = ep::layer_costs(ctx.compute[0], m, t, EpStrategy::params_on_gpu(ctx));
+  const auto& cm = ctx.compute[0];
+  const double tokens = t.tokens_per_microbatch(), b = ctx.dtype_bytes();
+  const Time attention = blocks::attention_time(cm, m, t);
   const double dense_between = m.moe_layers() > 0
                                    ? static_cast<double>(m.layers - m.moe_layers()) / m.moe_layers() *
-                                         time_to_seconds(lc.attention + lc.dense_ffn)
+                                         time_to_seconds(attention + blocks::dense_ffn_time(cm, m, tokens, b))
                                    : 0.0;
-  in.pre_expert_seconds = time_to_seconds(lc.attention + lc.gate) + dense_between;
+  in.pre_expert_seconds = time_to_seconds(attention + blocks::gate_time(cm, m, tokens, b)) + dense_between;
   if (gpus > 1) c.model = solve(in);
-  const sc::Json& d = hoptions_.domain;
+  const sc::Json& d = options_.domain;
   if (d.is_array()) {
     c.source = "explicit";
     for (const auto& s : d) c.sizes.push_back(s.get<std::uint32_t>());
@@ -170,9 +170,7 @@ const DomainChoice& HybridEpStrategy::domain(const StrategyContext& ctx) const {
   return *domain_;
 }
 
-ep::EpLayout HybridEpStrategy::layout(const StrategyContext& ctx) const {
-  // Rank j of a same-offset group is the GPU of expert domain j (domains numbered coarse-major, as
-  // Eq. 13 numbers GPUs); it computes every expert its domain's GPUs own.
+SameOffsetLayout HybridEpStrategy::layout(const StrategyContext& ctx) const {
   const auto& topo = ctx.topology;
   const auto& sizes = domain(ctx).sizes;
   const std::uint32_t gpus = topo.gpu_count();
@@ -182,10 +180,8 @@ ep::EpLayout HybridEpStrategy::layout(const StrategyContext& ctx) const {
     domains *= topo.levels()[l].count / sizes[l];
     offsets *= sizes[l];
   }
-  ep::EpLayout lay;
-  lay.chunks = options_.pipelining_degree;
+  SameOffsetLayout lay;
   lay.groups.assign(offsets, std::vector<std::uint32_t>(domains));
-  lay.rank_of_gpu.resize(gpus);
   lay.experts_of_rank.resize(domains);
   for (std::uint32_t g = 0; g < gpus; ++g) {
     const auto loc = topo.location(g);
@@ -195,7 +191,6 @@ ep::EpLayout HybridEpStrategy::layout(const StrategyContext& ctx) const {
       offset_index = offset_index * sizes[l] + loc[l] % sizes[l];
     }
     lay.groups[offset_index][domain_index] = g;
-    lay.rank_of_gpu[g] = static_cast<int>(domain_index);
     for (int e = 0; e < per_gpu; ++e) lay.experts_of_rank[domain_index].push_back(static_cast<int>(g) * per_gpu + e);
   }
   for (auto& v : lay.experts_of_rank) std::sort(v.begin(), v.end());
@@ -203,127 +198,94 @@ ep::EpLayout HybridEpStrategy::layout(const StrategyContext& ctx) const {
 }
 
 double HybridEpStrategy::params_on_gpu(const StrategyContext& ctx) const {
-  // The shared expert of every MoE layer is trained (and stepped) on every GPU.
-  const double shared = compresses() && migrates(ctx) ? ctx.model.moe_layers() * ctx.model.expert_params() : 0.0;
-  return EpStrategy::params_on_gpu(ctx) + shared;
+  // Every GPU holds E/G experts per MoE layer; the shared expert of every MoE layer is trained (and
+  // stepped) on every GPU.
+  const auto& m = ctx.model;
+  const int per_gpu = m.experts / static_cast<int>(ctx.topology.gpu_count());
+  const double shared = compresses() && migrates(ctx) ? m.moe_layers() * m.expert_params() : 0.0;
+  return m.replicated_params() + m.moe_layers() * per_gpu * m.expert_params() + shared;
 }
 
-Time HybridEpStrategy::encode_time(const StrategyContext& ctx, std::uint32_t g) const {
+Time HybridEpStrategy::encode_time(const StrategyContext& ctx, std::size_t kind) const {
   // SREncode per own expert: read the expert and the shared expert, write the residual, and one
   // top-k selection pass over it (4 passes), then the compressed value-index pairs.
-  const double b = cluster::dtype_bytes(ctx.training.dtype);
-  const double bytes = own_expert_bytes(ctx) * 4 + own_expert_bytes(ctx) / hoptions_.compression_ratio * (1 + 4 / b);
-  const Time t = ctx.compute[ctx.topology.kind_index(g)].memory_bound(bytes);
-  return static_cast<Time>(std::llround(static_cast<double>(t) * (1 - hoptions_.encode_fusion_saving)));
+  const double b = ctx.dtype_bytes();
+  const double bytes = own_expert_bytes(ctx) * 4 + own_expert_bytes(ctx) / options_.compression_ratio * (1 + 4 / b);
+  const Time t = ctx.compute[kind].memory_bound(bytes);
+  return static_cast<Time>(std::llround(static_cast<double>(t) * (1 - options_.encode_fusion_saving)));
 }
 
-Time HybridEpStrategy::expert_prologue(const StrategyContext& ctx, int, std::uint32_t g) const {
-  if (!migrates(ctx) || !compresses()) return 0;
+Time HybridEpStrategy::decode_time(const StrategyContext& ctx, std::size_t kind) const {
   // SRDecode of every received expert: read its compressed residual and the shared expert, write
   // the restored expert (fused with the expert GeMMs, §V-E); again in backward, as the restored
   // experts are not kept (see memory()).
-  const double b = cluster::dtype_bytes(ctx.training.dtype);
+  const double b = ctx.dtype_bytes();
   const double received = domain(ctx).domain_gpus - 1.0;
-  const double bytes = received * (own_expert_bytes(ctx) * 2 + own_expert_bytes(ctx) / hoptions_.compression_ratio * (1 + 4 / b));
-  const Time t = ctx.compute[ctx.topology.kind_index(g)].memory_bound(bytes);
-  return static_cast<Time>(std::llround(static_cast<double>(t) * (1 - hoptions_.decode_fusion_saving)));
+  const double bytes = received * (own_expert_bytes(ctx) * 2 + own_expert_bytes(ctx) / options_.compression_ratio * (1 + 4 / b));
+  const Time t = ctx.compute[kind].memory_bound(bytes);
+  return static_cast<Time>(std::llround(static_cast<double>(t) * (1 - options_.decode_fusion_saving)));
 }
 
-void HybridEpStrategy::all_gather_experts(const StrategyContext& ctx, ProgramBuilder& pb, int it, int layer,
-                                          const std::vector<TaskId>& after) {
-  // Level by level, coarsest first: at level l each GPU contributes what it holds so far, its own
-  // experts times the domain sizes of the coarser levels.
-  const auto& sizes = domain(ctx).sizes;
-  std::vector<TaskId> cur = after;
-  cur.resize(ctx.topology.gpu_count(), engine::kNone);
-  double bytes = own_expert_bytes(ctx) / hoptions_.compression_ratio;
-  const auto label = pb.label(Phase::Forward, WorkKind::AllGather, "expert_migration", it, layer);
-  for (int l = 0; l < ctx.topology.level_count(); ++l) {
-    if (sizes[l] <= 1) continue;
-    for (const network::GroupId group : ag_groups_[l]) {
-      pb.collective({network::CollectiveKind::AllGather, hoptions_.migration_algorithm, group, bytes, nullptr},
-                    kMigrationStream, label, members_);
-      const auto& gpus_of = pb.group_members(group);
-      for (std::size_t r = 0; r < gpus_of.size(); ++r) {
-        if (cur[gpus_of[r]] != engine::kNone) pb.depend(cur[gpus_of[r]], members_[r]);
-        cur[gpus_of[r]] = members_[r];
-      }
-    }
-    bytes *= sizes[l];
-  }
-  ready_[layer] = std::move(cur);
-}
-
-void HybridEpStrategy::begin_iteration(const StrategyContext& ctx, ProgramBuilder& pb, int it) {
+parallel::PlanPtr HybridEpStrategy::plan(const StrategyContext& ctx, int, const parallel::RunState&) {
+  if (plan_) return plan_;
   const auto& m = ctx.model;
-  const std::uint32_t gpus = ctx.topology.gpu_count();
-  ready_.assign(m.layers, {});
-  if (!migrates(ctx)) return;
-  const auto& sizes = domain(ctx).sizes;
-  if (ag_groups_.empty()) {
-    const auto level_groups = build_groups(ctx.topology, sizes);
-    ag_groups_.resize(level_groups.size());
-    for (std::size_t l = 0; l < level_groups.size(); ++l)
-      for (const auto& g : level_groups[l].all_gather) ag_groups_[l].push_back(pb.group(g));
-  }
-  // Initialisation stage (Fig. 10a): SREncode of every layer's experts, fused with the optimizer
-  // step that ends the previous iteration.
-  std::vector<std::vector<TaskId>> encoded(m.layers);
-  if (compresses()) {
-    const auto label = pb.label(Phase::Optimizer, WorkKind::OtherCompute, "sr_encode", it, 0);
-    for (int layer = m.dense_layers; layer < m.layers; ++layer) {
-      if (!m.is_moe(layer)) continue;
-      encoded[layer].resize(gpus);
-      for (std::uint32_t g = 0; g < gpus; ++g) encoded[layer][g] = pb.compute(g, encode_time(ctx, g), label);
+  const auto& topo = ctx.topology;
+  const SameOffsetLayout lay = layout(ctx);
+  ep::ExpertParallelPlan in;
+  in.streams = std::make_shared<parallel::StreamSet>(parallel::StreamSet{
+      parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
+      parallel::StreamRole::Gradient, parallel::StreamRole::Side});
+  auto replicas = std::make_shared<parallel::ReplicaTable>();
+  replicas->of_expert.resize(m.experts);
+  for (std::size_t j = 0; j < lay.experts_of_rank.size(); ++j)
+    for (int e : lay.experts_of_rank[j]) replicas->of_expert[e].push_back({static_cast<std::uint32_t>(j), 1.0});
+  for (const auto& g : lay.groups) in.groups.push_back({g, replicas});
+  in.chunks = options_.ep.pipelining_degree;
+  in.timing = ep::timing(options_.ep);
+  in.params_per_gpu = params_on_gpu(ctx);
+  if (migrates(ctx)) {
+    const auto& sizes = domain(ctx).sizes;
+    const auto level_groups = build_groups(topo, sizes);
+    std::vector<parallel::FamilyPtr> families;
+    for (const auto& lg : level_groups) families.push_back(parallel::family(lg.all_gather));
+    // The domain's experts, level by level, coarsest first: at level l each GPU contributes what it
+    // holds so far, its own experts times the domain sizes of the coarser levels.
+    auto fetch = std::make_shared<parallel::ExpertFetch>();
+    fetch->at_iteration_start = options_.async_communicator;
+    double bytes = own_expert_bytes(ctx) / options_.compression_ratio;
+    for (int l = 0; l < topo.level_count(); ++l) {
+      if (sizes[l] <= 1) continue;
+      fetch->steps.push_back({"expert_migration", network::CollectiveKind::AllGather, options_.migration_algorithm, bytes,
+                              families[l], parallel::StreamRole::Side});
+      bytes *= sizes[l];
     }
+    if (compresses())
+      for (std::size_t k = 0; k < ctx.compute.size(); ++k) {
+        fetch->prepare.push_back(encode_time(ctx, k));
+        fetch->prologue.push_back(decode_time(ctx, k));
+      }
+    in.fetch = std::move(fetch);
+    // Every expert has one owner (the EP group is all GPUs): only the gathered copies' gradients
+    // travel, by reduce-scatter back to the owners, finest level first.
+    const double ratio = options_.compress_gradients ? options_.compression_ratio : 1.0;
+    double held = domain(ctx).domain_gpus;  // own experts' worth of gradients each GPU holds
+    for (int l = topo.level_count() - 1; l >= 0; --l) {
+      if (sizes[l] <= 1) continue;
+      in.expert_gradients.push_back({"gathered_expert_grads", network::CollectiveKind::ReduceScatter,
+                                     options_.migration_algorithm, held * own_expert_bytes(ctx) / ratio, families[l],
+                                     parallel::StreamRole::Gradient});
+      held /= sizes[l];
+    }
+    // The shared expert of the SR compression is all-reduced in backward, asynchronously (§IV-B):
+    // it rides in the layer's data-parallel all-reduce bucket on the gradient stream.
+    if (compresses()) in.extra_moe_dense_params = m.expert_params();
   }
-  // Asynchronous communication stage (Fig. 10b): every layer's all-gather is queued now, in layer
-  // order, on the migration stream, and overlaps the pre-expert compute.
-  if (hoptions_.async_communicator)
-    for (int layer = 0; layer < m.layers; ++layer)
-      if (m.is_moe(layer)) all_gather_experts(ctx, pb, it, layer, encoded[layer]);
-}
-
-void HybridEpStrategy::begin_moe_forward(const StrategyContext& ctx, ProgramBuilder& pb, int it, int layer, int mb,
-                                         const std::vector<TaskId>& attention) {
-  // Without the asynchronous communicator a layer's experts are fetched when its MoE block is
-  // reached, once per iteration.
-  if (hoptions_.async_communicator || mb != 0 || !migrates(ctx)) return;
-  all_gather_experts(ctx, pb, it, layer, attention);
-}
-
-TaskId HybridEpStrategy::experts_ready(int layer, std::uint32_t g) const {
-  return ready_[layer].empty() ? engine::kNone : ready_[layer][g];
-}
-
-void HybridEpStrategy::sync_expert_gradients(const StrategyContext& ctx, ProgramBuilder& pb, int it, int layer,
-                                             const std::vector<TaskId>& after) {
-  // Every expert has one owner (the EP group is all GPUs): only the gathered copies' gradients
-  // travel, by reduce-scatter back to the owners, finest level first.
-  if (!migrates(ctx)) return;
-  const auto& sizes = domain(ctx).sizes;
-  const double ratio = hoptions_.compress_gradients ? hoptions_.compression_ratio : 1.0;
-  double held = domain(ctx).domain_gpus;  // own experts' worth of gradients each GPU holds
-  std::vector<TaskId> cur = after;
-  const auto label = pb.label(Phase::GradSync, WorkKind::ReduceScatter, "gathered_expert_grads", it, layer);
-  for (int l = ctx.topology.level_count() - 1; l >= 0; --l) {
-    if (sizes[l] <= 1) continue;
-    for (const network::GroupId group : ag_groups_[l])
-      gradient_collective(ctx, pb, network::CollectiveKind::ReduceScatter, hoptions_.migration_algorithm, group,
-                          held * own_expert_bytes(ctx) / ratio, label, cur);
-    cur = last_gradient_sync();
-    held /= sizes[l];
-  }
-}
-
-double HybridEpStrategy::extra_replicated_moe_params(const StrategyContext& ctx) const {
-  // The shared expert of the SR compression is all-reduced in backward, asynchronously (§IV-B):
-  // it rides in the layer's data-parallel all-reduce bucket on the gradient stream.
-  return compresses() && migrates(ctx) ? ctx.model.expert_params() : 0.0;
+  plan_ = ep::make_plan(ctx, in);
+  return plan_;
 }
 
 std::vector<workload::MemoryFootprint> HybridEpStrategy::memory(const StrategyContext& ctx) const {
-  auto out = EpStrategy::memory(ctx);
+  auto out = ep::memory(ctx, static_cast<int>(ctx.topology.gpu_count()));
   if (!migrates(ctx)) return out;
   const auto& m = ctx.model;
   const double b = cluster::dtype_bytes(ctx.training.dtype);
@@ -332,7 +294,7 @@ std::vector<workload::MemoryFootprint> HybridEpStrategy::memory(const StrategyCo
   // wait compressed in the receive queue and are decoded when needed (forward and backward);
   // without it every layer's gathered experts stay restored for the backward.
   const double one_layer = (domain(ctx).domain_gpus - 1.0) * own_expert_bytes(ctx);
-  const double held = compresses() ? one_layer + m.moe_layers() * one_layer / hoptions_.compression_ratio * (1 + 4 / b)
+  const double held = compresses() ? one_layer + m.moe_layers() * one_layer / options_.compression_ratio * (1 + 4 / b)
                                    : m.moe_layers() * one_layer;
   // Shared experts: trained everywhere (weights, gradients, Adam state), as EpStrategy counts params.
   const double shared = compresses() ? m.moe_layers() * m.expert_params() : 0.0;
@@ -345,7 +307,7 @@ std::vector<workload::MemoryFootprint> HybridEpStrategy::memory(const StrategyCo
 }
 
 std::size_t HybridEpStrategy::tasks_per_iteration(const StrategyContext& ctx) const {
-  return EpStrategy::tasks_per_iteration(ctx) +
+  return ep::tasks_per_iteration(ctx, options_.ep.pipelining_degree) +
          static_cast<std::size_t>(ctx.topology.gpu_count()) * ctx.model.moe_layers() * (2 * ctx.topology.level_count() + 4);
 }
 
@@ -367,20 +329,20 @@ schema::Json HybridEpStrategy::describe(const StrategyContext& ctx) const {
   model["bandwidth_bytes_per_second"] = c.inputs.bandwidth;
   model["pre_expert_ms"] = c.inputs.pre_expert_seconds * 1e3;
   j["stream_model"] = model;
-  const ep::EpLayout lay = layout(ctx);
-  j["all_to_all_group_size"] = lay.size();
+  const SameOffsetLayout lay = layout(ctx);
+  j["all_to_all_group_size"] = lay.experts_of_rank.size();
   j["all_to_all_groups"] = lay.groups.size();
   j["experts_per_gpu"] = ctx.model.experts / static_cast<int>(ctx.topology.gpu_count());
   const PairCounts pairs = count_pairs(ctx.topology, c.sizes);
   j["algorithm1_pairs"] = {{"all_to_all", pairs.all_to_all}, {"all_gather", pairs.all_gather}};
-  j["compression_ratio"] = hoptions_.compression_ratio;
-  j["async_communicator"] = hoptions_.async_communicator;
-  j["encode_fusion_saving"] = hoptions_.encode_fusion_saving;
-  j["decode_fusion_saving"] = hoptions_.decode_fusion_saving;
-  j["gradient_return"] = hoptions_.compress_gradients ? "compressed" : "full";
-  j["migration_algorithm"] = std::string(network::to_string(hoptions_.migration_algorithm));
-  j["pipelining_degree"] = options_.pipelining_degree;
-  j["gradient_sync"] = options_.overlap_gradient_sync ? "overlap" : "after_backward";
+  j["compression_ratio"] = options_.compression_ratio;
+  j["async_communicator"] = options_.async_communicator;
+  j["encode_fusion_saving"] = options_.encode_fusion_saving;
+  j["decode_fusion_saving"] = options_.decode_fusion_saving;
+  j["gradient_return"] = options_.compress_gradients ? "compressed" : "full";
+  j["migration_algorithm"] = std::string(network::to_string(options_.migration_algorithm));
+  j["pipelining_degree"] = options_.ep.pipelining_degree;
+  j["gradient_sync"] = options_.ep.overlap_gradient_sync ? "overlap" : "after_backward";
   return j;
 }
 

@@ -21,6 +21,9 @@
 //     (finest first), compressed like the parameters unless "gradient_return" is "full" (the paper
 //     does not say how they return — an assumption of this model); the dense data-parallel
 //     all-reduce is its own collective on the gradient stream (§VI), contending with the rest.
+// It is the expert-parallel plan (ep/expert_parallel_plan.hpp) with the same-offset groups, the
+// domain's experts as replicas, an expert fetch per layer and the reduce-scatters as its expert
+// gradient steps.
 #pragma once
 
 #include <optional>
@@ -53,43 +56,41 @@ struct DomainChoice {
   std::uint32_t domain_gpus = 1;     // ΠS
 };
 
-class HybridEpStrategy final : public ep::EpStrategy {
+// The all-to-all groups of the plan: rank j of a same-offset group is the GPU of expert domain j
+// (domains numbered coarse-major, as Eq. 13 numbers GPUs); it computes every expert its domain's
+// GPUs own.
+struct SameOffsetLayout {
+  std::vector<std::vector<std::uint32_t>> groups;
+  std::vector<std::vector<int>> experts_of_rank;
+};
+
+class HybridEpStrategy final : public Strategy {
  public:
-  explicit HybridEpStrategy(HybridEpOptions options) : EpStrategy(options.ep), hoptions_(std::move(options)) {}
+  explicit HybridEpStrategy(HybridEpOptions options) : options_(std::move(options)) {}
   std::string name() const override { return "hybridep"; }
   void check(const StrategyContext& ctx) const override;
   std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx) const override;
   std::size_t tasks_per_iteration(const StrategyContext& ctx) const override;
+  parallel::PlanPtr plan(const StrategyContext& ctx, int iteration, const parallel::RunState& state) override;
   schema::Json describe(const StrategyContext& ctx) const override;
 
   const DomainChoice& domain(const StrategyContext& ctx) const;
-
- protected:
-  ep::EpLayout layout(const StrategyContext& ctx) const override;
-  double params_on_gpu(const StrategyContext& ctx) const override;
-  void begin_iteration(const StrategyContext& ctx, ProgramBuilder& pb, int iteration) override;
-  void begin_moe_forward(const StrategyContext& ctx, ProgramBuilder& pb, int iteration, int layer, int mb,
-                         const std::vector<engine::TaskId>& attention) override;
-  engine::TaskId experts_ready(int layer, std::uint32_t g) const override;
-  Time expert_prologue(const StrategyContext& ctx, int layer, std::uint32_t g) const override;
-  void sync_expert_gradients(const StrategyContext& ctx, ProgramBuilder& pb, int iteration, int layer,
-                             const std::vector<engine::TaskId>& after) override;
-  double extra_replicated_moe_params(const StrategyContext& ctx) const override;
+  SameOffsetLayout layout(const StrategyContext& ctx) const;
 
  private:
   bool migrates(const StrategyContext& ctx) const { return domain(ctx).domain_gpus > 1; }
-  bool compresses() const { return hoptions_.compression_ratio > 1; }
-  // Bytes of one GPU's experts of one layer in the dtype, and as transmitted.
+  bool compresses() const { return options_.compression_ratio > 1; }
+  // Bytes of one GPU's experts of one layer in the dtype.
   double own_expert_bytes(const StrategyContext& ctx) const;
-  void all_gather_experts(const StrategyContext& ctx, ProgramBuilder& pb, int iteration, int layer,
-                          const std::vector<engine::TaskId>& after);
-  Time encode_time(const StrategyContext& ctx, std::uint32_t g) const;
+  // Parameters each GPU holds (and steps the optimizer over): EP's, and every MoE layer's shared
+  // expert of the SR compression.
+  double params_on_gpu(const StrategyContext& ctx) const;
+  Time encode_time(const StrategyContext& ctx, std::size_t kind) const;
+  Time decode_time(const StrategyContext& ctx, std::size_t kind) const;
 
-  HybridEpOptions hoptions_;
+  HybridEpOptions options_;
   mutable std::optional<DomainChoice> domain_;
-  std::vector<std::vector<network::GroupId>> ag_groups_;  // per level
-  std::vector<std::vector<engine::TaskId>> ready_;        // [layer][gpu]: last all-gather member
-  std::vector<engine::TaskId> members_;
+  parallel::PlanPtr plan_;
 };
 
 // The domain sizes, coarsest level first, that hold about `gpus` GPUs: each level takes the largest

@@ -7,13 +7,9 @@
 
 #include "sim/calibration/line_fit.hpp"
 #include "sim/core/error.hpp"
-#include "sim/strategies/ep/ep_costs.hpp"
 
 namespace moesim::strategies::parm {
 
-using engine::Phase;
-using engine::TaskId;
-using engine::WorkKind;
 using network::CollectiveKind;
 namespace sc = moesim::schema;
 
@@ -120,6 +116,11 @@ void ParmStrategy::check(const StrategyContext& ctx) const {
                      fmt::format("MP-Split cannot divide {} tokens per microbatch into {} parts",
                                  ctx.training.tokens_per_microbatch(), options_.mp),
                      "choose an mp_size dividing sequence_length × micro_batch_size");
+  if (m.shared_experts > 0)
+    throw InputError("", "$.model.shared_experts",
+                     fmt::format("the model has {} shared experts, which Parm's MP+EP+ESP schedules do not place",
+                                 m.shared_experts),
+                     "use a model without shared experts (\"shared_experts\": 0), or the ep strategy");
   if (ctx.training.capacity_factor <= 0)
     throw InputError("", "$.training.capacity_factor",
                      "Parm's schedules pad every expert to its capacity T = k·f·B·L/E, which needs a capacity factor f",
@@ -279,273 +280,128 @@ std::vector<Alternative> ParmStrategy::alternatives(const StrategyContext&) cons
   return {{"S1", {{"schedule", "s1"}}}, {"S2", {{"schedule", "s2"}}}};
 }
 
-void ParmStrategy::build_iteration(const StrategyContext& ctx, ProgramBuilder& pb, int it) {
+namespace {
+
+// The communication of `comms` with this collective over this group; the n-th such one.
+const Communication* find(const std::vector<Communication>& comms, Collective collective, Group group, int nth = 0) {
+  for (const auto& c : comms)
+    if (c.collective == collective && c.group == group && nth-- == 0) return &c;
+  return nullptr;
+}
+
+}  // namespace
+
+parallel::PlanPtr ParmStrategy::plan(const StrategyContext& ctx, int, const parallel::RunState&) {
+  if (plan_) return plan_;
+  using parallel::MoePoint;
+  using parallel::StreamRole;
   const auto& m = ctx.model;
   const auto& t = ctx.training;
-  const auto& topo = ctx.topology;
-  const std::uint32_t gpus = topo.gpu_count();
-  const double b = cluster::dtype_bytes(t.dtype);
+  const std::uint32_t gpus = ctx.topology.gpu_count();
   const ParmInputs in = inputs(ctx);
   const Schedule s = schedule(ctx);
   const ParmGroups groups = ParmGroups::build(gpus, options_.mp, options_.esp, options_.placement);
   const int mp = options_.mp;
   const double tokens = t.tokens_per_microbatch();
-
-  // Group families, interned once per iteration.
-  const auto intern = [&](const std::vector<std::vector<std::uint32_t>>& family) {
-    std::vector<network::GroupId> ids;
-    for (const auto& g : family)
-      if (g.size() > 1) ids.push_back(pb.group(g));
-    return ids;
-  };
   std::vector<std::uint32_t> all(gpus);
   std::iota(all.begin(), all.end(), 0u);
-  const auto mp_groups = intern(groups.mp), ep_groups = intern(groups.ep), esp_groups = intern(groups.esp),
-             dp_groups = intern(groups.dp), grid = intern({all});
+  const auto mp_family = parallel::family(groups.mp), ep_family = parallel::family(groups.ep),
+             esp_family = parallel::family(groups.esp);
 
-  // The task chain of every GPU: each step waits for the GPU's previous one.
-  // `join[g]`: a second task the next compute waits for (SAA's last all-gather).
-  std::vector<TaskId> cur(gpus, engine::kNone), join(gpus, engine::kNone);
-  std::vector<TaskId> members;
-  const auto step_compute = [&](const std::function<Time(std::uint32_t)>& duration, const engine::Label& label) {
-    for (std::uint32_t g = 0; g < gpus; ++g) {
-      const TaskId task = pb.compute(g, duration(g), label);
-      if (cur[g] != engine::kNone) pb.depend(cur[g], task);
-      if (join[g] != engine::kNone) pb.depend(join[g], task);
-      cur[g] = task;
-      join[g] = engine::kNone;
-    }
-  };
-  // One collective per group of `family`; `after[g]` (default: the chain) gates member g.
-  const auto step_collective = [&](const std::vector<network::GroupId>& family, network::CollectiveOp op,
-                                   std::uint8_t stream, const engine::Label& label, std::vector<TaskId>& out,
-                                   const std::vector<TaskId>& after) {
-    for (network::GroupId id : family) {
-      op.group = id;
-      pb.collective(op, stream, label, members);
-      const auto& gs = pb.group_members(id);
-      for (std::size_t r = 0; r < gs.size(); ++r) {
-        if (after[gs[r]] != engine::kNone) pb.depend(after[gs[r]], members[r]);
-        out[gs[r]] = members[r];
-      }
-    }
-  };
-  const auto chain_collective = [&](const std::vector<network::GroupId>& family, const network::CollectiveOp& op,
-                                    std::uint8_t stream, const engine::Label& label) {
-    step_collective(family, op, stream, label, cur, cur);
-  };
-  const auto cm_of = [&](std::uint32_t g) -> const compute::ComputeModel& { return ctx.compute[topo.kind_index(g)]; };
+  auto plan = std::make_shared<parallel::IterationPlan>();
+  plan->streams = std::make_shared<parallel::StreamSet>(parallel::StreamSet{
+      StreamRole::Compute, StreamRole::Dispatch, StreamRole::Combine, StreamRole::Gradient, StreamRole::Side});
+  plan->vocabulary = m.vocab > 0;
+  // Attention and dense FFNs are tensor-parallel over the MP group (Megatron-LM).
+  plan->tensor_parallel = {mp, mp > 1 ? mp_family : nullptr, ctx.all_reduce_algorithm, StreamRole::Dispatch, "MP-AllReduce"};
 
-  // The paper's communications of this schedule (parm_model.hpp), as collective operations: AG
-  // brings x/n per rank, AR reduces x, A2A sends x/n to each rank (DeepSpeed pads to capacity).
+  // The paper's communications of this schedule (parm_model.hpp) at their places in the MoE block:
+  // AG brings x/n per rank, AR reduces x, A2A sends x/n to each rank (DeepSpeed pads to capacity).
   const auto comms = communications(in, s);
-  const auto op_of = [&](const Communication& c, std::size_t group_size) {
-    const double n = static_cast<double>(group_size);
-    switch (c.collective) {
-      case Collective::AllGather: return network::CollectiveOp{CollectiveKind::AllGather, network::Algorithm::Ring, 0, c.bytes / n, nullptr};
-      case Collective::AllReduce: return network::CollectiveOp{CollectiveKind::AllReduce, ctx.all_reduce_algorithm, 0, c.bytes, nullptr};
-      case Collective::AllToAll: break;
+  auto moe = std::make_shared<parallel::MoeLayerPlan>();
+  const auto step = [&](const Communication& c, const parallel::FamilyPtr& family, double n, std::string name, StreamRole stream) {
+    parallel::CollectiveStep st{std::move(name), network::CollectiveKind::AllGather, network::Algorithm::Ring, c.bytes / n,
+                                family, stream};
+    if (c.collective == Collective::AllReduce) {
+      st.kind = network::CollectiveKind::AllReduce;
+      st.algorithm = ctx.all_reduce_algorithm;
+      st.bytes = c.bytes;
     }
-    return network::CollectiveOp{CollectiveKind::AllToAll, network::Algorithm::Direct, 0, 0,
-                                 std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::uniform(
-                                     static_cast<std::uint32_t>(group_size), c.bytes / n))};
+    return st;
   };
-  const auto family_of = [&](Group g) -> const std::vector<network::GroupId>& {
-    switch (g) {
-      case Group::MP: return mp_groups;
-      case Group::EP: return ep_groups;
-      case Group::ESP: return esp_groups;
-      case Group::EP_ESP: break;
+  const auto at = [&](MoePoint p) -> std::vector<parallel::CollectiveStep>& { return moe->at[static_cast<int>(p)]; };
+  const Communication* a2a = nullptr;
+  if (s == Schedule::Baseline) {
+    a2a = find(comms, Collective::AllToAll, Group::EP);
+    for (const auto& g : groups.ep) moe->dispatch.push_back({g, nullptr});
+    if (const Communication* ag = find(comms, Collective::AllGather, Group::ESP)) {
+      at(MoePoint::BeforeGate).push_back(step(*ag, esp_family, groups.n_esp, "ESP-AllGather", StreamRole::Dispatch));
+      // The ESP-Split after the combine is local; its backward gathers the gradients.
+      at(MoePoint::BeforeOutputGrad).push_back(step(*ag, esp_family, groups.n_esp, "ESP-Split AllGather", StreamRole::Combine));
     }
-    return grid;
-  };
-  const auto size_of = [&](Group g) -> std::size_t {
-    switch (g) {
-      case Group::MP: return static_cast<std::size_t>(groups.n_mp);
-      case Group::EP: return static_cast<std::size_t>(groups.n_ep);
-      case Group::ESP: return static_cast<std::size_t>(groups.n_esp);
-      case Group::EP_ESP: break;
+    if (const Communication* ar = find(comms, Collective::AllReduce, Group::ESP)) {
+      at(MoePoint::AfterExperts).push_back(step(*ar, esp_family, groups.n_esp, "ESP-AllReduce", StreamRole::Combine));
+      // Backward: the all-reduce of the input gradients' partial sums (Megatron's conjugate of the copy).
+      at(MoePoint::AfterExpertGrads).push_back(step(*ar, esp_family, groups.n_esp, "ESP-AllReduce", StreamRole::Dispatch));
     }
-    return gpus;
-  };
-  const auto find = [&](std::string_view name) -> const Communication* {
-    for (const auto& c : comms)
-      if (c.name == name) return &c;
-    return nullptr;
-  };
-  const auto kind_of = [](Collective c) {
-    return c == Collective::AllGather ? WorkKind::AllGather : c == Collective::AllReduce ? WorkKind::AllReduce : WorkKind::AllToAll;
-  };
-  // Runs the named communication (if the schedule has it and its group has more than one GPU).
-  const auto comm = [&](std::string_view name, Phase phase, std::uint8_t stream, int layer, int mb, std::string_view label) {
-    const Communication* c = find(name);
-    if (!c || size_of(c->group) <= 1) return;
-    chain_collective(family_of(c->group), op_of(*c, size_of(c->group)), stream,
-                     pb.label(phase, kind_of(c->collective), label, it, layer, mb));
-  };
-
-  // SAA (§III-D, Fig. 5): the grid all-to-all in P phases, phase i sending to rank r+i; the slice
-  // a GPU holds after phase i (its own at i = 0) is all-gathered in its MP group during phase i+1,
-  // on the side stream. Each phase's all-gather moves 1/P of AG_MP(ETM).
-  std::vector<network::TrafficPtr> phase_traffic;
-  const Communication* a2a_comm = find("EP&ESP-AlltoAll combine");
-  const Communication* ag_comm = find("MP-AllGather");
-  if (s == Schedule::S2 && options_.saa && mp > 1) {
-    const double per_pair = a2a_comm->bytes / gpus;
-    phase_traffic.resize(gpus);
-    for (std::uint32_t i = 1; i < gpus; ++i) {
-      std::vector<double> dense(static_cast<std::size_t>(gpus) * gpus, 0.0);
-      for (std::uint32_t r = 0; r < gpus; ++r) dense[static_cast<std::size_t>(r) * gpus + (r + i) % gpus] = per_pair;
-      phase_traffic[i] = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(gpus, std::move(dense)));
-    }
-  }
-  std::vector<TaskId> a2a_done(gpus), ag_done(gpus);
-  const auto simultaneous_a2a_ag = [&](Phase phase, int layer, int mb, std::string_view a2a_name) {
-    const auto la = pb.label(phase, WorkKind::AllToAll, a2a_name, it, layer, mb);
-    const auto lg = pb.label(phase, WorkKind::AllGather, "MP-AllGather (SAA)", it, layer, mb);
-    const network::CollectiveOp ag{CollectiveKind::AllGather, network::Algorithm::Ring, 0, ag_comm->bytes / mp / gpus, nullptr};
-    a2a_done = cur;
-    step_collective(mp_groups, ag, kMigrationStream, lg, ag_done, cur);  // the GPU's own slice
-    for (std::uint32_t i = 1; i < gpus; ++i) {
-      step_collective(grid, {CollectiveKind::AllToAll, network::Algorithm::Direct, 0, 0, phase_traffic[i]}, kCombineStream, la,
-                      a2a_done, a2a_done);
-      step_collective(mp_groups, ag, kMigrationStream, lg, ag_done, a2a_done);
-    }
-    cur = a2a_done;
-    join = ag_done;  // the compute after SAA waits for both streams
-  };
-
-  // Compute durations.
-  const double gate_tok = gate_tokens(in, s);
-  const double exp_tok = expert_tokens(in, s);
-  const double local_experts = m.experts / static_cast<double>(groups.n_ep);
-  const double combine_tok = s == Schedule::Baseline ? tokens * groups.n_esp : s == Schedule::S1 ? tokens / mp : tokens;
-  const auto attention = [&](std::uint32_t g) { return ep::attention_time(cm_of(g), m, t, mp); };
-  const auto attention_backward = [&](std::uint32_t g) { return ep::attention_backward_time(cm_of(g), m, t, mp); };
-  const auto gate = [&](std::uint32_t g) { return ep::gate_time(cm_of(g), m, gate_tok, b); };
-  const auto experts = [&](std::uint32_t g) {
-    return static_cast<Time>(std::llround(local_experts * static_cast<double>(ep::ffn_time(
-                                                              cm_of(g), m, exp_tok / local_experts, m.ffn_hidden / options_.esp))));
-  };
-  const auto combine = [&](std::uint32_t g) { return ep::combine_time(cm_of(g), m, combine_tok, b); };
-  const auto dense_ffn = [&](std::uint32_t g) {
-    return ep::ffn_time(cm_of(g), m, tokens, m.dense_ffn_hidden / mp) + cm_of(g).memory_bound(2 * tokens * m.hidden * b);
-  };
-  const auto embed = [&](std::uint32_t g) { return cm_of(g).memory_bound(2 * tokens * m.hidden * b); };
-  const auto lm_head = [&](std::uint32_t g) {
-    return cm_of(g).gemm(tokens, m.vocab / mp, m.hidden) + cm_of(g).memory_bound(2 * tokens * m.vocab / mp * 4);
-  };
-  const auto bwd = [&](const std::function<Time(std::uint32_t)>& f) {
-    return [&, f](std::uint32_t g) { return cm_of(g).backward(f(g)); };
-  };
-  // Megatron-LM's tensor-parallel all-reduce of the block output (forward) or input gradient
-  // (backward): one per attention or dense FFN block and direction.
-  const network::CollectiveOp mp_all_reduce{CollectiveKind::AllReduce, ctx.all_reduce_algorithm, 0, tokens * m.hidden * b,
-                                            nullptr};
-  const auto tensor_parallel_block = [&](const std::function<Time(std::uint32_t)>& f, Phase phase, WorkKind kind,
-                                         std::string_view name, int layer, int mb) {
-    step_compute(f, pb.label(phase, kind, name, it, layer, mb));
-    if (mp > 1) chain_collective(mp_groups, mp_all_reduce, kDispatchStream, pb.label(phase, WorkKind::AllReduce, "MP-AllReduce", it, layer, mb));
-  };
-
-  // Dense gradients: all-reduced over the data-parallel groups (same MP rank); the optimizer
-  // waits for each GPU's last one.
-  std::vector<TaskId> last_sync(gpus, engine::kNone);
-  std::vector<TaskId> grad_tasks(gpus);
-  const auto sync_dense = [&](int layer, double params, const std::vector<TaskId>& after) {
-    if (options_.gradient_sync == GradientSync::None || params <= 0 || dp_groups.empty()) return;
-    step_collective(dp_groups, {CollectiveKind::AllReduce, ctx.all_reduce_algorithm, 0, params * b, nullptr}, kGradientStream,
-                    pb.label(Phase::GradSync, WorkKind::AllReduce, "dense_grads", it, layer), grad_tasks, after);
-    last_sync = grad_tasks;
-  };
-  const auto layer_dense_params = [&](int layer) {
-    return m.attention_params() / mp + m.norm_params() + (m.is_moe(layer) ? m.gate_params() : m.dense_ffn_params() / mp);
-  };
-
-  double routed = 0, dropped = 0;
-  for (int mb = 0; mb < t.microbatches; ++mb) {
-    const bool last_mb = mb + 1 == t.microbatches;
-    // Forward.
-    if (m.vocab > 0) step_compute(embed, pb.label(Phase::Forward, WorkKind::OtherCompute, "embedding", it, 0, mb));
-    for (int layer = 0; layer < m.layers; ++layer) {
-      if (m.attention) tensor_parallel_block(attention, Phase::Forward, WorkKind::Attention, "attention", layer, mb);
-      if (!m.is_moe(layer)) {
-        tensor_parallel_block(dense_ffn, Phase::Forward, WorkKind::DenseFfn, "dense_ffn", layer, mb);
-        continue;
-      }
-      // Capacity drops of this layer's routing (the padded all-to-alls do not change with them):
-      // the share a gate over gate_tok tokens drops above T per expert.
-      const auto plan = workload::plan_dispatch(ctx.routing.popularity(it, layer), gate_tok, m.top_k, t.capacity_factor);
-      const double copies = gpus * tokens / mp * m.top_k;  // distinct tokens: MP ranks share theirs
-      routed += copies;
-      if (plan.kept + plan.dropped > 0) dropped += copies * plan.dropped / (plan.kept + plan.dropped);
-
-      const auto fwd = [&](std::string_view name, std::uint8_t stream, std::string_view label) {
-        comm(name, Phase::Forward, stream, layer, mb, label);
-      };
-      fwd("ESP-AllGather", kDispatchStream, "ESP-AllGather");
-      step_compute(gate, pb.label(Phase::Forward, WorkKind::Gate, "gate", it, layer, mb));
-      fwd("EP-AlltoAll dispatch", kDispatchStream, "dispatch");
-      fwd("EP&ESP-AlltoAll dispatch", kDispatchStream, "dispatch");
-      step_compute(experts, pb.label(Phase::Forward, WorkKind::Expert, "experts", it, layer, mb));
-      fwd("ESP-AllReduce", kCombineStream, "ESP-AllReduce");
-      fwd("EP-AlltoAll combine", kCombineStream, "combine");
-      if (s == Schedule::S2 && !phase_traffic.empty()) {
-        simultaneous_a2a_ag(Phase::Forward, layer, mb, "combine");
-      } else {
-        fwd("EP&ESP-AlltoAll combine", kCombineStream, "combine");
-        if (s == Schedule::S2) fwd("MP-AllGather", kCombineStream, "MP-AllGather");
-      }
-      step_compute(combine, pb.label(Phase::Forward, WorkKind::OtherCompute, "combine_output", it, layer, mb));
-      if (s == Schedule::S1) fwd("MP-AllGather", kCombineStream, "MP-AllGather");
-    }
-    if (m.vocab > 0) {
-      step_compute(lm_head, pb.label(Phase::Forward, WorkKind::OtherCompute, "lm_head", it, m.layers, mb));
-      step_compute(bwd(lm_head), pb.label(Phase::Backward, WorkKind::OtherCompute, "lm_head", it, m.layers, mb));
-    }
-    // Backward: each forward communication's conjugate, in reverse order.
-    for (int layer = m.layers - 1; layer >= 0; --layer) {
-      if (!m.is_moe(layer)) {
-        tensor_parallel_block(bwd(dense_ffn), Phase::Backward, WorkKind::DenseFfn, "dense_ffn", layer, mb);
-      } else {
-        const auto back = [&](std::string_view name, std::uint8_t stream, std::string_view label) {
-          comm(name, Phase::Backward, stream, layer, mb, label);
-        };
-        back("ESP-AllGather", kCombineStream, "ESP-Split AllGather");  // the baseline's ESP-Split backward
-        step_compute(bwd(combine), pb.label(Phase::Backward, WorkKind::OtherCompute, "combine_output", it, layer, mb));
-        back("EP-AlltoAll combine", kCombineStream, "combine");
-        back("EP&ESP-AlltoAll combine", kCombineStream, "combine");
-        step_compute(bwd(experts), pb.label(Phase::Backward, WorkKind::Expert, "experts", it, layer, mb));
-        back("ESP-AllReduce", kDispatchStream, "ESP-AllReduce");
-        back("EP-AlltoAll dispatch", kDispatchStream, "dispatch");
-        if (s == Schedule::S2 && !phase_traffic.empty()) {
-          simultaneous_a2a_ag(Phase::Backward, layer, mb, "dispatch");
-        } else {
-          back("EP&ESP-AlltoAll dispatch", kDispatchStream, "dispatch");
-          if (s == Schedule::S2) back("MP-AllGather", kDispatchStream, "MP-AllGather");
+  } else {
+    a2a = find(comms, Collective::AllToAll, Group::EP_ESP);
+    moe->dispatch.push_back({all, nullptr});
+    if (const Communication* ag = find(comms, Collective::AllGather, Group::MP)) {
+      if (s == Schedule::S1) {
+        // MP-AllGather(BLM) after the combine; its backward moves to the MP-Split's, after the gate.
+        at(MoePoint::AfterOutput).push_back(step(*ag, mp_family, mp, "MP-AllGather", StreamRole::Combine));
+        at(MoePoint::AfterGateGrad).push_back(step(*ag, mp_family, mp, "MP-AllGather", StreamRole::Dispatch));
+      } else if (options_.saa) {
+        // SAA (§III-D, Fig. 5): the grid all-to-all in P phases, phase i sending to rank r + i; each
+        // phase's slice all-gathered in the MP group during the next, 1/P of AG_MP(ETM) each.
+        auto pg = std::make_shared<parallel::PhasedGather>();
+        pg->groups = mp_family;
+        pg->bytes_per_phase = ag->bytes / mp / gpus;
+        pg->stream = StreamRole::Side;
+        pg->name = "MP-AllGather (SAA)";
+        const double per_pair = a2a->bytes / gpus;
+        for (std::uint32_t i = 1; i < gpus; ++i) {
+          std::vector<double> dense(static_cast<std::size_t>(gpus) * gpus, 0.0);
+          for (std::uint32_t r = 0; r < gpus; ++r) dense[static_cast<std::size_t>(r) * gpus + (r + i) % gpus] = per_pair;
+          pg->phases.push_back(std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(gpus, std::move(dense))));
         }
-        step_compute(bwd(gate), pb.label(Phase::Backward, WorkKind::Gate, "gate", it, layer, mb));
-        if (s == Schedule::S1) back("MP-AllGather", kDispatchStream, "MP-AllGather");
+        moe->phased_gather = std::move(pg);
+      } else {
+        // AAS: the all-gather after the all-to-all.
+        at(MoePoint::AfterCombine).push_back(step(*ag, mp_family, mp, "MP-AllGather", StreamRole::Combine));
+        at(MoePoint::AfterDispatchGrad).push_back(step(*ag, mp_family, mp, "MP-AllGather", StreamRole::Dispatch));
       }
-      if (m.attention) tensor_parallel_block(attention_backward, Phase::Backward, WorkKind::Attention, "attention", layer, mb);
-      if (last_mb && options_.gradient_sync == GradientSync::Overlap) sync_dense(layer, layer_dense_params(layer), cur);
     }
-    if (m.vocab > 0) step_compute(bwd(embed), pb.label(Phase::Backward, WorkKind::OtherCompute, "embedding", it, 0, mb));
   }
-  if (options_.gradient_sync == GradientSync::AfterBackward)
-    for (int layer = m.layers - 1; layer >= 0; --layer) sync_dense(layer, layer_dense_params(layer), cur);
-  sync_dense(0, m.embedding_params() / mp, cur);
-  totals_.routed_token_copies += routed;
-  totals_.dropped_token_copies += dropped;
-  totals_.dropped_per_iteration.push_back(dropped);
+  moe->all_to_all = network::Algorithm::Direct;
+  moe->padded = true;
+  moe->padded_bytes_per_pair = a2a->bytes / static_cast<double>(moe->dispatch.front().gpus.size());
+  moe->local_experts = m.experts / static_cast<double>(groups.n_ep);
+  moe->padded_tokens = expert_tokens(in, s);
+  moe->padded_token_copies = gpus * tokens / mp * m.top_k;  // distinct tokens: MP ranks share theirs
+  moe->gate_tokens = gate_tokens(in, s);
+  moe->combine_tokens = s == Schedule::Baseline ? tokens * groups.n_esp : s == Schedule::S1 ? tokens / mp : tokens;
+  moe->expert_ffn_hidden = m.ffn_hidden / options_.esp;
+  plan->moe.resize(m.layers);
+  for (int l = 0; l < m.layers; ++l)
+    if (m.is_moe(l)) plan->moe[l] = moe;
 
-  const double params = params_on_gpu(ctx);
-  auto lo = pb.label(Phase::Optimizer, WorkKind::Optimizer, "optimizer", it, 0);
-  for (std::uint32_t g = 0; g < gpus; ++g) {
-    const TaskId o = pb.compute(g, cm_of(g).optimizer_step(params), lo);
-    pb.depend(cur[g], o);
-    if (last_sync[g] != engine::kNone) pb.depend(last_sync[g], o);
-  }
+  // Dense gradients: all-reduced over the data-parallel groups (same MP rank).
+  auto& gp = plan->gradients;
+  gp.timing = options_.gradient_sync == GradientSync::None          ? parallel::GradientTiming::None
+              : options_.gradient_sync == GradientSync::AfterBackward ? parallel::GradientTiming::AfterBackward
+                                                                      : parallel::GradientTiming::Overlap;
+  gp.dense_groups = parallel::family(groups.dp);
+  gp.algorithm = ctx.all_reduce_algorithm;
+  for (int l = 0; l < m.layers; ++l)
+    gp.dense_params.push_back(m.attention_params() / mp + m.norm_params() +
+                              (m.is_moe(l) ? m.gate_params() : m.dense_ffn_params() / mp));
+  gp.embedding_params = m.embedding_params() / mp;
+  plan->optimizer_params.assign(gpus, params_on_gpu(ctx));
+  plan->tokens = static_cast<double>(gpus / static_cast<std::uint32_t>(mp)) * tokens * t.microbatches;
+  plan_ = plan;
+  return plan_;
 }
 
 schema::Json ParmStrategy::describe(const StrategyContext& ctx) const {

@@ -25,6 +25,9 @@
 // Attention (when the model has it) is tensor-parallel over the MP group with one MP all-reduce
 // per direction (Megatron-LM); the gradient all-reduce of dense parameters runs over the
 // data-parallel groups, and can be left out as Parm's measurements do (§VI-A).
+// The plan places these collectives at the MoE block's points (blocks/moe_block.hpp): the
+// ESP all-gather before the gate, the ESP all-reduce after the experts, the MP all-gather after
+// the combine (S1), beside the combine all-to-all by phases (S2 with SAA) or after it (S2, AAS).
 #pragma once
 
 #include <optional>
@@ -75,7 +78,7 @@ class ParmStrategy : public Strategy {
   void check(const StrategyContext& ctx) const override;
   std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx) const override;
   std::size_t tasks_per_iteration(const StrategyContext& ctx) const override;
-  void build_iteration(const StrategyContext& ctx, ProgramBuilder& program, int iteration) override;
+  parallel::PlanPtr plan(const StrategyContext& ctx, int iteration, const parallel::RunState& state) override;
   schema::Json describe(const StrategyContext& ctx) const override;
   std::vector<Alternative> alternatives(const StrategyContext& ctx) const override;
 
@@ -93,6 +96,7 @@ class ParmStrategy : public Strategy {
 
   ParmOptions options_;
   mutable std::optional<AlgorithmOneInputs> algorithm_one_;
+  parallel::PlanPtr plan_;  // the same every iteration
 };
 
 }  // namespace moesim::strategies::parm

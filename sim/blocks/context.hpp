@@ -1,0 +1,49 @@
+// What every block reads to cost its work: the cluster, the model, the training settings, the
+// routing model and one compute model per GPU kind; and the emission in progress (the program
+// builder, the iteration's plan, what the iteration measures).
+#pragma once
+
+#include <vector>
+
+#include "sim/blocks/program_builder.hpp"
+#include "sim/cluster/topology.hpp"
+#include "sim/compute/compute_model.hpp"
+#include "sim/parallel/run_state.hpp"
+#include "sim/workload/model_shape.hpp"
+#include "sim/workload/routing.hpp"
+
+namespace moesim::blocks {
+
+struct Context {
+  const cluster::Topology& topology;
+  const workload::ModelShape& model;
+  const workload::TrainingConfig& training;
+  const workload::RoutingModel& routing;
+  // One compute model per GPU kind of the topology (index = Topology::kind_index).
+  const std::vector<compute::ComputeModel>& compute;
+
+  const compute::ComputeModel& compute_of(std::uint32_t gpu) const { return compute[topology.kind_index(gpu)]; }
+  double dtype_bytes() const { return cluster::dtype_bytes(training.dtype); }
+};
+
+// Per GPU, the task the next piece of work waits for (engine::kNone: only its stream's order).
+using Frontier = std::vector<engine::TaskId>;
+
+// One iteration's program being written.
+struct Emission {
+  ProgramBuilder& pb;
+  const Context& ctx;
+  const parallel::IterationPlan& plan;
+  int iteration;
+  parallel::IterationOutcome& outcome;
+
+  engine::Label label(engine::Phase phase, engine::WorkKind kind, std::string_view name, int layer, int microbatch = 0,
+                      int chunk = 0) const {
+    return pb.label(phase, kind, name, iteration, layer, microbatch, chunk);
+  }
+  std::uint32_t gpus() const { return ctx.topology.gpu_count(); }
+  bool runs_attention(std::uint32_t g) const { return plan.role(g) & parallel::kRunsAttention; }
+  bool runs_experts(std::uint32_t g) const { return plan.role(g) & parallel::kRunsExperts; }
+};
+
+}  // namespace moesim::blocks

@@ -1,0 +1,20 @@
+#include "sim/blocks/dense_ffn_block.hpp"
+
+#include "sim/blocks/attention_block.hpp"
+#include "sim/blocks/layer_costs.hpp"
+
+namespace moesim::blocks {
+
+void dense_ffn(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f) {
+  const auto label = em.label(direction, engine::WorkKind::DenseFfn, "dense_ffn", layer, mb);
+  const double tokens = em.ctx.training.tokens_per_microbatch();
+  for (std::uint32_t g = 0; g < em.gpus(); ++g) {
+    if (!em.runs_attention(g)) continue;
+    const auto& cm = em.ctx.compute_of(g);
+    const Time forward = dense_ffn_time(cm, em.ctx.model, tokens, em.ctx.dtype_bytes(), em.plan.tensor_parallel.size);
+    f[g] = em.pb.compute(g, direction == engine::Phase::Forward ? forward : cm.backward(forward), label, f[g]);
+  }
+  tensor_parallel_all_reduce(em, direction, layer, mb, f);
+}
+
+}  // namespace moesim::blocks

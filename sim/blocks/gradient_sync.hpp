@@ -1,0 +1,26 @@
+// Gradient synchronisation on the gradient stream (DDP's bucketed all-reduce, Megatron's DP and
+// expert-DP groups): per layer the dense parameters' bucket over the plan's data-parallel groups,
+// then the layer's expert gradients step by step as its MoE plan says (expert-data-parallel
+// all-reduce, HybridEP's reduce-scatters back to the owners); the embedding and LM head last.
+// It keeps each GPU's last gradient collective, which the optimizer step waits for.
+#pragma once
+
+#include "sim/blocks/context.hpp"
+
+namespace moesim::blocks {
+
+class GradientSync {
+ public:
+  explicit GradientSync(std::uint32_t gpus) : last_(gpus, engine::kNone) {}
+  // `dense_after`: when the layer's dense gradients are ready (its attention backward);
+  // `experts_after`: when its expert gradients are (its last expert backward).
+  void layer(Emission& em, int layer, const Frontier& dense_after, const Frontier& experts_after);
+  void embedding(Emission& em, const Frontier& after);
+  const Frontier& last() const { return last_; }
+
+ private:
+  void dense(Emission& em, std::string_view name, int layer, double params, const Frontier& after);
+  Frontier last_;
+};
+
+}  // namespace moesim::blocks

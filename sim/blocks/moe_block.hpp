@@ -1,0 +1,30 @@
+// The MoE block of one layer and microbatch (GShard/DeepSpeed-MoE/Tutel; STRATEGIES.md `ep`):
+//   forward:  [plan's steps before the gate] → router (gate, top-k, permute) → shared experts →
+//             per chunk: dispatch all-to-all → the GPU's experts → [after-experts steps] → combine
+//             all-to-all (or the plan's phased all-gather beside it) → [after-combine steps] →
+//             un-permute and weighted sum → [after-output steps];
+//   backward: [before-output steps] → un-permute' → shared experts' → per chunk: all-to-all of the
+//             output gradients (the dispatch pattern) → experts' → [steps] → all-to-all back (the
+//             combine pattern) → [steps] → router' → [after-gate steps].
+// The tokens of each chunk are 1/P of the microbatch (pipelining degree P: chunk c's all-to-all
+// overlaps chunk c−1's experts). The router, shared experts and un-permute run where tokens live
+// (GPUs that run attention), the experts where the plan places them. The dispatch all-to-all
+// waits for the router, the experts for their chunk's dispatch (and, when the plan fetches
+// expert weights, for the fetch), the un-permute for every chunk's combine. Traffic and expert
+// compute come from token_routing.hpp. The first expert compute of the iteration (microbatch 0,
+// chunk 0), forward and backward, carries the fetch's prologue (HybridEP's SRDecode).
+#pragma once
+
+#include "sim/blocks/context.hpp"
+#include "sim/blocks/token_routing.hpp"
+
+namespace moesim::blocks {
+
+// `fetched`: per GPU, the task the layer's expert weights arrive with (null: none).
+void moe_forward(Emission& em, const parallel::MoeLayerPlan& plan, int layer, int microbatch, const LayerRouting& routing,
+                 const Frontier* fetched, Frontier& f);
+// `experts_done`: per GPU, the layer's last expert-backward task (its expert gradients are ready).
+void moe_backward(Emission& em, const parallel::MoeLayerPlan& plan, int layer, int microbatch, const LayerRouting& routing,
+                  Frontier& f, Frontier& experts_done);
+
+}  // namespace moesim::blocks

@@ -1,0 +1,73 @@
+#include "sim/blocks/program_builder.hpp"
+
+namespace moesim::blocks {
+
+namespace {
+engine::WorkKind work_kind(network::CollectiveKind k) {
+  switch (k) {
+    case network::CollectiveKind::AllToAll: return engine::WorkKind::AllToAll;
+    case network::CollectiveKind::AllGather: return engine::WorkKind::AllGather;
+    case network::CollectiveKind::ReduceScatter: return engine::WorkKind::ReduceScatter;
+    case network::CollectiveKind::AllReduce: return engine::WorkKind::AllReduce;
+    case network::CollectiveKind::P2P: return engine::WorkKind::P2P;
+  }
+  return engine::WorkKind::AllToAll;
+}
+}  // namespace
+
+ProgramBuilder::ProgramBuilder(engine::Engine& engine, network::CollectiveProgram& program,
+                               std::shared_ptr<const parallel::StreamSet> streams)
+    : engine_(engine), program_(program), streams_(std::move(streams)) {}
+
+engine::TaskId ProgramBuilder::compute(std::uint32_t gpu, Time duration, const engine::Label& label, engine::TaskId after,
+                                       parallel::StreamRole role, double sm_share) {
+  const std::uint8_t s = stream(role);
+  const engine::TaskId previous = engine_.stream_tail(gpu, s);
+  const engine::TaskId id = engine_.add_compute(gpu, s, duration, label, sm_share);
+  if (after != previous) depend(after, id);
+  return id;
+}
+
+void ProgramBuilder::collective(network::CollectiveOp op, parallel::StreamRole role, const engine::Label& label,
+                                std::vector<engine::TaskId>& members, const std::vector<engine::TaskId>* after) {
+  const auto& gpus = program_.groups.members(op.group);
+  const engine::WorkKind kind = work_kind(op.kind);
+  const std::uint8_t s = stream(role);
+  const engine::CollectiveId id = engine_.add_collective(static_cast<std::uint32_t>(gpus.size()), kind);
+  program_.add(id, std::move(op));
+  engine::Label l = label;
+  l.kind = kind;
+  members.resize(gpus.size());
+  for (std::size_t r = 0; r < gpus.size(); ++r) {
+    const engine::TaskId previous = engine_.stream_tail(gpus[r], s);
+    members[r] = engine_.add_member(id, gpus[r], s, l);
+    if (after && (*after)[gpus[r]] != previous) depend((*after)[gpus[r]], members[r]);
+  }
+}
+
+void ProgramBuilder::depend(engine::TaskId before, engine::TaskId after) {
+  if (before != engine::kNone) engine_.depend(before, after);
+}
+
+const std::vector<network::GroupId>& ProgramBuilder::groups(const parallel::FamilyPtr& family) {
+  auto [it, fresh] = families_.try_emplace(family);
+  if (fresh)
+    for (const auto& g : family->groups)
+      if (g.size() > 1) it->second.push_back(group(g));
+  return it->second;
+}
+
+engine::Label ProgramBuilder::label(engine::Phase phase, engine::WorkKind kind, std::string_view name, int iteration,
+                                    int layer, int microbatch, int chunk) {
+  engine::Label l;
+  l.phase = phase;
+  l.kind = kind;
+  l.name = engine_.intern(name);
+  l.iteration = static_cast<std::uint16_t>(iteration);
+  l.layer = static_cast<std::uint16_t>(layer);
+  l.microbatch = static_cast<std::uint16_t>(microbatch);
+  l.chunk = static_cast<std::uint16_t>(chunk);
+  return l;
+}
+
+}  // namespace moesim::blocks

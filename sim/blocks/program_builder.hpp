@@ -1,0 +1,49 @@
+// ProgramBuilder: how blocks write tasks into the engine. Streams are named by role (the plan's
+// StreamSet); a task waits for its stream's previous task and for the task it is given to come
+// after. That dependency is left out when it is the previous task on the same stream (stream
+// order already holds it), so a chain of kernels on one stream is a plain in-order queue, as on
+// a CUDA stream. Collectives are written once per group, their op recorded in the collective
+// program the network model reads; families of groups are interned once.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "sim/engine/engine.hpp"
+#include "sim/network/executor.hpp"
+#include "sim/parallel/iteration_plan.hpp"
+
+namespace moesim::blocks {
+
+class ProgramBuilder {
+ public:
+  ProgramBuilder(engine::Engine& engine, network::CollectiveProgram& program, std::shared_ptr<const parallel::StreamSet> streams);
+
+  std::uint8_t stream(parallel::StreamRole role) const { return streams_->index(role); }
+  const parallel::StreamSet& streams() const { return *streams_; }
+
+  // A kernel on `gpu`'s stream of `role`, after `after` (kNone: stream order only); `sm_share`:
+  // the share of the GPU's SMs it reserves while it runs.
+  engine::TaskId compute(std::uint32_t gpu, Time duration, const engine::Label& label, engine::TaskId after = engine::kNone,
+                         parallel::StreamRole role = parallel::StreamRole::Compute, double sm_share = 0);
+  // One collective over `op.group` on `role`'s stream: member tasks in rank order, written to
+  // `members`; member r waits for after[group[r]] when `after` is given.
+  void collective(network::CollectiveOp op, parallel::StreamRole role, const engine::Label& label,
+                  std::vector<engine::TaskId>& members, const std::vector<engine::TaskId>* after = nullptr);
+  void depend(engine::TaskId before, engine::TaskId after);
+  network::GroupId group(std::vector<std::uint32_t> gpus) { return program_.groups.intern(std::move(gpus)); }
+  const std::vector<std::uint32_t>& group_members(network::GroupId id) const { return program_.groups.members(id); }
+  // The family's groups of more than one GPU, interned (once per family).
+  const std::vector<network::GroupId>& groups(const parallel::FamilyPtr& family);
+  engine::Label label(engine::Phase phase, engine::WorkKind kind, std::string_view name, int iteration, int layer,
+                      int microbatch = 0, int chunk = 0);
+  engine::Engine& engine() { return engine_; }
+
+ private:
+  engine::Engine& engine_;
+  network::CollectiveProgram& program_;
+  std::shared_ptr<const parallel::StreamSet> streams_;
+  std::map<parallel::FamilyPtr, std::vector<network::GroupId>> families_;
+};
+
+}  // namespace moesim::blocks

@@ -1,0 +1,169 @@
+#include "sim/blocks/token_routing.hpp"
+
+#include <cmath>
+#include <map>
+
+#include "sim/blocks/layer_costs.hpp"
+
+namespace moesim::blocks {
+
+namespace {
+
+// Each rank's replicas as (expert, share), in expert order.
+using RankReplicas = std::vector<std::vector<std::pair<int, double>>>;
+RankReplicas by_rank(const parallel::ReplicaTable& table, std::size_t ranks) {
+  RankReplicas out(ranks);
+  for (std::size_t e = 0; e < table.of_expert.size(); ++e)
+    for (const parallel::Replica& r : table.of_expert[e]) out.at(r.rank).emplace_back(static_cast<int>(e), r.share);
+  return out;
+}
+
+LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, int it, int layer) {
+  const auto& m = ctx.model;
+  const auto& t = ctx.training;
+  LayerRouting out;
+  out.expert_forward.assign(ctx.topology.gpu_count(), 0);
+  std::map<std::size_t, network::TrafficPtr> even;  // by group size
+  for (const auto& g : lp.dispatch) {
+    auto& traffic = even[g.gpus.size()];
+    if (!traffic)
+      traffic = std::make_shared<network::TrafficMatrix>(
+          network::TrafficMatrix::uniform(static_cast<std::uint32_t>(g.gpus.size()), lp.padded_bytes_per_pair));
+    out.dispatch.push_back(traffic);
+    out.combine.push_back(traffic);
+  }
+  for (std::uint32_t g = 0; g < ctx.topology.gpu_count(); ++g)
+    out.expert_forward[g] = static_cast<Time>(std::llround(
+        lp.local_experts * static_cast<double>(ffn_time(ctx.compute_of(g), m, lp.padded_tokens / lp.local_experts,
+                                                        lp.expert_ffn_hidden))));
+  // Capacity drops of this layer's routing (the padded exchanges do not change with them): the
+  // share a gate over gate_tokens tokens drops above capacity.
+  const auto plan = workload::plan_dispatch(ctx.routing.popularity(it, layer), lp.gate_tokens, m.top_k, t.capacity_factor);
+  out.routed_copies = lp.padded_token_copies;
+  const double offered = plan.kept + plan.dropped;
+  if (offered > 0) out.dropped_copies = lp.padded_token_copies * plan.dropped / offered;
+  out.expert_tokens.assign(m.experts, 0.0);
+  if (offered > 0)
+    for (int e = 0; e < m.experts; ++e) out.expert_tokens[e] = lp.padded_token_copies * plan.kept_per_expert[e] / offered;
+  return out;
+}
+
+}  // namespace
+
+LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, const parallel::MoeLayerPlan& lp, int it,
+                         int layer, int mb) {
+  if (lp.padded) return route_padded(ctx, lp, it, layer);
+  const auto& m = ctx.model;
+  const auto& t = ctx.training;
+  const auto& topo = ctx.topology;
+  const std::uint32_t gpus = topo.gpu_count();
+  const int chunks = lp.chunks;
+  const double b = ctx.dtype_bytes();
+  const double copies = t.tokens_per_microbatch() * m.top_k;
+  const double capacity = t.capacity_factor > 0 ? std::ceil(t.capacity_factor * copies / m.experts) : 0.0;
+  const bool sampled = ctx.routing.sampled(static_cast<double>(gpus));
+
+  LayerRouting out;
+  out.expert_forward.assign(gpus, 0);
+  out.expert_tokens.assign(m.experts, 0.0);
+  const std::vector<double> popularity = ctx.routing.popularity(it, layer);
+  std::map<const parallel::ReplicaTable*, RankReplicas> rank_replicas;
+  const auto replicas_of = [&](const parallel::DispatchGroup& g) -> const RankReplicas& {
+    auto [it2, fresh] = rank_replicas.try_emplace(g.replicas.get());
+    if (fresh) it2->second = by_rank(*g.replicas, g.gpus.size());
+    return it2->second;
+  };
+  // Expert compute of GPU g (rank `rank` of its group) from the token copies each expert received.
+  const auto experts_time = [&](std::uint32_t g, const RankReplicas& rr, std::size_t rank, const std::vector<double>& received) {
+    Time total = 0;
+    if (!(ip.role(g) & parallel::kRunsExperts)) return total;
+    for (const auto& [e, share] : rr[rank]) total += ffn_time(ctx.compute_of(g), m, received[e] * share / chunks, lp.expert_ffn_hidden);
+    return total;
+  };
+  const auto sources_of = [&](const parallel::DispatchGroup& g) {
+    std::vector<bool> source(g.gpus.size());
+    for (std::size_t r = 0; r < g.gpus.size(); ++r) source[r] = ip.role(g.gpus[r]) & parallel::kRunsAttention;
+    return source;
+  };
+
+  if (!sampled) {
+    // Every source sends exactly its expected copies: the same plan for all of them.
+    const auto plan = workload::plan_dispatch(popularity, t.tokens_per_microbatch(), m.top_k, t.capacity_factor);
+    // Groups with the same replica table and sources share one factored matrix and one expert
+    // compute per (GPU kind, rank).
+    struct Shared {
+      network::TrafficPtr dispatch, combine;
+      std::vector<Time> by_kind_rank;
+    };
+    std::map<std::pair<const parallel::ReplicaTable*, std::vector<bool>>, Shared> shared;
+    double all_sources = 0;
+    for (const auto& group : lp.dispatch) {
+      const std::uint32_t n = static_cast<std::uint32_t>(group.gpus.size());
+      const std::vector<bool> source = sources_of(group);
+      double sources = 0;
+      for (bool s : source) sources += s ? 1 : 0;
+      all_sources += sources;
+      const RankReplicas& rr = replicas_of(group);
+      std::vector<double> received(m.experts);
+      for (int e = 0; e < m.experts; ++e) {
+        received[e] = plan.kept_per_expert[e] * sources;
+        out.expert_tokens[e] += received[e];
+      }
+      Shared& sh = shared[{group.replicas.get(), source}];
+      if (!sh.dispatch) {
+        std::vector<double> a(n, 0.0), q(n, 0.0);
+        for (std::uint32_t r = 0; r < n; ++r)
+          if (source[r]) a[r] = plan.kept * m.hidden * b / chunks;
+        for (int e = 0; e < m.experts; ++e) {
+          const double frac = plan.kept > 0 ? plan.kept_per_expert[e] / plan.kept : 0.0;
+          for (const parallel::Replica& rep : group.replicas->of_expert[e]) q[rep.rank] += frac * rep.share;
+        }
+        sh.dispatch = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::factored(std::move(a), std::move(q)));
+        sh.combine = std::make_shared<network::TrafficMatrix>(sh.dispatch->transposed());
+        sh.by_kind_rank.assign(ctx.compute.size() * n, -1);
+      }
+      for (std::uint32_t r = 0; r < n; ++r) {
+        const std::uint32_t g = group.gpus[r];
+        Time& cached = sh.by_kind_rank[topo.kind_index(g) * n + r];
+        if (cached < 0) cached = experts_time(g, rr, r, received);
+        out.expert_forward[g] = cached;
+      }
+      out.dispatch.push_back(sh.dispatch);
+      out.combine.push_back(sh.combine);
+    }
+    out.dropped_copies = plan.dropped * all_sources;
+    out.routed_copies = (plan.kept + plan.dropped) * all_sources;
+    // One shared matrix (and its transpose) when every group has the same layout.
+    if (shared.size() == 1) {
+      out.dispatch.resize(1);
+      out.combine.resize(1);
+    }
+    return out;
+  }
+  Rng rng = ctx.routing.sampler(it, layer, mb);
+  for (const auto& group : lp.dispatch) {
+    const std::uint32_t n = static_cast<std::uint32_t>(group.gpus.size());
+    const std::vector<bool> source = sources_of(group);
+    std::vector<double> bytes(static_cast<std::size_t>(n) * n, 0.0), received(m.experts, 0.0);
+    for (std::uint32_t src = 0; src < n; ++src) {
+      if (!source[src]) continue;
+      const auto plan = workload::apply_capacity(workload::sample_copies(popularity, copies, rng), capacity);
+      out.dropped_copies += plan.dropped;
+      out.routed_copies += plan.kept + plan.dropped;
+      for (int e = 0; e < m.experts; ++e) {
+        for (const parallel::Replica& rep : group.replicas->of_expert[e])
+          bytes[static_cast<std::size_t>(src) * n + rep.rank] += plan.kept_per_expert[e] * rep.share * m.hidden * b / chunks;
+        received[e] += plan.kept_per_expert[e];
+      }
+    }
+    const RankReplicas& rr = replicas_of(group);
+    for (std::uint32_t r = 0; r < n; ++r) out.expert_forward[group.gpus[r]] = experts_time(group.gpus[r], rr, r, received);
+    for (int e = 0; e < m.experts; ++e) out.expert_tokens[e] += received[e];
+    auto dispatch = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(n, std::move(bytes)));
+    out.combine.push_back(std::make_shared<network::TrafficMatrix>(dispatch->transposed()));
+    out.dispatch.push_back(std::move(dispatch));
+  }
+  return out;
+}
+
+}  // namespace moesim::blocks

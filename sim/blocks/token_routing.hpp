@@ -1,0 +1,31 @@
+// Where one MoE layer's tokens go in one microbatch: the dispatch traffic of each all-to-all group
+// after capacity drops (combine is its transpose), each GPU's expert compute for one chunk, and
+// the token copies every expert received.
+//   - Routed: each source GPU (one that runs attention) keeps at most the capacity of each expert
+//     and sends each expert's copies to the expert's replicas in its group, split by their shares
+//     (MoeLayerPlan's ReplicaTable); a GPU computes each replica it holds on the copies it gets.
+//     Sources draw their routing per layer and microbatch (a dense matrix per group) or send their
+//     expected shares (one factored matrix shared by all groups), as RoutingModel::sampled says.
+//   - Padded (DeepSpeed's capacity padding, Parm): an even exchange of the plan's bytes and a
+//     fixed expert compute; drops are the capacity overflow of the routing over the gate's tokens.
+#pragma once
+
+#include <vector>
+
+#include "sim/blocks/context.hpp"
+#include "sim/network/traffic_matrix.hpp"
+
+namespace moesim::blocks {
+
+struct LayerRouting {
+  std::vector<network::TrafficPtr> dispatch, combine;  // per all-to-all group, or one shared by all
+  std::vector<Time> expert_forward;                    // per GPU, one chunk
+  std::vector<double> expert_tokens;                   // per expert: token copies received over all groups
+  double routed_copies = 0;                            // token copies routed by all sources (top-k counted k times)
+  double dropped_copies = 0;                           // of which dropped over capacity
+};
+
+LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& plan, const parallel::MoeLayerPlan& layer_plan,
+                         int iteration, int layer, int microbatch);
+
+}  // namespace moesim::blocks

@@ -1,0 +1,69 @@
+#include "sim/parallel/iteration_plan.hpp"
+
+#include <fmt/format.h>
+
+#include "sim/core/error.hpp"
+
+namespace moesim::parallel {
+
+std::string_view to_string(StreamRole role) {
+  switch (role) {
+    case StreamRole::Compute: return "compute";
+    case StreamRole::Dispatch: return "dispatch";
+    case StreamRole::Combine: return "combine";
+    case StreamRole::Gradient: return "gradient";
+    case StreamRole::Side: return "side";
+    case StreamRole::HostCopy: return "host_copy";
+    case StreamRole::PipelineSend: return "pipeline_send";
+    case StreamRole::PipelineRecv: return "pipeline_recv";
+    case StreamRole::Count: break;
+  }
+  return "?";
+}
+
+std::string_view trace_name(StreamRole role) {
+  switch (role) {
+    case StreamRole::Compute: return "compute";
+    case StreamRole::Dispatch: return "comm: dispatch";
+    case StreamRole::Combine: return "comm: combine";
+    case StreamRole::Gradient: return "comm: gradients";
+    case StreamRole::Side: return "comm: side (expert migration, SAA all-gather)";
+    case StreamRole::HostCopy: return "host copy (PCIe)";
+    case StreamRole::PipelineSend: return "comm: pipeline send";
+    case StreamRole::PipelineRecv: return "comm: pipeline receive";
+    case StreamRole::Count: break;
+  }
+  return "?";
+}
+
+StreamSet::StreamSet(std::initializer_list<StreamRole> roles) {
+  index_.fill(kAbsent);
+  for (StreamRole r : roles) index_[static_cast<int>(r)] = 0;
+  for (int r = 0; r < kStreamRoles; ++r)
+    if (index_[r] != kAbsent) {
+      index_[r] = static_cast<std::uint8_t>(roles_.size());
+      roles_.push_back(static_cast<StreamRole>(r));
+    }
+  if (!has(StreamRole::Compute)) invariant_failed("a stream set without a compute stream");
+}
+
+std::uint8_t StreamSet::index(StreamRole role) const {
+  if (!has(role)) invariant_failed(fmt::format("the plan's streams have no {} stream", to_string(role)));
+  return index_[static_cast<int>(role)];
+}
+
+FamilyPtr family(std::vector<std::vector<std::uint32_t>> groups) {
+  auto f = std::make_shared<GroupFamily>();
+  f->groups = std::move(groups);
+  return f;
+}
+
+std::shared_ptr<const ReplicaTable> ReplicaTable::contiguous(int experts, int ranks) {
+  auto t = std::make_shared<ReplicaTable>();
+  t->of_expert.resize(experts);
+  const int per_rank = experts / ranks;
+  for (int e = 0; e < experts; ++e) t->of_expert[e].push_back({static_cast<std::uint32_t>(e / per_rank), 1.0});
+  return t;
+}
+
+}  // namespace moesim::parallel

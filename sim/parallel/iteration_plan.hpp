@@ -1,0 +1,183 @@
+// The IterationPlan: what a strategy decides for one training iteration, as plain data that the
+// blocks (sim/blocks) and the schedule (sim/schedule) turn into tasks (DESIGN.md §8).
+//   - the streams every GPU has (StreamSet: roles, in a fixed order);
+//   - each GPU's role: attention, experts, or both;
+//   - tensor-parallel groups for attention and dense FFN blocks (Megatron-LM, Parm's MP);
+//   - per MoE layer (MoeLayerPlan): the all-to-all groups with each expert's replicas and their
+//     share of its tokens, or capacity-padded even exchanges; the collectives the strategy runs at
+//     fixed points of the block; expert weights fetched before compute; expert-gradient sync;
+//   - dense-gradient synchronisation and the optimizer step;
+//   - the order of work (schedule) and the distinct tokens the iteration trains on.
+// A plan may be shared by many iterations (plans are immutable once made).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/core/units.hpp"
+#include "sim/engine/task.hpp"
+#include "sim/network/collective.hpp"
+
+namespace moesim::parallel {
+
+// What a stream is for. Only Compute streams run kernels on the GPU's SMs without a reservation.
+enum class StreamRole : std::uint8_t { Compute, Dispatch, Combine, Gradient, Side, HostCopy, PipelineSend, PipelineRecv, Count };
+inline constexpr int kStreamRoles = static_cast<int>(StreamRole::Count);
+std::string_view to_string(StreamRole role);
+// The name a trace shows for a stream of this role.
+std::string_view trace_name(StreamRole role);
+
+// The streams every GPU has, numbered in the order of StreamRole.
+class StreamSet {
+ public:
+  StreamSet(std::initializer_list<StreamRole> roles);
+  bool has(StreamRole role) const { return index_[static_cast<int>(role)] != kAbsent; }
+  std::uint8_t index(StreamRole role) const;
+  const std::vector<StreamRole>& roles() const { return roles_; }
+
+ private:
+  static constexpr std::uint8_t kAbsent = 0xff;
+  std::array<std::uint8_t, kStreamRoles> index_{};
+  std::vector<StreamRole> roles_;
+};
+
+// What a GPU runs (zebra parallelism separates them; EP runs both everywhere).
+enum GpuRole : std::uint8_t { kRunsAttention = 1, kRunsExperts = 2, kRunsBoth = 3 };
+
+// Groups of GPUs (each in rank order) that run one collective each at a point of the program.
+struct GroupFamily {
+  std::vector<std::vector<std::uint32_t>> groups;
+};
+using FamilyPtr = std::shared_ptr<const GroupFamily>;
+FamilyPtr family(std::vector<std::vector<std::uint32_t>> groups);
+
+// A collective the plan places in the program: one per group of `groups`, on `stream`, each
+// member after the GPU's previous step. Groups of one GPU are skipped.
+struct CollectiveStep {
+  std::string name;  // the task label, e.g. "ESP-AllReduce"
+  network::CollectiveKind kind = network::CollectiveKind::AllReduce;
+  network::Algorithm algorithm = network::Algorithm::Ring;
+  // AllGather: bytes each rank brings; AllReduce/ReduceScatter: the buffer; AllToAll: bytes each
+  // rank sends to every rank (an even exchange).
+  double bytes = 0;
+  FamilyPtr groups;
+  StreamRole stream = StreamRole::Dispatch;
+};
+
+// One replica of an expert in an all-to-all group: the rank that computes it and the share of
+// the tokens the group's sources route to the expert that it receives.
+struct Replica {
+  std::uint32_t rank = 0;
+  double share = 1;
+};
+// Per expert, its replicas in one all-to-all group (shares sum to 1). Groups with the same layout
+// share one table.
+struct ReplicaTable {
+  std::vector<std::vector<Replica>> of_expert;
+  // The table of `ranks` ranks where rank r holds experts [r·E/ranks, (r+1)·E/ranks) alone.
+  static std::shared_ptr<const ReplicaTable> contiguous(int experts, int ranks);
+};
+
+struct DispatchGroup {
+  std::vector<std::uint32_t> gpus;  // the all-to-all group, in rank order
+  std::shared_ptr<const ReplicaTable> replicas;
+};
+
+// Where the MoE block runs a plan's collectives (forward, then backward).
+enum class MoePoint : std::uint8_t {
+  BeforeGate,        // forward: before the router (Parm's ESP all-gather)
+  AfterExperts,      // forward: after each chunk's expert compute (ESP all-reduce)
+  AfterCombine,      // forward: after each chunk's combine all-to-all
+  AfterOutput,       // forward: after the un-permute and weighted sum (Parm S1's MP all-gather)
+  BeforeOutputGrad,  // backward: first (the backward of a split after the output)
+  AfterExpertGrads,  // backward: after each chunk's expert compute
+  AfterDispatchGrad, // backward: after each chunk's second all-to-all
+  AfterGateGrad,     // backward: last
+  Count
+};
+inline constexpr int kMoePoints = static_cast<int>(MoePoint::Count);
+
+// An all-gather run phase by phase beside an all-to-all (Parm's SAA, §III-D): the all-to-all in
+// P − 1 phases, phase i sending to rank r + i; the slice a GPU holds after phase i (its own before
+// the first) is all-gathered in its group during the next phase, on `stream`.
+struct PhasedGather {
+  FamilyPtr groups;            // the all-gather groups
+  double bytes_per_phase = 0;  // per rank, per phase
+  StreamRole stream = StreamRole::Side;
+  std::string name;
+  std::vector<network::TrafficPtr> phases;  // the all-to-all's phases 1..P−1, over its group's ranks
+};
+
+// Expert weights that travel before they are computed (HybridEP's migration).
+struct ExpertFetch {
+  bool at_iteration_start = true;  // queued for every layer when the iteration starts, else at the layer's first forward
+  std::vector<Time> prepare;       // per GPU kind: compute before the fetch (SREncode), at iteration start; empty: none
+  std::vector<CollectiveStep> steps;  // in order, each after the previous
+  std::vector<Time> prologue;      // per GPU kind: added to the layer's first expert compute of the iteration, forward and backward (SRDecode)
+};
+
+struct MoeLayerPlan {
+  std::vector<DispatchGroup> dispatch;  // the all-to-all groups
+  network::Algorithm all_to_all = network::Algorithm::Direct;
+  int chunks = 1;  // tokens split so each chunk's all-to-all overlaps the previous chunk's experts
+  // Padded (DeepSpeed's capacity padding): each rank sends `padded_bytes_per_pair` to every rank
+  // of its group and computes `local_experts` experts of `padded_tokens` tokens each; otherwise
+  // the traffic and the expert compute follow the routing and the replicas.
+  bool padded = false;
+  double padded_bytes_per_pair = 0;
+  double padded_tokens = 0;
+  double local_experts = 0;
+  double padded_token_copies = 0;  // distinct token copies the layer routes per microbatch (drops)
+  double gate_tokens = 0;          // tokens the router sees per GPU and microbatch
+  double combine_tokens = 0;       // tokens un-permuted and summed per GPU and microbatch
+  double expert_ffn_hidden = 0;    // FFN size of the expert slice a GPU computes (M, or M/N_ESP)
+  std::array<std::vector<CollectiveStep>, kMoePoints> at;
+  // Forward: the combine all-to-all with this gather; backward: the second all-to-all.
+  std::shared_ptr<const PhasedGather> phased_gather;
+  std::shared_ptr<const ExpertFetch> fetch;  // null: the experts are where they are computed
+  // Expert gradients after the layer's last backward, step by step (expert-data-parallel
+  // all-reduce; HybridEP's reduce-scatters back to the owners).
+  std::vector<CollectiveStep> expert_gradients;
+};
+
+struct TensorParallel {
+  int size = 1;
+  FamilyPtr groups;  // null when size is 1
+  network::Algorithm algorithm = network::Algorithm::Ring;
+  StreamRole stream = StreamRole::Dispatch;
+  std::string all_reduce_name = "TP-AllReduce";  // the label of its all-reduces
+};
+
+enum class GradientTiming : std::uint8_t { Overlap, AfterBackward, None };
+
+struct GradientPlan {
+  GradientTiming timing = GradientTiming::Overlap;
+  FamilyPtr dense_groups;  // data-parallel groups of the dense parameters
+  network::Algorithm algorithm = network::Algorithm::Ring;
+  std::vector<double> dense_params;  // per layer, per GPU
+  double embedding_params = 0;       // per GPU
+};
+
+enum class ScheduleKind : std::uint8_t { DataParallel };
+
+struct IterationPlan {
+  std::shared_ptr<const StreamSet> streams;
+  std::vector<std::uint8_t> roles;  // per GPU (GpuRole); empty: every GPU runs both
+  ScheduleKind schedule = ScheduleKind::DataParallel;
+  TensorParallel tensor_parallel;
+  // Whether the vocabulary ends (embedding lookup, LM head) run: models with a vocabulary.
+  bool vocabulary = true;
+  std::vector<std::shared_ptr<const MoeLayerPlan>> moe;  // per layer (null for dense layers)
+  GradientPlan gradients;
+  std::vector<double> optimizer_params;  // per GPU
+  double tokens = 0;                     // distinct tokens the iteration trains on
+
+  std::uint8_t role(std::uint32_t gpu) const { return roles.empty() ? kRunsBoth : roles[gpu]; }
+};
+using PlanPtr = std::shared_ptr<const IterationPlan>;
+
+}  // namespace moesim::parallel

@@ -1,0 +1,275 @@
+#include "sim/report/results.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace moesim::report {
+
+using schema::Json;
+
+namespace {
+
+double ms(Time t) { return time_to_ms(t); }
+
+struct Stats {
+  double mean = 0, min = 0, max = 0;
+};
+
+template <typename F>
+Stats stats_over(const std::vector<GpuMetrics>& gpus, F value) {
+  Stats s;
+  if (gpus.empty()) return s;
+  s.min = s.max = value(gpus[0]);
+  double sum = 0;
+  for (const auto& g : gpus) {
+    const double v = value(g);
+    sum += v;
+    s.min = std::min(s.min, v);
+    s.max = std::max(s.max, v);
+  }
+  s.mean = sum / static_cast<double>(gpus.size());
+  return s;
+}
+
+Json to_json(const Stats& s) { return Json{{"mean", s.mean}, {"min", s.min}, {"max", s.max}}; }
+
+double iterations_of(const Results& r) { return static_cast<double>(std::max<std::size_t>(1, r.iterations.size())); }
+
+// Per-GPU busy time of one kind, per iteration (ms), over GPUs.
+Stats busy(const Results& r, engine::WorkKind kind) {
+  const double iters = iterations_of(r);
+  return stats_over(r.metrics.gpus, [&](const GpuMetrics& g) { return ms(g.busy[static_cast<int>(kind)]) / iters; });
+}
+
+template <typename F>
+Stats per_iteration(const Results& r, F time_of) {
+  const double iters = iterations_of(r);
+  return stats_over(r.metrics.gpus, [&](const GpuMetrics& g) { return ms(time_of(g)) / iters; });
+}
+
+}  // namespace
+
+Time Results::mean_iteration_time() const {
+  Time sum = 0;
+  for (const auto& it : iterations) sum += it.time;
+  return iterations.empty() ? 0 : sum / static_cast<Time>(iterations.size());
+}
+
+double Results::tokens_per_second() const {
+  double tokens = 0;
+  for (const auto& it : iterations) tokens += it.tokens;
+  if (!iterations.empty()) tokens /= static_cast<double>(iterations.size());
+  const double seconds = time_to_seconds(mean_iteration_time());
+  return seconds > 0 ? tokens / seconds : 0.0;
+}
+
+double Results::routed_copies() const {
+  double sum = 0;
+  for (const auto& it : iterations) sum += it.routed_copies;
+  return sum;
+}
+
+double Results::dropped_copies() const {
+  double sum = 0;
+  for (const auto& it : iterations) sum += it.dropped_copies;
+  return sum;
+}
+
+double Results::dropped_fraction() const { return routed_copies() > 0 ? dropped_copies() / routed_copies() : 0.0; }
+
+std::size_t Results::peak_memory_gpu() const {
+  std::size_t peak = 0;
+  for (std::size_t g = 0; g < memory.size(); ++g)
+    if (memory[g].total() > memory[peak].total()) peak = g;
+  return peak;
+}
+
+std::string Results::choice() const {
+  return strategy_details.contains("choice") ? strategy_details.at("choice").get<std::string>() : std::string();
+}
+
+Json to_json(const Results& r) {
+  Json j;
+  j["moesim"] = {{"version", "0.1.0"}, {"results_format", 1}};
+  j["scenario"] = r.scenario;
+  Json strategy = {{"name", r.strategy}};
+  strategy.update(r.strategy_details);
+  if (!r.alternatives.empty()) {
+    // Each alternative simulated on its own: was the strategy's choice the fastest of them?
+    Json alts = Json::object();
+    const AlternativeResult* fastest = nullptr;
+    for (const auto& a : r.alternatives) {
+      alts[a.label] = a.iteration_time ? Json{{"iteration_time_ms", time_to_ms(*a.iteration_time)}} : Json{{"refused", a.refused}};
+      if (a.iteration_time && (!fastest || *a.iteration_time < *fastest->iteration_time)) fastest = &a;
+    }
+    strategy["simulated_alternatives"] = alts;
+    if (fastest && strategy.contains("choice")) {
+      strategy["fastest_alternative"] = fastest->label;
+      strategy["choice_was_fastest"] = strategy["choice"] == fastest->label || *fastest->iteration_time == r.mean_iteration_time();
+    }
+  }
+  j["strategy"] = strategy;
+  Json levels = Json::array();
+  for (const auto& l : r.levels)
+    levels.push_back({{"name", l.name}, {"count", l.count}, {"fabric", l.fabric}, {"bandwidth", l.bandwidth},
+                      {"alpha_us", static_cast<double>(l.alpha) / 1e6}, {"beta_ps_per_byte", l.beta}});
+  j["cluster"] = {{"gpus", r.gpus}, {"gpu_kinds", r.gpu_kinds}, {"levels", levels}};
+  // Which calibration entries set the models' parameters, which did not and where defaults stayed.
+  j["calibration"] = r.calibration.is_null() ? Json{{"profile", nullptr}, {"note", "no profile: topology and GPU catalogue defaults"}}
+                                             : r.calibration;
+
+  j["iteration_time_ms"] = ms(r.mean_iteration_time());
+  j["iteration_time_ps"] = r.mean_iteration_time();
+  j["tokens_per_second"] = r.tokens_per_second();
+  Json its = Json::array();
+  for (std::size_t i = 0; i < r.iterations.size(); ++i) {
+    const auto& it = r.iterations[i];
+    its.push_back({{"index", i},
+                   {"time_ms", ms(it.time)},
+                   {"time_ps", it.time},
+                   {"end_ms", ms(it.end)},
+                   {"tokens", it.tokens},
+                   {"routed_token_copies", it.routed_copies},
+                   {"dropped_token_copies", it.dropped_copies}});
+  }
+  j["iterations"] = its;
+
+  // Per-GPU times are per iteration (the run's total divided by its iterations).
+  const double iters = iterations_of(r);
+  Json busy_json = Json::object();
+  for (int k = 0; k < engine::kWorkKinds; ++k) {
+    const Stats s = busy(r, static_cast<engine::WorkKind>(k));
+    if (s.max > 0) busy_json[std::string(engine::to_string(static_cast<engine::WorkKind>(k)))] = to_json(s);
+  }
+  j["busy_ms"] = busy_json;
+  j["compute_ms"] = to_json(per_iteration(r, [](const GpuMetrics& g) { return g.compute; }));
+  j["communication_ms"] = to_json(per_iteration(r, [](const GpuMetrics& g) { return g.communication; }));
+  j["exposed_communication_ms"] = to_json(per_iteration(r, [](const GpuMetrics& g) { return g.exposed_communication; }));
+  j["collective_wait_ms"] = to_json(per_iteration(r, [](const GpuMetrics& g) { return g.collective_wait; }));
+
+  const auto& ns = r.network;
+  Json by_level = Json::object();
+  for (std::size_t l = 0; l < r.levels.size(); ++l) by_level[r.levels[l].name] = ns.bytes_by_level[l] / iters;
+  Json colls = Json::object();
+  for (std::size_t k = 0; k < ns.by_kind.size(); ++k) {
+    const auto& ks = ns.by_kind[k];
+    if (ks.collectives == 0) continue;
+    colls[std::string(network::to_string(static_cast<network::CollectiveKind>(k)))] = {
+        {"count", ks.collectives / iters}, {"gpu_pairs", ks.pairs / iters}, {"bytes", ks.bytes / iters},
+        {"summed_duration_ms", ms(ks.time) / iters}};
+  }
+  j["network"] = {{"model", r.network_model}, {"bytes_by_level", by_level}, {"collectives", colls}};
+  if (!ns.link_levels.empty()) {
+    const auto link_json = [&](const network::LinkStat& l) {
+      return Json{{"name", l.name}, {"bytes", l.bytes / iters}, {"busy_ms", ms(l.busy) / iters}, {"peak_utilization", l.peak_utilization}};
+    };
+    Json levels_json = Json::object(), hottest = Json::array();
+    for (const auto& l : ns.link_levels) {
+      Json lj = link_json(l);
+      lj.erase("name");
+      lj["busy_ms_busiest_link"] = lj["busy_ms"];
+      lj.erase("busy_ms");
+      levels_json[l.name] = lj;
+    }
+    for (const auto& l : ns.hottest_links) hottest.push_back(link_json(l));
+    j["network"]["links"] = {{"by_level", levels_json}, {"hottest", hottest}};
+  }
+
+  j["tokens"] = {{"routed_copies", r.routed_copies()}, {"dropped_copies", r.dropped_copies()}, {"dropped_fraction", r.dropped_fraction()}};
+
+  const std::size_t peak_gpu = r.peak_memory_gpu();
+  const auto& f = r.memory[peak_gpu];
+  Json per_gpu_mem = Json::array();
+  for (const auto& x : r.memory) per_gpu_mem.push_back(x.total());
+  j["memory"] = {{"peak_gpu", peak_gpu},
+                 {"peak_bytes", f.total()},
+                 {"capacity_bytes", r.memory_capacity[peak_gpu]},
+                 {"breakdown_bytes",
+                  {{"weights", f.weights}, {"gradients", f.gradients}, {"optimizer", f.optimizer}, {"activations", f.activations}}},
+                 {"per_gpu_bytes", per_gpu_mem}};
+
+  Json compute_ms = Json::array(), comm_ms = Json::array(), exposed_ms = Json::array();
+  for (const auto& g : r.metrics.gpus) {
+    compute_ms.push_back(ms(g.compute) / iters);
+    comm_ms.push_back(ms(g.communication) / iters);
+    exposed_ms.push_back(ms(g.exposed_communication) / iters);
+  }
+  j["per_gpu"] = {{"compute_ms", compute_ms}, {"communication_ms", comm_ms}, {"exposed_communication_ms", exposed_ms}};
+  j["engine"] = {{"tasks", r.engine.tasks}, {"collectives", r.engine.collectives}, {"events", r.engine.events}, {"makespan_ps", r.engine.makespan}};
+  return j;
+}
+
+std::string summary(const Results& r, double wall_seconds) {
+  std::string out;
+  const auto row = [&out](std::string_view key, const std::string& value) { out += fmt::format("  {:<26} {}\n", key, value); };
+  out += fmt::format("moesim: {} — {} on {} GPUs ({}), {}\n", r.scenario, r.strategy, r.gpus, fmt::join(r.gpu_kinds, " + "), r.model);
+  row("iteration time", fmt::format("{} (mean of {})", format_time(r.mean_iteration_time()), r.iterations.size()));
+  if (!r.alternatives.empty()) {
+    std::string alts;
+    for (const auto& a : r.alternatives)
+      alts += fmt::format("{}{} {}", alts.empty() ? "" : ", ", a.label, a.iteration_time ? format_time(*a.iteration_time) : "refused");
+    row("strategy choice", fmt::format("{} (simulated: {})", r.choice().empty() ? "?" : r.choice(), alts));
+  }
+  row("throughput", fmt::format("{:.0f} tokens/s", r.tokens_per_second()));
+  const double iters = iterations_of(r);
+  const auto mean = [&](auto f) { return stats_over(r.metrics.gpus, f).mean; };
+  row("compute busy / iteration", fmt::format("{:.3f} ms (mean over GPUs)", mean([](const auto& g) { return ms(g.compute); }) / iters));
+  row("communication / iteration", fmt::format("{:.3f} ms", mean([](const auto& g) { return ms(g.communication); }) / iters));
+  row("exposed communication", fmt::format("{:.3f} ms", mean([](const auto& g) { return ms(g.exposed_communication); }) / iters));
+  const auto& ns = r.network;
+  std::string levels;
+  for (std::size_t l = 0; l < r.levels.size(); ++l)
+    levels += fmt::format("{}{}: {}", l ? ", " : "", r.levels[l].name, format_bytes(ns.bytes_by_level[l] / iters));
+  row("bytes / iteration by level", levels);
+  if (!ns.hottest_links.empty()) {
+    const auto& h = ns.hottest_links.front();
+    row("hottest link", fmt::format("{}: {} / iteration, busy {:.3f} ms, peak {:.0f} % ({} model)", h.name,
+                                    format_bytes(h.bytes / iters), time_to_ms(h.busy) / iters, 100 * h.peak_utilization,
+                                    r.network_model));
+  }
+  row("dropped tokens", fmt::format("{:.2f} %", 100 * r.dropped_fraction()));
+  const std::size_t peak = r.peak_memory_gpu();
+  row("peak memory", fmt::format("{} of {} (GPU {})", format_bytes(r.memory[peak].total()), format_bytes(r.memory_capacity[peak]), peak));
+  row("simulated", fmt::format("{} tasks, {} events in {:.3f} s", r.engine.tasks, r.engine.events, wall_seconds));
+  return out;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out + "\"";
+}
+
+std::vector<std::string> csv_metric_columns(std::size_t levels) {
+  std::vector<std::string> c{"status",           "iteration_time_ms",        "tokens_per_second", "compute_ms",
+                             "communication_ms", "exposed_communication_ms", "all_to_all_busy_ms", "all_gather_busy_ms",
+                             "all_reduce_busy_ms", "dropped_fraction",       "peak_memory_bytes", "strategy_choice"};
+  for (std::size_t l = 0; l < levels; ++l) c.push_back(fmt::format("bytes_level{}", l));
+  return c;
+}
+
+std::string csv_metric_values(const Results& r, std::size_t levels) {
+  // Times are per iteration, averaged over GPUs (results.json's "busy_ms").
+  const auto busy_mean = [&](engine::WorkKind k) {
+    const Stats s = busy(r, k);
+    return s.max > 0 ? fmt::format("{}", s.mean) : std::string("0");
+  };
+  const std::string choice = csv_field(r.choice());
+  std::string row = fmt::format(
+      "ok,{},{},{},{},{},{},{},{},{},{},{}", ms(r.mean_iteration_time()), r.tokens_per_second(),
+      per_iteration(r, [](const GpuMetrics& g) { return g.compute; }).mean,
+      per_iteration(r, [](const GpuMetrics& g) { return g.communication; }).mean,
+      per_iteration(r, [](const GpuMetrics& g) { return g.exposed_communication; }).mean, busy_mean(engine::WorkKind::AllToAll),
+      busy_mean(engine::WorkKind::AllGather), busy_mean(engine::WorkKind::AllReduce), r.dropped_fraction(),
+      r.memory[r.peak_memory_gpu()].total(), choice);
+  const double iters = iterations_of(r);
+  for (std::size_t l = 0; l < levels; ++l)
+    row += l < r.network.bytes_by_level.size() ? fmt::format(",{}", r.network.bytes_by_level[l] / iters) : std::string(",");
+  return row;
+}
+
+}  // namespace moesim::report

@@ -1,0 +1,81 @@
+// The results of one simulation as a typed object, rendered to the terminal summary, results.json
+// (docs/results.md) and a sweep's CSV row, so no output is re-parsed from another.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/core/schema.hpp"
+#include "sim/network/executor.hpp"
+#include "sim/report/metrics.hpp"
+#include "sim/workload/memory.hpp"
+
+namespace moesim::report {
+
+struct IterationResult {
+  Time time = 0;  // from the end of the previous iteration's last task to the end of its own
+  Time end = 0;
+  double routed_copies = 0;   // token copies sent to experts (top-k counted k times)
+  double dropped_copies = 0;  // of which dropped over capacity
+  double tokens = 0;          // distinct tokens trained on
+};
+
+// A variant of the strategy's options simulated on its own (Strategy::alternatives).
+struct AlternativeResult {
+  std::string label;
+  std::optional<Time> iteration_time;
+  std::string refused;  // why it could not run
+};
+
+struct LevelResult {
+  std::string name;
+  std::uint32_t count = 0;
+  std::string fabric;
+  std::string bandwidth;
+  Time alpha = 0;           // default α in use
+  double beta = 0;          // default β in use, picoseconds per byte
+};
+
+struct EngineStats {
+  std::uint64_t tasks = 0, collectives = 0, events = 0;
+  Time makespan = 0;
+};
+
+struct Results {
+  std::string scenario, model, strategy;
+  schema::Json strategy_details;  // the strategy's own description (resolved options, choices)
+  std::vector<AlternativeResult> alternatives;
+  std::uint32_t gpus = 0;
+  std::vector<std::string> gpu_kinds;
+  std::vector<LevelResult> levels;
+  schema::Json calibration;  // what the scenario's profile set (null: none)
+  std::vector<IterationResult> iterations;
+  Metrics metrics;
+  std::string network_model;
+  network::NetworkStats network;
+  std::vector<workload::MemoryFootprint> memory;  // per GPU
+  std::vector<double> memory_capacity;            // per GPU
+  EngineStats engine;
+
+  Time mean_iteration_time() const;
+  double tokens_per_second() const;  // distinct tokens per second
+  double routed_copies() const;
+  double dropped_copies() const;
+  double dropped_fraction() const;
+  std::size_t peak_memory_gpu() const;
+  // The strategy's choice among alternatives it can make (Parm's schedule); empty if none.
+  std::string choice() const;
+};
+
+schema::Json to_json(const Results& r);
+std::string summary(const Results& r, double wall_seconds);
+
+// A sweep's CSV: the metric columns (after the point and its axis values) and one row's values
+// for a cluster of `levels` levels (bytes per level, coarsest first).
+std::vector<std::string> csv_metric_columns(std::size_t levels);
+// A CSV field: quoted (quotes doubled, newlines as spaces) when it holds a comma, quote or newline.
+std::string csv_field(const std::string& s);
+std::string csv_metric_values(const Results& r, std::size_t levels);
+
+}  // namespace moesim::report
