@@ -69,6 +69,11 @@ Simulation::Simulation(scenario::Scenario scenario)
   strategy_ = scenario_.strategy->make(scenario_.strategy_options);
 }
 
+Simulation::Simulation(scenario::Scenario scenario, std::unique_ptr<strategies::Strategy> strategy)
+    : Simulation(std::move(scenario)) {
+  strategy_ = std::move(strategy);
+}
+
 Simulation::~Simulation() = default;
 
 strategies::StrategyContext Simulation::context() const {
@@ -172,7 +177,7 @@ void Simulation::collect(const report::Metrics& metrics, const std::vector<repor
   report::Results& r = results_;
   r.scenario = scenario_.name;
   r.model = scenario_.model.name;
-  r.strategy = scenario_.strategy->name;
+  r.strategy = strategy_->name();
   r.gpus = topology_.gpu_count();
   r.gpu_kinds.clear();
   for (const auto& k : topology_.kinds()) r.gpu_kinds.push_back(k.key);

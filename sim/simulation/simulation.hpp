@@ -29,6 +29,9 @@ struct RunOptions {
 class Simulation {
  public:
   explicit Simulation(scenario::Scenario scenario);
+  // With a strategy of the caller's instead of the scenario's (a plan under test, an embedding
+  // program's own); its options in the scenario are not read.
+  Simulation(scenario::Scenario scenario, std::unique_ptr<strategies::Strategy> strategy);
   ~Simulation();
   Simulation(const Simulation&) = delete;  // the models hold references into it
   Simulation& operator=(const Simulation&) = delete;

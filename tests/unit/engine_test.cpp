@@ -155,3 +155,100 @@ TEST(EngineDeathTest, DeadlockNamesTheStuckTask) {
       },
       "deadlock.*collective 0 \\(1 of 2 members arrived\\)");
 }
+
+namespace {
+// One GPU: stream 0 computes, stream 1 is a communication stream (its compute tasks keep their
+// duration: a fixed delay here).
+struct SmCase {
+  Engine e{1, 2};
+  TaskLog log{e};
+  FixedExecutor fx{{}};
+};
+}  // namespace
+
+TEST(EngineSmSharing, ReservingKernelStretchesTheOverlappingGemmByTheShareItTakes) {
+  // A 10 ms GeMM on the compute stream from 0; from 2 ms to 6 ms a kernel reserving 25 % of the
+  // SMs (after a 2 ms delay on the other stream). By hand: 2 ms of the GeMM's work at full rate;
+  // 4 ms at 0.75 do 3 ms of work; the 5 ms left run at full rate from 6 ms: the GeMM ends at
+  // 11 ms, stretched by 4 ms × 0.25 = 1 ms. The reserving kernel keeps its own 4 ms.
+  SmCase c;
+  const TaskId gemm = c.e.add_compute(0, 0, 10 * kMillisecond, label(WorkKind::Expert));
+  c.e.add_compute(0, 1, 2 * kMillisecond, label(WorkKind::Wait));
+  const TaskId fused = c.e.add_compute(0, 1, 4 * kMillisecond, label(WorkKind::AllToAll), 0.25);
+  c.e.run(c.fx);
+  EXPECT_EQ(c.log.tasks()[gemm].end, 11 * kMillisecond);
+  EXPECT_EQ(c.log.tasks()[fused].start, 2 * kMillisecond);
+  EXPECT_EQ(c.log.tasks()[fused].end, 6 * kMillisecond);
+}
+
+TEST(EngineSmSharing, ReservationsAddUpAndComputeStartingUnderThemIsSlowedFromItsStart) {
+  // Kernels reserving 0.5 (0–4 ms) and 0.25 (1–3 ms) on two communication streams; on the compute
+  // stream a GeMM of 1 ms of work, then one of 6 ms. By hand: the first runs at 0.5 from 0 to 1 ms
+  // (0.5 ms of work) and at 1 − 0.75 = 0.25 from 1 ms, so its last 0.5 ms of work take until 3 ms.
+  // The second starts at 3 ms, runs at 0.5 until 4 ms (0.5 ms of work), then the 5.5 ms left at
+  // full rate: it ends at 9.5 ms.
+  Engine e(1, 3);
+  TaskLog log(e);
+  FixedExecutor fx({});
+  e.add_compute(0, 1, 4 * kMillisecond, label(WorkKind::AllToAll), 0.5);
+  e.add_compute(0, 2, 1 * kMillisecond, label(WorkKind::Wait));
+  e.add_compute(0, 2, 2 * kMillisecond, label(WorkKind::AllToAll), 0.25);
+  e.add_compute(0, 0, 1 * kMillisecond, label(WorkKind::Expert));
+  const TaskId gemm = e.add_compute(0, 0, 6 * kMillisecond, label(WorkKind::Expert));
+  e.run(fx);
+  EXPECT_EQ(log.tasks()[gemm].start, 3 * kMillisecond);
+  EXPECT_EQ(log.tasks()[gemm].end, 9500 * kMicrosecond);
+}
+
+TEST(EngineSmSharing, ComputeOnTwoComputeStreamsSharesTheGpu) {
+  // Two computing streams: kernels of 4 ms and 2 ms start together and share the SMs (rate 1/2
+  // each): the short one ends at 4 ms, then the long one, with 2 ms of work left, at 6 ms.
+  Engine e(1, std::vector<StreamSpec>{{"compute", true}, {"compute 2", true}});
+  TaskLog log(e);
+  FixedExecutor fx({});
+  const TaskId a = e.add_compute(0, 0, 4 * kMillisecond, label(WorkKind::Expert));
+  const TaskId b = e.add_compute(0, 1, 2 * kMillisecond, label(WorkKind::Attention));
+  e.run(fx);
+  EXPECT_EQ(log.tasks()[b].end, 4 * kMillisecond);
+  EXPECT_EQ(log.tasks()[a].end, 6 * kMillisecond);
+}
+
+TEST(EngineSmSharing, ACollectiveMemberReservesFromItsArrivalToTheCollectiveEnd) {
+  // A communication kernel that polls for its peers holds its SMs while it waits: GPU 0's member
+  // (share 0.5) arrives at 0, GPU 1's at 2 ms; the collective takes 1 ms (2–3 ms). GPU 0's 4 ms
+  // GeMM runs at 0.5 from 0 to 3 ms (1.5 ms of work) and ends 2.5 ms later, at 5.5 ms.
+  Engine e(2, 2);
+  TaskLog log(e);
+  const CollectiveId x = e.add_collective(2, WorkKind::AllToAll);
+  e.add_member(x, 0, 1, label(WorkKind::AllToAll), 0.5);
+  const TaskId late = e.add_compute(1, 0, 2 * kMillisecond, label(WorkKind::Gate));
+  e.depend(late, e.add_member(x, 1, 1, label(WorkKind::AllToAll)));
+  const TaskId gemm = e.add_compute(0, 0, 4 * kMillisecond, label(WorkKind::Expert));
+  FixedExecutor fx({{x, 1 * kMillisecond}});
+  e.run(fx);
+  EXPECT_EQ(log.collectives()[x].end, 3 * kMillisecond);
+  EXPECT_EQ(log.tasks()[gemm].end, 5500 * kMicrosecond);
+}
+
+TEST(Engine, TasksAppendedWhileRunningStartAfterTheFinishedOnesTheyDependOn) {
+  // A 5 ps task runs; at time 5 (after it finished) a task depending on it and one behind it on
+  // the same stream are appended: the dependency is met at once, both run 5–8 and 8–10.
+  Engine e(1, 2);
+  TaskLog log(e);
+  FixedExecutor fx({});
+  const TaskId a = e.add_compute(0, 0, 5, label(WorkKind::Expert));
+  e.begin(fx);
+  EXPECT_TRUE(e.advance([&] { return e.finished(a); }));
+  const TaskId b = e.add_compute(0, 1, 3, label(WorkKind::Expert));
+  e.depend(a, b);
+  const TaskId c = e.add_compute(0, 0, 2, label(WorkKind::Expert));
+  e.depend(b, c);
+  EXPECT_FALSE(e.advance());
+  e.finish();
+  EXPECT_EQ(log.tasks()[b].start, 5);
+  EXPECT_EQ(log.tasks()[b].end, 8);
+  EXPECT_EQ(log.tasks()[c].end, 10);
+  // Finished tasks are retired: nothing is held after the run.
+  EXPECT_EQ(e.live_tasks(), 0u);
+  EXPECT_EQ(e.task_count(), 3u);
+}

@@ -1,0 +1,210 @@
+// Plans over the shared blocks (DESIGN.md §8), by hand: replicas split an expert's tokens as the
+// plan's shares say, a two-sided group sends tokens only from attention GPUs to expert GPUs, and a
+// plan that reads the previous iteration's token counts changes the placement of the next.
+#include <gtest/gtest.h>
+
+#include "sim/blocks/layer_costs.hpp"
+#include "sim/blocks/token_routing.hpp"
+#include "sim/simulation/simulation.hpp"
+#include "sim/strategies/ep/expert_parallel_plan.hpp"
+#include "test_support.hpp"
+
+using namespace moesim;
+
+namespace {
+
+// 2 experts, top-1, uniform routing by expected shares, no capacity limit; 1024 tokens per GPU of
+// H = 256 in bf16.
+schema::Json small(int gpus) {
+  auto doc = schema::Json::parse(test::kSmallEp);
+  doc["cluster"]["levels"][0]["count"] = gpus;
+  doc["model"]["experts"] = 2;
+  doc["model"]["layers"] = 1;
+  doc["training"]["sequence_length"] = 1024;
+  return doc;
+}
+
+// The routing of one layer under a hand-written plan.
+struct Routed {
+  scenario::Scenario sc;
+  cluster::Topology topo;
+  std::vector<compute::ComputeModel> compute;
+  workload::RoutingModel routing;
+  blocks::LayerRouting rt;
+  Routed(const schema::Json& doc, const parallel::IterationPlan& plan, const parallel::MoeLayerPlan& layer)
+      : sc(test::scenario_from(doc.dump())),
+        topo(sc.topology()),
+        compute{compute::ComputeModel(topo.gpu(0), sc.compute)},
+        routing(sc.routing, sc.model.experts, sc.seed) {
+    const blocks::Context ctx{topo, sc.model, sc.training, routing, compute};
+    rt = blocks::route_layer(ctx, plan, layer, 0, 0, 0);
+  }
+  Time ffn(double tokens) const { return blocks::ffn_time(compute[0], sc.model, tokens, sc.model.ffn_hidden); }
+};
+
+parallel::MoeLayerPlan one_group(std::vector<std::uint32_t> gpus, std::vector<std::vector<parallel::Replica>> replicas) {
+  auto table = std::make_shared<parallel::ReplicaTable>();
+  table->of_expert = std::move(replicas);
+  parallel::MoeLayerPlan lp;
+  lp.dispatch = {{std::move(gpus), table}};
+  lp.expert_ffn_hidden = 512;
+  return lp;
+}
+
+}  // namespace
+
+TEST(Plan, TwoReplicasSplitAnExpertsTokensAsThePlanSays) {
+  // Expert 0 has replicas on rank 0 (a quarter of its tokens) and rank 1 (three quarters); expert
+  // 1 lives on rank 1. Each GPU routes 512 of its 1024 tokens to each expert. Source 0 keeps
+  // 512/4 = 128 for its own replica and sends 384 + 512 = 896 tokens of 256·2 B to rank 1:
+  // 458752 B; source 1 sends 128 tokens to rank 0: 65536 B. Expert 0 receives 1024 copies over
+  // both sources: rank 0 computes 256 of them, rank 1 the other 768 and all 1024 of expert 1.
+  const auto lp = one_group({0, 1}, {{{0, 0.25}, {1, 0.75}}, {{1, 1.0}}});
+  const Routed r(small(2), parallel::IterationPlan{}, lp);
+  ASSERT_EQ(r.rt.dispatch.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.rt.dispatch[0]->at(0, 1), 458752.0);
+  EXPECT_DOUBLE_EQ(r.rt.dispatch[0]->at(1, 0), 65536.0);
+  EXPECT_DOUBLE_EQ(r.rt.combine[0]->at(1, 0), 458752.0);  // combine returns what was dispatched
+  EXPECT_EQ(r.rt.expert_forward[0], r.ffn(256));
+  EXPECT_EQ(r.rt.expert_forward[1], r.ffn(768) + r.ffn(1024));
+  EXPECT_EQ(r.rt.expert_tokens, (std::vector<double>{1024, 1024}));
+  EXPECT_DOUBLE_EQ(r.rt.routed_copies, 2048);
+}
+
+TEST(Plan, SampledRoutingSplitsEachSourcesDrawByTheShares) {
+  // The same plan with per-source draws: whatever a source draws for expert 0, a quarter goes to
+  // rank 0's replica, so rank 0 computes exactly a quarter of expert 0's copies and the rest of
+  // the copies (three quarters of expert 0's, all of expert 1's) go to rank 1.
+  auto doc = small(2);
+  doc["routing"]["sampling"] = "sampled";
+  const auto lp = one_group({0, 1}, {{{0, 0.25}, {1, 0.75}}, {{1, 1.0}}});
+  const Routed r(doc, parallel::IterationPlan{}, lp);
+  const double e0 = r.rt.expert_tokens[0], e1 = r.rt.expert_tokens[1];
+  EXPECT_DOUBLE_EQ(e0 + e1, 2048);
+  EXPECT_NE(e0, 1024);  // drawn, not expected
+  EXPECT_EQ(r.rt.expert_forward[0], r.ffn(e0 / 4));
+  EXPECT_EQ(r.rt.expert_forward[1], r.ffn(e0 * 0.75) + r.ffn(e1));
+}
+
+TEST(Plan, TwoSidedGroupSendsTokensOnlyFromAttentionGpusToExpertGpus) {
+  // GPUs 0 and 1 run attention only, 2 and 3 experts only (expert 0 on rank 2, expert 1 on rank
+  // 3): each attention GPU sends half its 1024 tokens to each expert GPU (262144 B), nothing else
+  // moves, and only the expert GPUs compute, 1024 copies each.
+  parallel::IterationPlan plan;
+  plan.roles = {parallel::kRunsAttention, parallel::kRunsAttention, parallel::kRunsExperts, parallel::kRunsExperts};
+  auto doc = small(4);
+  const auto lp = one_group({0, 1, 2, 3}, {{{2, 1.0}}, {{3, 1.0}}});
+  const Routed r(doc, plan, lp);
+  const auto& t = *r.rt.dispatch[0];
+  for (std::uint32_t s = 0; s < 4; ++s)
+    for (std::uint32_t d = 0; d < 4; ++d)
+      EXPECT_DOUBLE_EQ(t.at(s, d), s < 2 && d >= 2 ? 262144.0 : 0.0) << s << " -> " << d;
+  EXPECT_EQ(r.rt.expert_forward[0], 0);
+  EXPECT_EQ(r.rt.expert_forward[1], 0);
+  EXPECT_EQ(r.rt.expert_forward[2], r.ffn(1024));
+  EXPECT_EQ(r.rt.expert_forward[3], r.ffn(1024));
+  EXPECT_DOUBLE_EQ(r.rt.routed_copies, 2048);  // two sources of 1024 copies
+}
+
+namespace {
+
+// EP over one group of 2 GPUs, experts [0, 1] on rank 0 and [2, 3] on rank 1; from the second
+// iteration on, the expert that received the most copies in the previous iteration (in layer 0)
+// gets a second replica on the other rank with the share x of its tokens that evens the ranks'
+// loads by those counts: owner load L0 − x·h = other load L1 + x·h, x = (L0 − L1)/(2h).
+class FollowThePopular final : public strategies::Strategy {
+ public:
+  std::string name() const override { return "follow-the-popular"; }
+  void check(const strategies::StrategyContext&) const override {}
+  std::vector<workload::MemoryFootprint> memory(const strategies::StrategyContext& ctx) const override {
+    return strategies::ep::memory(ctx, 2);
+  }
+  std::size_t tasks_per_iteration(const strategies::StrategyContext&) const override { return 1000; }
+  schema::Json describe(const strategies::StrategyContext&) const override { return schema::Json::object(); }
+  parallel::PlanPtr plan(const strategies::StrategyContext& ctx, int, const parallel::RunState& state) override {
+    auto table = std::make_shared<parallel::ReplicaTable>(*parallel::ReplicaTable::contiguous(4, 2));
+    if (state.previous) {
+      const auto& tokens = state.previous->expert_tokens[0];
+      const int hot = static_cast<int>(std::max_element(tokens.begin(), tokens.end()) - tokens.begin());
+      hottest.push_back(hot);
+      const std::uint32_t owner = static_cast<std::uint32_t>(hot / 2);
+      const double l0 = tokens[2 * owner] + tokens[2 * owner + 1], l1 = tokens[2 * (1 - owner)] + tokens[2 * (1 - owner) + 1];
+      const double x = (l0 - l1) / (2 * tokens[hot]);
+      shares.push_back(x);
+      table->of_expert[hot] = {{owner, 1 - x}, {1 - owner, x}};
+    }
+    strategies::ep::ExpertParallelPlan in;
+    in.streams = std::make_shared<parallel::StreamSet>(parallel::StreamSet{
+        parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
+        parallel::StreamRole::Gradient});
+    in.groups = {{{0, 1}, table}};
+    in.params_per_gpu = ctx.model.replicated_params() + 2 * ctx.model.expert_params();
+    tables.push_back(table);
+    return strategies::ep::make_plan(ctx, in);
+  }
+  std::vector<int> hottest;
+  std::vector<double> shares;
+  std::vector<std::shared_ptr<const parallel::ReplicaTable>> tables;
+};
+
+}  // namespace
+
+TEST(Plan, APlanThatReadsThePreviousIterationsTokenCountsChangesThePlacementOfTheNext) {
+  // Zipf routing (s = 1.2) whose hot experts stay put over iterations: popularity 1/r^1.2
+  // normalised over 4 ranks r is 0.528, 0.230, 0.142, 0.100, so the hot expert's rank carries at
+  // least 0.628 of the copies. The previous iteration's counts name it; from iteration 1 on its
+  // second replica evens the two ranks at 0.5 each. Every GPU ends each iteration together (the
+  // dense all-reduce, then equal optimizer steps), so an iteration under a plan takes what the
+  // first iteration of a run with that plan from the start takes: iteration 0 as plain EP,
+  // iterations 1 and 2 as the replicated placement, and those are faster.
+  auto doc = small(2);
+  doc["model"]["experts"] = 4;
+  doc["model"]["ffn_hidden"] = 8192;
+  doc["routing"] = {{"kind", "zipf"}, {"zipf_exponent", 1.2}, {"resample_each_iteration", false}, {"sampling", "expected"}};
+  doc["training"]["iterations"] = 3;
+  auto adaptive = std::make_unique<FollowThePopular>();
+  FollowThePopular& a = *adaptive;
+  simulation::Simulation sim(test::scenario_from(doc.dump()), std::move(adaptive));
+  sim.run();
+  const auto popularity = workload::RoutingModel(test::scenario_from(doc.dump()).routing, 4, 1).popularity(0, 0);
+  const int hot = static_cast<int>(std::max_element(popularity.begin(), popularity.end()) - popularity.begin());
+  EXPECT_EQ(a.hottest, (std::vector<int>{hot, hot}));
+  EXPECT_EQ(a.tables[0]->of_expert[hot].size(), 1u);
+  EXPECT_EQ(a.tables[1]->of_expert[hot].size(), 2u);
+  // x = (L0 − L1)/(2h) = (2·L0 − 1)/(2h) with the counts normalised: the rank's share before.
+  const int partner = hot ^ 1;
+  EXPECT_NEAR(a.shares[0], (2 * (popularity[hot] + popularity[partner]) - 1) / (2 * popularity[hot]), 1e-12);
+
+  // The same placements held for a whole run: plain EP, and the replicated one.
+  struct Fixed final : strategies::Strategy {
+    explicit Fixed(std::shared_ptr<const parallel::ReplicaTable> t) : table(std::move(t)) {}
+    std::string name() const override { return "fixed"; }
+    void check(const strategies::StrategyContext&) const override {}
+    std::vector<workload::MemoryFootprint> memory(const strategies::StrategyContext& ctx) const override {
+      return strategies::ep::memory(ctx, 2);
+    }
+    std::size_t tasks_per_iteration(const strategies::StrategyContext&) const override { return 1000; }
+    schema::Json describe(const strategies::StrategyContext&) const override { return schema::Json::object(); }
+    parallel::PlanPtr plan(const strategies::StrategyContext& ctx, int, const parallel::RunState&) override {
+      strategies::ep::ExpertParallelPlan in;
+      in.streams = std::make_shared<parallel::StreamSet>(parallel::StreamSet{
+          parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
+          parallel::StreamRole::Gradient});
+      in.groups = {{{0, 1}, table}};
+      in.params_per_gpu = ctx.model.replicated_params() + 2 * ctx.model.expert_params();
+      return strategies::ep::make_plan(ctx, in);
+    }
+    std::shared_ptr<const parallel::ReplicaTable> table;
+  };
+  doc["training"]["iterations"] = 1;
+  simulation::Simulation plain(test::scenario_from(doc.dump()), std::make_unique<Fixed>(a.tables[0]));
+  plain.run();
+  simulation::Simulation replicated(test::scenario_from(doc.dump()), std::make_unique<Fixed>(a.tables[1]));
+  replicated.run();
+  const auto& its = sim.results().iterations;
+  ASSERT_EQ(its.size(), 3u);
+  EXPECT_EQ(its[0].time, plain.results().iterations[0].time);
+  EXPECT_EQ(its[1].time, replicated.results().iterations[0].time);
+  EXPECT_EQ(its[2].time, replicated.results().iterations[0].time);
+  EXPECT_LT(its[1].time, its[0].time);
+}
