@@ -7,43 +7,55 @@
 namespace moesim::cluster {
 
 LinkGraph::LinkGraph(const Topology& topo) : graph_(topo.gpu_count()) {
-  // child_vertex[w]: the vertex standing for worker w of the level being joined (GPUs first).
+  // child_vertex[w]: the vertex standing for worker w of the tier being joined (GPUs first).
   std::vector<std::size_t> child_vertex(topo.gpu_count());
   for (std::uint32_t m = 0; m < topo.gpu_count(); ++m) child_vertex[m] = m;
-  for (int l = topo.level_count() - 1; l >= 0; --l) {
-    const Level& level = topo.levels()[l];
-    // A level's latency is GPU-to-GPU one way across it: half on each side of a switch or gateway.
-    const double bw = level.bandwidth.bytes_per_second / level.oversubscription;
-    const LinkProps uplink{l, bw, level.latency / 2};
-    const LinkProps direct{l, bw, level.latency};
-    const std::uint32_t parents = l == 0 ? 1 : topo.workers_at(l - 1);
+  for (int t = topo.tier_count() - 1; t >= 0; --t) {
+    const Tier& tier = topo.tiers()[t];
+    // A tier's latency is GPU-to-GPU one way across it: half on each side of a switch or gateway.
+    const double bw = tier.ports * tier.bandwidth.bytes_per_second / tier.oversubscription;
+    const int level = topo.level_of_tier(t);
+    const LinkProps uplink{level, bw, tier.latency / 2};
+    const LinkProps direct{level, bw, tier.latency};
+    const auto pairs = topo.fabric(t).direct_links();
+    const std::uint32_t parents = t == 0 ? 1 : topo.tier_workers(t - 1);
     std::vector<std::size_t> hubs(parents);
     for (std::uint32_t p = 0; p < parents; ++p) {
       const std::size_t hub = boost::add_vertex(graph_);
       hubs[p] = hub;
-      const std::uint32_t first = p * level.count;
-      for (std::uint32_t c = 0; c < level.count; ++c) {
-        const std::size_t v = child_vertex[first + c];
-        boost::add_edge(v, hub, uplink, graph_);  // uplink to the switch, or gateway out of a mesh/ring
-        if (level.fabric == Fabric::FullMesh) {
-          for (std::uint32_t d = c + 1; d < level.count; ++d) boost::add_edge(v, child_vertex[first + d], direct, graph_);
-        } else if (level.fabric == Fabric::Ring && level.count > 1) {
-          const std::uint32_t next = (c + 1) % level.count;
-          if (next != c && !(level.count == 2 && c == 1)) boost::add_edge(v, child_vertex[first + next], direct, graph_);
-        }
-      }
+      const std::uint32_t first = p * tier.count;
+      // Uplink to the switch, or gateway out of a mesh/ring; then the links of their own.
+      for (std::uint32_t c = 0; c < tier.count; ++c) boost::add_edge(child_vertex[first + c], hub, uplink, graph_);
+      for (const auto& [a, b] : pairs) boost::add_edge(child_vertex[first + a], child_vertex[first + b], direct, graph_);
     }
     child_vertex = std::move(hubs);
   }
   first_host_ = boost::num_vertices(graph_);
+  if (!topo.hosts()) {
+    // Without hosts described: each GPU's own host end of its PCIe link.
+    for (std::uint32_t m = 0; m < topo.gpu_count(); ++m) {
+      const GpuSpec& g = topo.gpu(m);
+      host_of_gpu_.push_back(boost::add_vertex(graph_));
+      boost::add_edge(m, host_of_gpu_.back(), LinkProps{kHostLevel, g.host_bandwidth.bytes_per_second, g.host_latency}, graph_);
+    }
+    return;
+  }
+  // Each host's CPU, its PCIe switches, and each GPU's link to its switch.
+  const HostSpec& h = *topo.hosts();
+  std::vector<std::size_t> cpu(topo.host_count()), sw(topo.pcie_switch_count());
+  for (auto& v : cpu) v = boost::add_vertex(graph_);
+  for (std::uint32_t s = 0; s < sw.size(); ++s) {
+    sw[s] = boost::add_vertex(graph_);
+    boost::add_edge(sw[s], cpu[s / h.pcie_switches], LinkProps{kHostLevel, h.switch_uplink.bytes_per_second, h.switch_latency}, graph_);
+  }
   for (std::uint32_t m = 0; m < topo.gpu_count(); ++m) {
     const GpuSpec& g = topo.gpu(m);
-    boost::add_edge(m, boost::add_vertex(graph_), LinkProps{kHostLevel, g.host_bandwidth.bytes_per_second, g.host_latency},
-                    graph_);
+    boost::add_edge(m, sw[topo.pcie_switch_of(m)], LinkProps{kHostLevel, g.host_bandwidth.bytes_per_second, g.host_latency}, graph_);
+    host_of_gpu_.push_back(cpu[topo.host_of(m)]);
   }
 }
 
-Route LinkGraph::host_route(std::uint32_t gpu) const { return route_between(gpu, first_host_ + gpu); }
+Route LinkGraph::host_route(std::uint32_t gpu) const { return route_between(gpu, host_of_gpu_.at(gpu)); }
 
 Route LinkGraph::route(std::uint32_t from, std::uint32_t to) const { return route_between(from, to); }
 

@@ -1,6 +1,8 @@
-// The cluster's links as a Boost.Graph: one vertex per GPU, one hub per worker above the GPU
-// level (a switch, or the gateway of a mesh/ring), and one host vertex per GPU joined by its PCIe
-// host link (level kHostLevel); edges carry level, bandwidth and latency.
+// The cluster's links as a Boost.Graph: one vertex per GPU, one hub per worker of each tier above
+// the GPUs (a switch, or the gateway of a mesh/ring; topology.hpp), and the hosts: with hosts
+// described, each host's CPU and PCIe switches, every GPU joined to its switch by its PCIe host
+// link and every switch to the CPU (level kHostLevel); without, one host vertex per GPU at the end
+// of its host link. Edges carry level, bandwidth and latency.
 // Routes are shortest paths by latency (Dijkstra); the analytic model derives its default α per
 // level from the latency of the route between two GPUs that first differ at that level.
 #pragma once
@@ -43,6 +45,7 @@ class LinkGraph {
   Route route_between(std::size_t from, std::size_t to) const;
   Graph graph_;
   std::size_t first_host_ = 0;
+  std::vector<std::size_t> host_of_gpu_;  // the CPU vertex each GPU's host copies reach
 };
 
 }  // namespace moesim::cluster

@@ -6,17 +6,9 @@
 
 namespace moesim::cluster {
 
-std::string_view to_string(Fabric f) {
-  switch (f) {
-    case Fabric::Switch: return "switch";
-    case Fabric::FullMesh: return "full_mesh";
-    case Fabric::Ring: return "ring";
-  }
-  return "?";
-}
-
-Topology::Topology(std::vector<Level> levels, std::vector<GpuSpec> kinds, std::vector<std::uint16_t> kind_of_gpu)
-    : levels_(std::move(levels)), kinds_(std::move(kinds)), kind_of_gpu_(std::move(kind_of_gpu)) {
+Topology::Topology(std::vector<Level> levels, std::vector<GpuSpec> kinds, std::vector<std::uint16_t> kind_of_gpu,
+                   std::optional<HostSpec> hosts)
+    : levels_(std::move(levels)), hosts_(std::move(hosts)), kinds_(std::move(kinds)), kind_of_gpu_(std::move(kind_of_gpu)) {
   if (levels_.empty() || kinds_.empty()) invariant_failed("topology without levels or GPU kinds");
   stride_.assign(levels_.size(), 1);
   std::uint64_t total = 1;
@@ -28,6 +20,48 @@ Topology::Topology(std::vector<Level> levels, std::vector<GpuSpec> kinds, std::v
   gpu_count_ = static_cast<std::uint32_t>(total);
   if (!kind_of_gpu_.empty() && kind_of_gpu_.size() != gpu_count_)
     invariant_failed(fmt::format("{} GPU kinds given for {} GPUs", kind_of_gpu_.size(), gpu_count_));
+
+  // Tiers: each level; a level cut into domains is preceded by the tier of the links between its
+  // domains, whose workers are the domains and whose ports are their GPUs' own links.
+  for (int l = 0; l < level_count(); ++l) {
+    const Level& lv = levels_[l];
+    if (lv.ports == 0 || (lv.ports > 1 && (lv.fabric != Fabric::Switch || stride_[l] % lv.ports != 0)))
+      invariant_failed(fmt::format("level {}: {} ports", lv.name, lv.ports));
+    const std::uint32_t size = lv.domains.size;
+    if (size > 0 && size < lv.count) {
+      if (lv.count % size != 0) invariant_failed(fmt::format("level {}: domains of {} in {}", lv.name, size, lv.count));
+      Tier between;
+      between.name = lv.name + " (between domains)";
+      between.level = l;
+      between.count = lv.count / size;
+      between.fabric = Fabric::Switch;
+      between.bandwidth = lv.domains.bandwidth;
+      between.ports = size * stride_[l];
+      between.latency = lv.domains.latency;
+      tiers_.push_back(between);
+      tier_stride_.push_back(size * stride_[l]);
+    }
+    Tier own;
+    own.name = lv.name;
+    own.level = l;
+    own.count = size > 0 && size < lv.count ? size : lv.count;
+    own.fabric = lv.fabric;
+    own.bandwidth = Bandwidth{lv.bandwidth.bytes_per_second / lv.ports};
+    own.ports = lv.ports;
+    own.latency = lv.latency;
+    own.oversubscription = lv.oversubscription;
+    level_tier_.push_back(static_cast<int>(tiers_.size()));
+    tiers_.push_back(own);
+    tier_stride_.push_back(stride_[l]);
+  }
+  for (const Tier& t : tiers_) fabrics_.push_back(TierFabric::make(t));
+
+  if (hosts_) {
+    if (hosts_->gpus == 0 || gpu_count_ % hosts_->gpus != 0 || hosts_->pcie_switches == 0 ||
+        hosts_->gpus % hosts_->pcie_switches != 0)
+      invariant_failed(fmt::format("hosts of {} GPUs with {} PCIe switches for {} GPUs", hosts_->gpus,
+                                   hosts_->pcie_switches, gpu_count_));
+  }
 }
 
 std::vector<std::uint32_t> Topology::location(std::uint32_t m) const {
@@ -50,6 +84,18 @@ int Topology::first_differing_level(std::uint32_t m, std::uint32_t n) const {
   for (int l = 0; l < level_count(); ++l)
     if (worker(m, l) != worker(n, l)) return l;
   return -1;
+}
+
+int Topology::first_differing_tier(std::uint32_t m, std::uint32_t n) const {
+  for (int t = 0; t < tier_count(); ++t)
+    if (tier_worker(m, t) != tier_worker(n, t)) return t;
+  return -1;
+}
+
+std::uint32_t Topology::pcie_switch_of(std::uint32_t m) const {
+  if (!hosts_) return 0;
+  const std::uint32_t per_switch = hosts_->gpus / hosts_->pcie_switches;
+  return host_of(m) * hosts_->pcie_switches + (m % hosts_->gpus) / per_switch;
 }
 
 }  // namespace moesim::cluster

@@ -2,33 +2,65 @@
 // node × 1 → gpu × 8), each with a count (the scaling factor SF^i), the fabric joining its workers,
 // per-worker link bandwidth and latency, and oversubscription. GPU global index m maps to the
 // location (x0..xL-1) by the renumbering of HybridEP Eq. 13: x_i = (m / Π_{j>i} SF^j) mod SF^i.
+//
+// Links may differ inside a level (fabric.hpp): a switch level's per-worker bandwidth may be split
+// over ports (a node's NICs; GPU i of a worker uses port ⌊i·ports/gpus⌋), and a level may be cut
+// into NVLink domains of consecutive workers, joined to each other by each GPU's own link. The
+// network models see tiers: one per level, plus, before a level with domains, the tier of the
+// links between its domains.
+//
+// Hosts (optional): consecutive GPUs share a host — its CPU and memory, and PCIe switches that join
+// its GPUs (each through its kind's host link) and NICs to the CPU. Host copies cross the GPU's
+// PCIe link and its switch's uplink; traffic that leaves a host crosses the GPU's PCIe link to the
+// NIC instead of the links inside the host (GPUDirect RDMA through the switch).
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "sim/cluster/fabric.hpp"
 #include "sim/cluster/gpu_spec.hpp"
 #include "sim/core/units.hpp"
 
 namespace moesim::cluster {
 
-enum class Fabric { Switch, FullMesh, Ring };
-std::string_view to_string(Fabric f);
+// NVLink domains inside a level: `size` consecutive workers share the level's fabric; between
+// domains of one parent every GPU has a link of its own of `bandwidth` per direction.
+struct Domains {
+  std::uint32_t size = 0;  // 0: the whole level is one domain
+  Bandwidth bandwidth{};
+  Time latency = 0;
+};
 
 struct Level {
   std::string name;
   std::uint32_t count = 1;
   Fabric fabric = Fabric::Switch;
-  Bandwidth bandwidth{};
+  Bandwidth bandwidth{};  // per worker and direction (over all its ports)
   Time latency = 0;
   double oversubscription = 1.0;
+  std::uint32_t ports = 1;  // switch: links the per-worker bandwidth is spread over (a node's NICs)
+  Domains domains;
+};
+
+struct HostSpec {
+  std::uint32_t gpus = 1;              // consecutive GPUs per host
+  double memory_bytes = 0;
+  double optimizer_bytes_per_second = 0;  // what the CPU optimizer streams through host memory
+  std::uint32_t pcie_switches = 1;     // per host; its GPUs spread evenly over them
+  Bandwidth switch_uplink{};           // each switch's link to the CPU, per direction
+  Time switch_latency = 0;
+  std::string source;
 };
 
 class Topology {
  public:
   // `kinds` are the GPU kinds present; `kind_of_gpu[m]` indexes them (empty: all GPUs of kinds[0]).
-  Topology(std::vector<Level> levels, std::vector<GpuSpec> kinds, std::vector<std::uint16_t> kind_of_gpu);
+  Topology(std::vector<Level> levels, std::vector<GpuSpec> kinds, std::vector<std::uint16_t> kind_of_gpu,
+           std::optional<HostSpec> hosts = std::nullopt);
 
   std::uint32_t gpu_count() const { return gpu_count_; }
   const std::vector<Level>& levels() const { return levels_; }
@@ -47,6 +79,35 @@ class Topology {
   // Coarsest level at which m and n sit in different workers; -1 when m == n.
   int first_differing_level(std::uint32_t m, std::uint32_t n) const;
 
+  // The network's tiers (see the header comment), coarsest first, with the same accessors.
+  const std::vector<Tier>& tiers() const { return tiers_; }
+  int tier_count() const { return static_cast<int>(tiers_.size()); }
+  const TierFabric& fabric(int tier) const { return *fabrics_[tier]; }
+  std::uint32_t tier_worker(std::uint32_t m, int tier) const { return m / tier_stride_[tier]; }
+  std::uint32_t tier_coordinate(std::uint32_t m, int tier) const { return (m / tier_stride_[tier]) % tiers_[tier].count; }
+  std::uint32_t tier_workers(int tier) const { return gpu_count_ / tier_stride_[tier]; }
+  std::uint32_t gpus_per_tier_worker(int tier) const { return tier_stride_[tier]; }
+  int first_differing_tier(std::uint32_t m, std::uint32_t n) const;
+  // The port of its tier-`tier` worker that GPU m's traffic uses.
+  std::uint32_t port(std::uint32_t m, int tier) const {
+    return static_cast<std::uint32_t>(static_cast<std::uint64_t>(m % tier_stride_[tier]) * tiers_[tier].ports /
+                                      tier_stride_[tier]);
+  }
+  // The description level the tier belongs to, and the tier that carries a level's own fabric.
+  int level_of_tier(int tier) const { return tiers_[tier].level; }
+  int tier_of_level(int level) const { return level_tier_[level]; }
+
+  // Hosts (null: not described).
+  const std::optional<HostSpec>& hosts() const { return hosts_; }
+  std::uint32_t host_of(std::uint32_t m) const { return hosts_ ? m / hosts_->gpus : 0; }
+  std::uint32_t host_count() const { return hosts_ ? gpu_count_ / hosts_->gpus : 1; }
+  // Cluster-wide index of the PCIe switch GPU m sits behind.
+  std::uint32_t pcie_switch_of(std::uint32_t m) const;
+  std::uint32_t pcie_switch_count() const { return hosts_ ? host_count() * hosts_->pcie_switches : 0; }
+  // Whether a tier's workers lie inside one host (with hosts described, traffic that leaves a
+  // host does not cross them: it goes by PCIe to the NIC).
+  bool inside_host(int tier) const { return hosts_ && tier_stride_[tier] < hosts_->gpus; }
+
   const GpuSpec& gpu(std::uint32_t m) const { return kinds_[kind_of_gpu_.empty() ? 0 : kind_of_gpu_[m]]; }
   std::uint16_t kind_index(std::uint32_t m) const { return kind_of_gpu_.empty() ? 0 : kind_of_gpu_[m]; }
   const std::vector<GpuSpec>& kinds() const { return kinds_; }
@@ -54,6 +115,11 @@ class Topology {
  private:
   std::vector<Level> levels_;
   std::vector<std::uint32_t> stride_;
+  std::vector<Tier> tiers_;
+  std::vector<std::uint32_t> tier_stride_;
+  std::vector<int> level_tier_;
+  std::vector<std::shared_ptr<const TierFabric>> fabrics_;
+  std::optional<HostSpec> hosts_;
   std::vector<GpuSpec> kinds_;
   std::vector<std::uint16_t> kind_of_gpu_;
   std::uint32_t gpu_count_ = 0;

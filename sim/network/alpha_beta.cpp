@@ -8,20 +8,14 @@ namespace moesim::network {
 Time AlphaBeta::cost(double bytes) const { return alpha + static_cast<Time>(std::llround(bytes * beta)); }
 
 AlphaBetaTable AlphaBetaTable::from_topology(const cluster::Topology& topo, const cluster::LinkGraph& graph) {
-  std::vector<AlphaBeta> levels(topo.level_count());
-  for (int l = 0; l < topo.level_count(); ++l) {
-    const cluster::Level& level = topo.levels()[l];
-    const double bw = level.bandwidth.bytes_per_second;
-    const double n = level.count;
-    double per_worker = bw / level.oversubscription;
-    if (level.fabric == cluster::Fabric::FullMesh) per_worker = bw * std::max(1.0, n - 1);
-    if (level.fabric == cluster::Fabric::Ring) per_worker = 2 * bw / std::max(1.0, n / 4);
-    levels[l].beta = 1e12 / per_worker;
-    // Two GPUs that first differ at level l: GPU 0 and the first GPU of the next level-l worker.
-    const std::uint32_t other = topo.gpus_per_worker(l);
-    levels[l].alpha = other < topo.gpu_count() ? graph.route(0, other).latency : level.latency;
+  std::vector<AlphaBeta> tiers(topo.tier_count());
+  for (int t = 0; t < topo.tier_count(); ++t) {
+    tiers[t].beta = 1e12 / topo.fabric(t).worker_bandwidth();
+    // Two GPUs that first differ at tier t: GPU 0 and the first GPU of the next tier-t worker.
+    const std::uint32_t other = topo.gpus_per_tier_worker(t);
+    tiers[t].alpha = other < topo.gpu_count() ? graph.route(0, other).latency : topo.tiers()[t].latency;
   }
-  return AlphaBetaTable(std::move(levels));
+  return AlphaBetaTable(std::move(tiers));
 }
 
 AlphaBeta AlphaBetaTable::get(CollectiveKind kind, int level, double message_bytes) const {

@@ -4,7 +4,7 @@ namespace moesim::network {
 
 AnalyticExecutor::AnalyticExecutor(const AnalyticModel& model, CollectiveProgram& program)
     : model_(model), program_(program) {
-  stats_.bytes_by_level.assign(model.topology().level_count(), 0.0);
+  stats_.bytes_by_level.assign(model.topology().tier_count(), 0.0);
 }
 
 void AnalyticExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time now) {
@@ -20,6 +20,7 @@ void AnalyticExecutor::start(engine::Engine& engine, engine::CollectiveId id, Ti
     stats_.bytes_by_level[l] += cost.bytes_by_level[l];
     k.bytes += cost.bytes_by_level[l];
   }
+  k.bytes += cost.host_bytes;
   program_.release(id);
 }
 

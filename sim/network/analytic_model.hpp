@@ -13,6 +13,11 @@
 //  - hierarchical all-reduce: reduce-scatter in the node, all-reduce across nodes on S/k,
 //    all-gather in the node.
 //  - point-to-point: α of the coarsest level crossed plus bytes times the slowest β on the way.
+//  - host copy: the GPU's PCIe latency (and its switch's uplink latency, with hosts described)
+//    plus bytes over the slower of the two.
+// Levels here are the topology's tiers (a level, or the links between a level's NVLink domains);
+// a worker with several ports (NICs) is loaded per port. With hosts described, traffic that
+// leaves a host also crosses each GPU's PCIe link to the NIC, which may be the slowest link.
 // Where a calibration profile set the coarsest level a phase crosses for its kind, that level
 // alone costs the phase: its α-β come from timing the whole collective on real hardware
 // (calibration_binding.hpp), finer levels included, so the finer levels' own α-β (topology
@@ -32,9 +37,10 @@ namespace moesim::network {
 
 struct CollectiveCost {
   Time duration = 0;
-  std::vector<double> bytes_by_level;  // bytes whose coarsest crossed level is l
+  std::vector<double> bytes_by_level;  // bytes whose coarsest crossed tier is t
   std::uint64_t pairs = 0;             // ordered GPU pairs that exchange data (HybridEP Table VII)
   double max_bytes_sent_per_gpu = 0;
+  double host_bytes = 0;               // bytes copied between GPUs and their hosts
 };
 
 class AnalyticModel {
@@ -51,6 +57,7 @@ class AnalyticModel {
   CollectiveCost rings(CollectiveKind kind, const std::vector<std::vector<std::uint32_t>>& rings, double steps,
                        double chunk) const;
   CollectiveCost p2p(double bytes, std::uint32_t from, std::uint32_t to) const;
+  CollectiveCost host_copy(double bytes, std::uint32_t gpu) const;
 
   const cluster::Topology& topology_;
   AlphaBetaTable params_;

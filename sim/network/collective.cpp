@@ -15,6 +15,8 @@ std::string_view to_string(CollectiveKind k) {
     case CollectiveKind::ReduceScatter: return "reduce_scatter";
     case CollectiveKind::AllReduce: return "all_reduce";
     case CollectiveKind::P2P: return "p2p";
+    case CollectiveKind::HostCopy: return "host_copy";
+    case CollectiveKind::Count: break;
   }
   return "?";
 }

@@ -12,7 +12,9 @@
 
 namespace moesim::network {
 
-enum class CollectiveKind : std::uint8_t { AllToAll, AllGather, ReduceScatter, AllReduce, P2P };
+// HostCopy: one GPU's copy to (or from) its host's memory over PCIe (a group of one GPU).
+enum class CollectiveKind : std::uint8_t { AllToAll, AllGather, ReduceScatter, AllReduce, P2P, HostCopy, Count };
+inline constexpr int kCollectiveKinds = static_cast<int>(CollectiveKind::Count);
 // Tree: all-reduce as NCCL's (double binary) trees: the ring's bytes, but 2·⌈log2 n⌉ latency steps
 // instead of 2(n−1); inside nodes it reduces and gathers by rings, as Hierarchical.
 enum class Algorithm : std::uint8_t { Direct, Ring, Hierarchical, Tree };
@@ -37,9 +39,10 @@ struct CollectiveOp {
   Algorithm algorithm = Algorithm::Direct;
   GroupId group = 0;
   // AllGather: bytes each rank contributes. ReduceScatter/AllReduce: the full buffer on each rank.
-  // P2P: bytes sent from rank 0 to rank 1 of the group.
+  // P2P: bytes sent from rank 0 to rank 1 of the group. HostCopy: bytes copied.
   double bytes = 0;
-  TrafficPtr traffic;  // AllToAll
+  TrafficPtr traffic;    // AllToAll
+  bool to_host = true;   // HostCopy: device to host (else host to device)
 };
 
 }  // namespace moesim::network

@@ -10,18 +10,21 @@
 
 namespace moesim::network {
 
-std::uint32_t compress_workers(const cluster::Topology& topo, std::span<const std::uint32_t> members, int level,
-                               std::vector<std::uint32_t>& ids, std::vector<std::uint32_t>* global) {
+namespace {
+// Renumbers the keys of `members` (key(m)) as 0..k−1 in order of first appearance; returns k.
+template <typename Key>
+std::uint32_t compress(std::span<const std::uint32_t> members, Key key, std::vector<std::uint32_t>& ids,
+                       std::vector<std::uint32_t>* global) {
   ids.resize(members.size());
   if (global) global->clear();
-  // Members in ascending order (EP, DP and node groups all are) need no lookup: a new worker is a
-  // new id. Otherwise a hash map remembers the workers seen.
+  // Members in ascending order (EP, DP and node groups all are) need no lookup: a new key is a new
+  // id. Otherwise a hash map remembers the keys seen.
   const bool ascending = std::is_sorted(members.begin(), members.end());
   std::unordered_map<std::uint32_t, std::uint32_t> seen;
-  std::uint32_t last_worker = UINT32_MAX, last_id = 0, next = 0;
+  std::uint32_t last_key = UINT32_MAX, last_id = 0, next = 0;
   for (std::size_t r = 0; r < members.size(); ++r) {
-    const std::uint32_t w = topo.worker(members[r], level);
-    if (w != last_worker) {
+    const std::uint32_t w = key(members[r]);
+    if (w != last_key) {
       bool fresh = true;
       if (!ascending) {
         auto [it, inserted] = seen.emplace(w, next);
@@ -32,11 +35,29 @@ std::uint32_t compress_workers(const cluster::Topology& topo, std::span<const st
         last_id = next++;
         if (global) global->push_back(w);
       }
-      last_worker = w;
+      last_key = w;
     }
     ids[r] = last_id;
   }
   return next;
+}
+}  // namespace
+
+std::uint32_t compress_workers(const cluster::Topology& topo, std::span<const std::uint32_t> members, int tier,
+                               std::vector<std::uint32_t>& ids, std::vector<std::uint32_t>* global) {
+  return compress(members, [&](std::uint32_t m) { return topo.tier_worker(m, tier); }, ids, global);
+}
+
+std::uint32_t compress_ports(const cluster::Topology& topo, std::span<const std::uint32_t> members, int tier,
+                             std::vector<std::uint32_t>& ids, std::vector<std::uint32_t>* global) {
+  const std::uint32_t ports = topo.tiers()[tier].ports;
+  return compress(members, [&](std::uint32_t m) { return topo.tier_worker(m, tier) * ports + topo.port(m, tier); }, ids,
+                  global);
+}
+
+std::uint32_t compress_hosts(const cluster::Topology& topo, std::span<const std::uint32_t> members,
+                             std::vector<std::uint32_t>& ids) {
+  return compress(members, [&](std::uint32_t m) { return topo.host_of(m); }, ids, nullptr);
 }
 
 std::vector<std::vector<std::uint32_t>> local_groups(std::span<const std::uint32_t> members,
@@ -99,6 +120,10 @@ CollectivePhase ring(CollectiveKind kind, std::vector<std::vector<std::uint32_t>
 std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<const std::uint32_t> members,
                                              const cluster::Topology& topo) {
   std::vector<CollectivePhase> phases;
+  if (op.kind == CollectiveKind::HostCopy) {
+    phases.push_back({op.kind, HostCopyPhase{members.front(), op.bytes, op.to_host}});
+    return phases;
+  }
   if (members.size() <= 1) return phases;
   const double n = static_cast<double>(members.size());
   const auto count = static_cast<std::uint32_t>(members.size());
@@ -130,6 +155,8 @@ std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<c
     case CollectiveKind::ReduceScatter:
     case CollectiveKind::AllReduce:
       break;
+    case CollectiveKind::HostCopy:
+    case CollectiveKind::Count: invariant_failed("not a collective over GPUs");
   }
   const double s = op.bytes;
   if (op.algorithm == Algorithm::Direct) {

@@ -7,7 +7,8 @@
 //  - all-gather / reduce-scatter / all-reduce: ring (n−1, n−1, 2(n−1) steps of P, S/n, S/n), direct
 //    (every rank to every rank: P per pair; S/n per pair; both), or hierarchical (reduce-scatter in
 //    the node, the collective across nodes on S/k, all-gather in the node);
-//  - point-to-point: one transfer.
+//  - point-to-point: one transfer;
+//  - host copy: one copy between a GPU and its host.
 #pragma once
 
 #include <span>
@@ -34,9 +35,15 @@ struct TransferPhase {
   double bytes = 0;
 };
 
+struct HostCopyPhase {
+  std::uint32_t gpu = 0;
+  double bytes = 0;
+  bool to_host = true;
+};
+
 struct CollectivePhase {
   CollectiveKind kind = CollectiveKind::AllToAll;  // whose α-β parameters apply
-  std::variant<ExchangePhase, RingPhase, TransferPhase> work;
+  std::variant<ExchangePhase, RingPhase, TransferPhase, HostCopyPhase> work;
 };
 
 // Throws InfeasibleError for a hierarchical all-to-all over more than 2048 GPUs (its phase
@@ -49,9 +56,15 @@ std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<c
 std::vector<std::vector<std::uint32_t>> local_groups(std::span<const std::uint32_t> members,
                                                      const cluster::Topology& topology);
 
-// Renumbers the level-`level` workers of `members` as 0..k−1 (ids[r]); returns k. `global`, if
+// Renumbers the tier-`tier` workers of `members` as 0..k−1 (ids[r]); returns k. `global`, if
 // given, receives the cluster-wide index of each renumbered worker.
-std::uint32_t compress_workers(const cluster::Topology& topology, std::span<const std::uint32_t> members, int level,
+std::uint32_t compress_workers(const cluster::Topology& topology, std::span<const std::uint32_t> members, int tier,
                                std::vector<std::uint32_t>& ids, std::vector<std::uint32_t>* global = nullptr);
+// The same for the ports of those workers the members use (global index: worker·ports + port).
+std::uint32_t compress_ports(const cluster::Topology& topology, std::span<const std::uint32_t> members, int tier,
+                             std::vector<std::uint32_t>& ids, std::vector<std::uint32_t>* global = nullptr);
+// The same for the members' hosts.
+std::uint32_t compress_hosts(const cluster::Topology& topology, std::span<const std::uint32_t> members,
+                             std::vector<std::uint32_t>& ids);
 
 }  // namespace moesim::network

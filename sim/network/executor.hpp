@@ -43,15 +43,15 @@ struct KindStats {
 
 struct LinkStat {
   std::string name;
-  int level = 0;
+  int level = 0;  // its tier (Topology::tier_count() for PCIe links)
   double bytes = 0;
   Time busy = 0;                // time with traffic on the link
   double peak_utilization = 0;  // highest fraction of its capacity in use
 };
 
 struct NetworkStats {
-  std::vector<double> bytes_by_level;
-  std::array<KindStats, 5> by_kind{};  // indexed by CollectiveKind
+  std::vector<double> bytes_by_level;  // per tier (cluster::Topology::tiers)
+  std::array<KindStats, kCollectiveKinds> by_kind{};  // indexed by CollectiveKind
   // Flow model only: per level, the sums over its links (bytes, busy, peak = max), and the links
   // that carried the most bytes.
   std::vector<LinkStat> link_levels;

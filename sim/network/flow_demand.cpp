@@ -11,18 +11,18 @@ FlowDemands::FlowDemands(const FlowLinks& links, const AlphaBetaTable& params)
       topology_(links.topology()),
       params_(params),
       scratch_(links.size(), 0.0),
-      drain_(static_cast<std::size_t>(links.topology().level_count()), 1.0) {}
+      drain_(static_cast<std::size_t>(links.topology().tier_count()) + 1, 1.0) {}
 
 void FlowDemands::set_drain(CollectiveKind kind, double message_bytes, int top) const {
-  const bool measured = top >= 0 && top < topology_.level_count() && params_.overridden(kind, top);
-  for (int l = 0; l < topology_.level_count(); ++l)
+  const bool measured = top >= 0 && top < topology_.tier_count() && params_.overridden(kind, top);
+  for (int l = 0; l < topology_.tier_count(); ++l)
     drain_[l] = measured && l > top ? 1.0 : params_.drain_factor(kind, l, message_bytes);
 }
 
 void FlowDemands::add(std::uint32_t link, double bytes) const {
   if (bytes <= 0 || link == kNoLink) return;
   if (scratch_[link] == 0) touched_.push_back(link);
-  scratch_[link] += bytes * drain_[links_.level(link)];
+  scratch_[link] += bytes * drain_[links_.tier(link)];
 }
 
 void FlowDemands::collect(FlowPhase& out) const {
@@ -34,62 +34,70 @@ void FlowDemands::collect(FlowPhase& out) const {
   touched_.clear();
 }
 
-void FlowDemands::add_sibling(int level, std::uint32_t parent, std::uint32_t i, std::uint32_t j, double bytes) const {
-  // Direct on a mesh; hop by hop the shorter way round a ring.
-  const cluster::Level& lv = topology_.levels()[level];
-  if (lv.fabric == cluster::Fabric::FullMesh) {
-    add(links_.sibling(level, parent, i, j), bytes);
-    return;
-  }
-  const std::uint32_t n = lv.count, forward = (j + n - i) % n;
-  const bool clockwise = forward <= n - forward;
-  for (std::uint32_t a = i; a != j;) {
-    const std::uint32_t b = clockwise ? (a + 1) % n : (a + n - 1) % n;
-    add(links_.sibling(level, parent, a, b), bytes);
-    a = b;
-  }
+void FlowDemands::add_sibling(int tier, std::uint32_t parent, std::uint32_t i, std::uint32_t j, double bytes) const {
+  route_.clear();
+  links_.siblings(tier, parent, i, j, route_);
+  for (std::uint32_t link : route_) add(link, bytes);
 }
 
 int FlowDemands::add_path(std::uint32_t u, std::uint32_t v, double bytes) const {
-  const int top = topology_.first_differing_level(u, v);
+  const int top = topology_.first_differing_tier(u, v);
   if (top < 0 || bytes <= 0) return -1;
-  for (int l = topology_.level_count() - 1; l >= top; --l) {
-    const cluster::Level& lv = topology_.levels()[l];
-    const std::uint32_t wu = topology_.worker(u, l), wv = topology_.worker(v, l);
-    const std::uint32_t pu = l == 0 ? 0 : topology_.worker(u, l - 1), pv = l == 0 ? 0 : topology_.worker(v, l - 1);
-    if (lv.fabric == cluster::Fabric::Switch) {
-      add(links_.uplink(l, wu, true), bytes);
-      add(links_.uplink(l, wv, false), bytes);
+  for (int l = topology_.tier_count() - 1; l >= top; --l) {
+    const std::uint32_t wu = topology_.tier_worker(u, l), wv = topology_.tier_worker(v, l);
+    const std::uint32_t pu = l == 0 ? 0 : topology_.tier_worker(u, l - 1), pv = l == 0 ? 0 : topology_.tier_worker(v, l - 1);
+    if (topology_.fabric(l).switched()) {
+      add(links_.port(l, wu, topology_.port(u, l), true), bytes);
+      add(links_.port(l, wv, topology_.port(v, l), false), bytes);
       add(links_.core(l, pu), bytes);
       if (pv != pu) add(links_.core(l, pv), bytes);
     } else if (l == top) {
-      add_sibling(l, pu, topology_.coordinate(u, l), topology_.coordinate(v, l), bytes);
+      add_sibling(l, pu, topology_.tier_coordinate(u, l), topology_.tier_coordinate(v, l), bytes);
     }
+  }
+  if (topology_.hosts() && topology_.host_of(u) != topology_.host_of(v)) {
+    add(links_.pcie(u, true), bytes);
+    add(links_.pcie(v, false), bytes);
   }
   return top;
 }
 
+void FlowDemands::host_copy(const HostCopyPhase& copy, FlowPhase& out) const {
+  out.latency = topology_.gpu(copy.gpu).host_latency;
+  if (copy.bytes <= 0) return;
+  out.host_bytes = copy.bytes;
+  add(links_.pcie(copy.gpu, copy.to_host), copy.bytes);
+  if (const auto& h = topology_.hosts()) {
+    add(links_.switch_uplink(topology_.pcie_switch_of(copy.gpu), copy.to_host), copy.bytes);
+    out.latency += h->switch_latency;
+  }
+}
+
 void FlowDemands::exchange(CollectiveKind kind, const TrafficMatrix& t, std::span<const std::uint32_t> members,
                            FlowPhase& out) const {
-  const int levels = topology_.level_count();
-  std::vector<std::uint32_t> ids, global, above_global;
-  std::vector<double> w_out, w_in, above_in;  // the level above: its workers and the bytes entering them
+  const int tiers = topology_.tier_count();
+  std::vector<std::uint32_t> ids, global, above_global, port_ids, port_global;
+  std::vector<double> w_out, w_in, above_in, p_out, p_in;  // above: the tier above's workers and the bytes entering them
   double previous_cross = 0;
   Time alpha = 0;
-  bool measured = false;  // the coarsest level crossed is calibrated for this kind (set_drain)
-  for (int l = 0; l < levels; ++l) {
-    const cluster::Level& lv = topology_.levels()[l];
+  bool measured = false;  // the coarsest tier crossed is calibrated for this kind (set_drain)
+  for (int l = 0; l < tiers; ++l) {
+    const cluster::Tier& tier = topology_.tiers()[l];
+    const cluster::TierFabric& fabric = topology_.fabric(l);
     const std::uint32_t workers = compress_workers(topology_, members, l, ids, &global);
     w_in.assign(workers, 0.0);
     if (workers > 1) {
+      // Loads per worker, and per port where a worker has several (a node's NICs).
+      const bool ported = fabric.switched() && tier.ports > 1;
       t.worker_loads(ids, workers, w_out, w_in);
+      if (ported) t.port_loads(ids, workers, port_ids, compress_ports(topology_, members, l, port_ids, &port_global), p_out, p_in);
+      const std::vector<double>& l_out = ported ? p_out : w_out;
+      const std::vector<double>& l_in = ported ? p_in : w_in;
       double cross = 0;
       double load = 0;
-      for (std::uint32_t w = 0; w < workers; ++w) {
-        cross += w_out[w];
-        load = std::max({load, w_out[w], w_in[w]});
-      }
-      // The analytic model's per-level step (analytic_model.cpp): the busiest worker's bytes.
+      for (std::uint32_t w = 0; w < workers; ++w) cross += w_out[w];
+      for (std::size_t p = 0; p < l_out.size(); ++p) load = std::max({load, l_out[p], l_in[p]});
+      // The analytic model's per-tier step (analytic_model.cpp): the busiest port's bytes.
       drain_[l] = measured ? 1.0 : params_.drain_factor(kind, l, load);
       if (cross > 0 && !measured) {
         alpha = std::max(alpha, params_.get(kind, l, load).alpha);
@@ -97,15 +105,18 @@ void FlowDemands::exchange(CollectiveKind kind, const TrafficMatrix& t, std::spa
       }
       out.bytes_by_level[l] = std::max(0.0, cross - previous_cross);
       previous_cross = cross;
-      if (lv.fabric == cluster::Fabric::Switch) {
-        for (std::uint32_t w = 0; w < workers; ++w) {
-          add(links_.uplink(l, global[w], true), w_out[w]);
-          add(links_.uplink(l, global[w], false), w_in[w]);
+      if (fabric.switched()) {
+        const std::vector<std::uint32_t>& l_global = ported ? port_global : global;
+        for (std::size_t p = 0; p < l_out.size(); ++p) {
+          // A global port index is worker·ports + port (one port: the worker's index).
+          const std::uint32_t worker = l_global[p] / tier.ports, port = l_global[p] % tier.ports;
+          add(links_.port(l, worker, port, true), l_out[p]);
+          add(links_.port(l, worker, port, false), l_in[p]);
         }
         if (links_.core(l, 0) != kNoLink) {
           // Bytes through each parent's switch: from its children, and from above into the parent.
           std::unordered_map<std::uint32_t, double> through;
-          for (std::uint32_t w = 0; w < workers; ++w) through[global[w] / lv.count] += w_out[w];
+          for (std::uint32_t w = 0; w < workers; ++w) through[global[w] / tier.count] += w_out[w];
           for (std::size_t p = 0; p < above_global.size(); ++p)
             if (through.count(above_global[p])) through[above_global[p]] += above_in[p];
           for (const auto& [p, bytes] : through) add(links_.core(l, p), bytes);
@@ -130,28 +141,38 @@ void FlowDemands::exchange(CollectiveKind kind, const TrafficMatrix& t, std::spa
         for (std::uint32_t a = 0; a < workers; ++a)
           for (std::uint32_t b = 0; b < workers; ++b) {
             const double bytes = pair[static_cast<std::size_t>(a) * workers + b];
-            if (bytes <= 0 || global[a] / lv.count != global[b] / lv.count) continue;
-            add_sibling(l, global[a] / lv.count, global[a] % lv.count, global[b] % lv.count, bytes);
+            if (bytes <= 0 || global[a] / tier.count != global[b] / tier.count) continue;
+            add_sibling(l, global[a] / tier.count, global[a] % tier.count, global[b] % tier.count, bytes);
           }
       }
     }
     above_global = global;
     above_in = w_in;
   }
+  // With hosts described, what leaves a host crosses each GPU's PCIe link to the NIC.
+  if (topology_.hosts() && compress_hosts(topology_, members, ids) > 1) {
+    std::vector<std::uint32_t> rank(members.size());
+    for (std::uint32_t r = 0; r < rank.size(); ++r) rank[r] = r;
+    t.port_loads(ids, topology_.host_count(), rank, static_cast<std::uint32_t>(members.size()), p_out, p_in);
+    for (std::size_t r = 0; r < members.size(); ++r) {
+      add(links_.pcie(members[r], true), p_out[r]);
+      add(links_.pcie(members[r], false), p_in[r]);
+    }
+  }
   out.latency = alpha;
 }
 
 FlowPhase FlowDemands::demand(const CollectivePhase& phase, std::span<const std::uint32_t> members) const {
   FlowPhase out;
-  out.bytes_by_level.assign(topology_.level_count(), 0.0);
+  out.bytes_by_level.assign(topology_.tier_count(), 0.0);
   if (const auto* e = std::get_if<ExchangePhase>(&phase.work)) {
     exchange(phase.kind, *e->traffic, members, out);
   } else if (const auto* r = std::get_if<RingPhase>(&phase.work)) {
     const double bytes = r->steps * r->chunk;
-    int top = topology_.level_count();
+    int top = topology_.tier_count();
     for (const auto& ring : r->rings)
       for (std::size_t i = 0; ring.size() > 1 && i < ring.size(); ++i) {
-        const int l = topology_.first_differing_level(ring[i], ring[(i + 1) % ring.size()]);
+        const int l = topology_.first_differing_tier(ring[i], ring[(i + 1) % ring.size()]);
         if (l >= 0) top = std::min(top, l);
       }
     set_drain(phase.kind, r->chunk, top);
@@ -160,15 +181,17 @@ FlowPhase FlowDemands::demand(const CollectivePhase& phase, std::span<const std:
         const int l = add_path(ring[i], ring[(i + 1) % ring.size()], bytes);
         if (l >= 0) out.bytes_by_level[l] += bytes;
       }
-    if (top < topology_.level_count())
+    if (top < topology_.tier_count())
       out.latency = static_cast<Time>(std::llround(r->steps)) * params_.get(phase.kind, top, r->chunk).alpha;
   } else if (const auto* x = std::get_if<TransferPhase>(&phase.work)) {
-    set_drain(phase.kind, x->bytes, topology_.first_differing_level(x->from, x->to));
+    set_drain(phase.kind, x->bytes, topology_.first_differing_tier(x->from, x->to));
     const int l = add_path(x->from, x->to, x->bytes);
     if (l >= 0) {
       out.latency = params_.get(phase.kind, l, x->bytes).alpha;
       out.bytes_by_level[l] += x->bytes;
     }
+  } else if (const auto* h = std::get_if<HostCopyPhase>(&phase.work)) {
+    host_copy(*h, out);
   }
   collect(out);
   return out;

@@ -1,9 +1,11 @@
 // Link demands of a collective phase for the flow model: the bytes each directed link must carry.
 // Transfers are aggregated at the coarsest level that keeps every link's load exact: a direct
-// exchange is reduced to each worker's bytes leaving and entering it at each level (O(GPUs) for a
-// factored traffic matrix, not O(GPU pairs)), sibling pairs only where the fabric is a mesh or
-// ring; rings and point-to-point transfers add their bytes along the tree route. The phase's
-// latency is the α of the coarsest level it crosses (times the steps of a ring).
+// exchange is reduced to each port's bytes leaving and entering its worker at each tier (O(GPUs)
+// for a factored traffic matrix, not O(GPU pairs)), sibling pairs only where the fabric is a mesh
+// or ring; rings and point-to-point transfers add their bytes along the tree route. With hosts
+// described, what leaves a host also crosses the GPUs' PCIe links, and a host copy crosses its
+// GPU's PCIe link and its switch's uplink. The phase's latency is the α of the coarsest tier it
+// crosses (times the steps of a ring); a host copy's, the PCIe latencies.
 #pragma once
 
 #include <span>
@@ -23,7 +25,8 @@ struct LinkDemand {
 struct FlowPhase {
   Time latency = 0;
   std::vector<LinkDemand> demand;
-  std::vector<double> bytes_by_level;  // bytes whose coarsest crossed level is l
+  std::vector<double> bytes_by_level;  // bytes whose coarsest crossed tier is t
+  double host_bytes = 0;               // bytes copied between a GPU and its host
 };
 
 class FlowDemands {
@@ -33,12 +36,14 @@ class FlowDemands {
 
  private:
   void exchange(CollectiveKind kind, const TrafficMatrix& t, std::span<const std::uint32_t> members, FlowPhase& out) const;
-  // Adds `bytes` from GPU u to GPU v along the tree; returns the coarsest level crossed (−1: none).
+  // Adds `bytes` from GPU u to GPU v along the tree; returns the coarsest tier crossed (−1: none).
   int add_path(std::uint32_t u, std::uint32_t v, double bytes) const;
   void add(std::uint32_t link, double bytes) const;
-  // Sibling workers i → j of `parent` at a mesh or ring level.
-  void add_sibling(int level, std::uint32_t parent, std::uint32_t i, std::uint32_t j, double bytes) const;
+  // Sibling workers i → j of `parent` at a mesh or ring tier.
+  void add_sibling(int tier, std::uint32_t parent, std::uint32_t i, std::uint32_t j, double bytes) const;
+  void host_copy(const HostCopyPhase& copy, FlowPhase& out) const;
   void collect(FlowPhase& out) const;
+  mutable std::vector<std::uint32_t> route_;  // scratch for sibling routes
 
   const FlowLinks& links_;
   const cluster::Topology& topology_;

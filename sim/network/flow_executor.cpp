@@ -20,7 +20,7 @@ FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTab
   link_bytes_.assign(links_.size(), 0.0);
   link_peak_.assign(links_.size(), 0.0);
   link_busy_.assign(links_.size(), 0);
-  stats_.bytes_by_level.assign(topology.level_count(), 0.0);
+  stats_.bytes_by_level.assign(topology.tier_count(), 0.0);
 }
 
 void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time now) {
@@ -67,6 +67,7 @@ void FlowExecutor::next_phase(engine::Engine& engine, std::uint32_t r, Time now)
     stats_.bytes_by_level[l] += phase.bytes_by_level[l];
     stats_.by_kind[static_cast<std::size_t>(op.kind)].bytes += phase.bytes_by_level[l];
   }
+  stats_.by_kind[static_cast<std::size_t>(op.kind)].bytes += phase.host_bytes;
   if (phase.demand.empty()) {  // nothing crosses a link: only the latency
     engine.set_timer(r, now + phase.latency);
     return;
@@ -154,26 +155,31 @@ void FlowExecutor::reschedule(engine::Engine& engine, Time now) {
 
 NetworkStats FlowExecutor::stats() const {
   NetworkStats s = stats_;
-  s.link_levels.resize(topology_.level_count());
-  for (int l = 0; l < topology_.level_count(); ++l) {
-    s.link_levels[l].name = topology_.levels()[l].name;
+  // One entry per tier, and one for the PCIe links when any carried bytes.
+  const int tiers = topology_.tier_count();
+  s.link_levels.resize(tiers + 1);
+  for (int l = 0; l < tiers; ++l) {
+    s.link_levels[l].name = topology_.tiers()[l].name;
     s.link_levels[l].level = l;
   }
+  s.link_levels[tiers].name = "pcie";
+  s.link_levels[tiers].level = tiers;
   std::vector<std::uint32_t> used;
   for (std::uint32_t l = 0; l < links_.size(); ++l) {
     if (link_bytes_[l] <= 0) continue;
     used.push_back(l);
-    LinkStat& lv = s.link_levels[links_.level(l)];
+    LinkStat& lv = s.link_levels[links_.tier(l)];
     lv.bytes += link_bytes_[l];
     lv.busy = std::max(lv.busy, link_busy_[l]);
     lv.peak_utilization = std::max(lv.peak_utilization, link_peak_[l]);
   }
+  if (s.link_levels[tiers].bytes <= 0) s.link_levels.pop_back();
   const std::size_t top = std::min<std::size_t>(10, used.size());
   std::partial_sort(used.begin(), used.begin() + static_cast<std::ptrdiff_t>(top), used.end(),
                     [&](std::uint32_t a, std::uint32_t b) { return link_bytes_[a] != link_bytes_[b] ? link_bytes_[a] > link_bytes_[b] : a < b; });
   for (std::size_t i = 0; i < top; ++i) {
     const std::uint32_t l = used[i];
-    s.hottest_links.push_back({links_.name(l), links_.level(l), link_bytes_[l], link_busy_[l], link_peak_[l]});
+    s.hottest_links.push_back({links_.name(l), links_.tier(l), link_bytes_[l], link_busy_[l], link_peak_[l]});
   }
   return s;
 }

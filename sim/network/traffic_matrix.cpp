@@ -128,4 +128,38 @@ void TrafficMatrix::worker_loads(const std::vector<std::uint32_t>& worker_of_ran
     }
 }
 
+void TrafficMatrix::port_loads(const std::vector<std::uint32_t>& worker_of_rank, std::uint32_t workers,
+                               const std::vector<std::uint32_t>& port_of_rank, std::uint32_t ports,
+                               std::vector<double>& out, std::vector<double>& in) const {
+  out.assign(ports, 0.0);
+  in.assign(ports, 0.0);
+  if (factored_) {
+    // A port's ranks share its worker w: out(p) = A_p·(Q − Q_w), in(p) = Q_p·(A − A_w).
+    std::vector<double> aw(workers, 0.0), qw(workers, 0.0), ap(ports, 0.0), qp(ports, 0.0);
+    std::vector<std::uint32_t> worker_of_port(ports, 0);
+    double atot = 0, qtot = 0;
+    for (std::uint32_t r = 0; r < n_; ++r) {
+      aw[worker_of_rank[r]] += a_[r];
+      qw[worker_of_rank[r]] += q_[r];
+      ap[port_of_rank[r]] += a_[r];
+      qp[port_of_rank[r]] += q_[r];
+      worker_of_port[port_of_rank[r]] = worker_of_rank[r];
+      atot += a_[r];
+      qtot += q_[r];
+    }
+    for (std::uint32_t p = 0; p < ports; ++p) {
+      out[p] = ap[p] * (qtot - qw[worker_of_port[p]]);
+      in[p] = qp[p] * (atot - aw[worker_of_port[p]]);
+    }
+    return;
+  }
+  for (std::uint32_t s = 0; s < n_; ++s)
+    for (std::uint32_t d = 0; d < n_; ++d) {
+      if (worker_of_rank[s] == worker_of_rank[d]) continue;
+      const double b = dense_[static_cast<std::size_t>(s) * n_ + d];
+      out[port_of_rank[s]] += b;
+      in[port_of_rank[d]] += b;
+    }
+}
+
 }  // namespace moesim::network

@@ -33,6 +33,11 @@ class TrafficMatrix {
   // Per worker (ranks grouped by `worker_of_rank`, ids 0..workers-1): bytes leaving and entering it.
   void worker_loads(const std::vector<std::uint32_t>& worker_of_rank, std::uint32_t workers, std::vector<double>& out,
                     std::vector<double>& in) const;
+  // The same bytes, counted on the port each rank uses (`port_of_rank`, ids 0..ports-1, every port
+  // inside one worker): what leaves and enters its worker through each port.
+  void port_loads(const std::vector<std::uint32_t>& worker_of_rank, std::uint32_t workers,
+                  const std::vector<std::uint32_t>& port_of_rank, std::uint32_t ports, std::vector<double>& out,
+                  std::vector<double>& in) const;
 
   const std::vector<double>& a() const { return a_; }
   const std::vector<double>& q() const { return q_; }

@@ -155,12 +155,41 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
     level.bandwidth = schema::as_bandwidth(l.at("bandwidth"));
     level.latency = schema::as_time(l.at("latency"));
     level.oversubscription = l.at("oversubscription").get<double>();
+    level.ports = l.at("ports").get<std::uint32_t>();
+    if (l.contains("domains")) {
+      level.domains.size = l.at("domains").at("size").get<std::uint32_t>();
+      level.domains.bandwidth = schema::as_bandwidth(l.at("domains").at("bandwidth"));
+      level.domains.latency = schema::as_time(l.at("domains").at("latency"));
+    }
     s.levels.push_back(level);
   }
   const std::uint64_t gpus = s.gpu_count();
   if (gpus > (1ULL << 24))
     throw InputError(file, "$.cluster.levels", fmt::format("{} GPUs is more than moesim simulates (16.7M)", gpus),
                      "reduce the level counts");
+  // Links inside a level: ports on switches, spread evenly; domains that cut the level evenly.
+  std::uint64_t below = 1;  // GPUs inside one worker of the level
+  for (std::size_t i = s.levels.size(); i-- > 0;) {
+    const cluster::Level& lv = s.levels[i];
+    const std::string at = fmt::format("$.cluster.levels[{}]", i);
+    if (lv.ports > 1 && lv.fabric != cluster::Fabric::Switch)
+      throw InputError(file, at + ".ports",
+                       fmt::format("ports split a switch level's bandwidth, but level {} is a {} with links of its own "
+                                   "between workers",
+                                   lv.name, cluster::to_string(lv.fabric)),
+                       "use \"fabric\": \"switch\" for the level, or leave ports out");
+    if (lv.ports > 1 && below % lv.ports != 0)
+      throw InputError(file, at + ".ports",
+                       fmt::format("the {} GPUs of a {} do not spread evenly over {} ports", below, lv.name, lv.ports),
+                       fmt::format("use a number of ports dividing {}", below));
+    if (lv.domains.size > 0 && (lv.domains.size >= lv.count || lv.count % lv.domains.size != 0))
+      throw InputError(file, at + ".domains.size",
+                       fmt::format("domains of {} do not cut level {}'s {} workers into several equal domains",
+                                   lv.domains.size, lv.name, lv.count),
+                       fmt::format("use a divisor of {} smaller than it, or leave domains out (the level is one domain)",
+                                   lv.count));
+    below *= lv.count;
+  }
   const auto kind_named = [&](const std::string& name, const std::string& path) -> std::uint16_t {
     if (!catalogue.contains(name))
       throw InputError(file, path, fmt::format("unknown GPU kind \"{}\"", name),
@@ -194,6 +223,28 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   Json used = Json::object();
   for (const auto& k : s.kinds) used[k.key] = catalogue.at(k.key);
   doc["gpus"] = used;
+  if (c.contains("hosts")) {
+    Json& h = c.at("hosts");
+    cluster::HostSpec spec;
+    // By default a host is a worker of the level above the GPUs (a node); one level: every GPU.
+    const std::uint64_t node = s.levels.size() > 1 ? s.levels.back().count : gpus;
+    if (!h.contains("gpus")) h["gpus"] = node;
+    spec.gpus = h.at("gpus").get<std::uint32_t>();
+    spec.memory_bytes = schema::as_bytes(h.at("memory"));
+    spec.optimizer_bytes_per_second = schema::as_bandwidth(h.at("optimizer_bandwidth")).bytes_per_second;
+    spec.pcie_switches = h.at("pcie_switches").get<std::uint32_t>();
+    spec.switch_uplink = schema::as_bandwidth(h.at("switch_uplink").at("bandwidth"));
+    spec.switch_latency = schema::as_time(h.at("switch_uplink").at("latency"));
+    if (h.contains("source")) spec.source = h.at("source").get<std::string>();
+    if (gpus % spec.gpus != 0)
+      throw InputError(file, "$.cluster.hosts.gpus", fmt::format("{} GPUs do not split into hosts of {}", gpus, spec.gpus),
+                       fmt::format("use a number of GPUs per host that divides {} (e.g. {})", gpus, node));
+    if (spec.gpus % spec.pcie_switches != 0)
+      throw InputError(file, "$.cluster.hosts.pcie_switches",
+                       fmt::format("a host's {} GPUs do not spread evenly over {} PCIe switches", spec.gpus, spec.pcie_switches),
+                       fmt::format("use a number of switches dividing {}", spec.gpus));
+    s.hosts = spec;
+  }
 
   // Model.
   Json& m = doc.at("model");

@@ -28,6 +28,7 @@ struct Scenario {
   std::vector<cluster::Level> levels;
   std::vector<cluster::GpuSpec> kinds;
   std::vector<std::uint16_t> kind_of_gpu;  // empty: every GPU is kinds[0]
+  std::optional<cluster::HostSpec> hosts;
   workload::ModelShape model;
   workload::TrainingConfig training;
   workload::RoutingConfig routing;
@@ -38,7 +39,7 @@ struct Scenario {
   schema::Json strategy_options;
   std::shared_ptr<const calibration::Profile> calibration;  // null: defaults only
 
-  cluster::Topology topology() const { return cluster::Topology(levels, kinds, kind_of_gpu); }
+  cluster::Topology topology() const { return cluster::Topology(levels, kinds, kind_of_gpu, hosts); }
   std::uint64_t gpu_count() const;
 };
 

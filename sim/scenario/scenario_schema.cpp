@@ -37,10 +37,34 @@ NodePtr cluster_schema() {
       required("bandwidth", bandwidth(), "per-worker link bandwidth, e.g. \"10Gbps\" or \"450GB/s\""),
       required("latency", time(), "one-way GPU-to-GPU latency across this level, e.g. \"5us\""),
       optional("oversubscription", number(1), 1.0, "switch oversubscription ratio (>= 1)"),
+      optional("ports", integer(1), 1,
+               "switch levels: links each worker's bandwidth is spread over (a node's NICs: 8 for 8 x 400Gbps "
+               "with \"bandwidth\": \"3200Gbps\"); the worker's GPUs spread evenly over them"),
+      optional("domains", object({
+                              required("size", integer(1), "consecutive workers of the level that share its fabric"),
+                              required("bandwidth", bandwidth(), "each GPU's own link between domains, per direction, "
+                                                                 "e.g. \"64GB/s\" for PCIe Gen5 x16"),
+                              required("latency", time(), "one-way GPU-to-GPU latency between domains"),
+                          }),
+               nullptr, "NVLink domains smaller than the level: workers of different domains reach each other through "
+                        "each GPU's own link"),
   });
   static const NodePtr group = object({
       required("gpu", string(), "a GPU kind from topologies/gpus.json or the scenario's \"gpus\""),
       required("count", integer(1), "how many consecutive GPUs are of this kind"),
+  });
+  static const NodePtr hosts = object({
+      optional("gpus", integer(1), nullptr,
+               "consecutive GPUs per host (default: the GPUs of one worker of the level above the GPUs)"),
+      required("memory", bytes(), "host memory, e.g. \"2TiB\""),
+      optional("optimizer_bandwidth", bandwidth(), "45GB/s",
+               "bytes per second the CPU optimizer streams (Adam: 32 B per parameter); default from DeepSpeed's "
+               "CPU-Adam stepping an 11.6B-parameter GPT-2 in 8.2 s (deepspeedai/DeepSpeed PR #735)"),
+      optional("pcie_switches", integer(1), 1, "PCIe switches per host; its GPUs (and NICs) spread evenly over them"),
+      required("switch_uplink", object({required("bandwidth", bandwidth(), "per direction, e.g. \"64GB/s\""),
+                                        required("latency", time(), "e.g. \"1us\"")}),
+               "each PCIe switch's link to the CPU"),
+      optional("source", string(), nullptr, "where the figures come from"),
   });
   static const NodePtr s = object({
       optional("name", string(), nullptr, "a name for the cluster"),
@@ -48,6 +72,9 @@ NodePtr cluster_schema() {
       optional("gpu", string(), nullptr, "the GPU kind of every GPU (or use \"groups\")"),
       optional("groups", array_of(group, 1), nullptr, "GPU kinds of consecutive GPUs, for heterogeneous clusters"),
       required("levels", array_of(level, 1), "levels from coarse to fine, the last one joining GPUs"),
+      optional("hosts", hosts, nullptr,
+               "the hosts: CPU memory, the CPU optimizer's rate, PCIe switches joining GPUs and NICs to the CPU "
+               "(each GPU through its kind's host_link)"),
   });
   return s;
 }

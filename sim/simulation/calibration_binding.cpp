@@ -90,7 +90,7 @@ sc::Json bind_collectives(const calibration::Profile& profile, const cluster::To
     for (int n = 0; n < nodes; ++n)
       for (std::uint32_t g = 0; g < each; ++g) p.members.push_back(static_cast<std::uint32_t>(n) * per_node + g);
     if (*kind == CollectiveKind::P2P) p.members = {p.members.front(), p.members.back()};
-    p.level = topo.first_differing_level(p.members.front(), p.members.back());
+    p.level = topo.first_differing_tier(p.members.front(), p.members.back());
     if (p.level < 0) {
       skip("a group of one GPU");
       continue;
@@ -102,7 +102,7 @@ sc::Json bind_collectives(const calibration::Profile& profile, const cluster::To
       const auto& kept = replaces ? e : *it->second.entry;
       not_used.push_back({{"entry", (replaces ? *it->second.entry : e).label()},
                           {"reason", fmt::format("{} sets {} at level {} with more ranks", kept.label(), e.collective,
-                                                 topo.levels()[p.level].name)}});
+                                                 topo.tiers()[p.level].name)}});
       if (replaces) it->second = p;
     }
   }
@@ -111,7 +111,7 @@ sc::Json bind_collectives(const calibration::Profile& profile, const cluster::To
     const auto [kind, level] = key;
     // Probe the algorithm: steps a (α = 1 us) and bytes per step on the level (β = 1 ps/B).
     const auto probe = [&](network::AlphaBeta ab, double size) {
-      std::vector<network::AlphaBeta> levels(topo.level_count());
+      std::vector<network::AlphaBeta> levels(topo.tier_count());
       levels[level] = ab;
       const network::AnalyticModel model(topo, network::AlphaBetaTable(levels));
       return static_cast<double>(model.cost(op_for(kind, all_reduce, size, static_cast<std::uint32_t>(p.members.size())), p.members).duration);
@@ -138,7 +138,7 @@ sc::Json bind_collectives(const calibration::Profile& profile, const cluster::To
     params.override_for(kind, level, std::move(pieces));
     bound.emplace_back(used.size(), &p);
     used.push_back({{"entry", p.entry->label()},
-                    {"sets", fmt::format("{} at level {}", network::to_string(kind), topo.levels()[level].name)},
+                    {"sets", fmt::format("{} at level {}", network::to_string(kind), topo.tiers()[level].name)},
                     {"steps", steps},
                     {"per_level", segs}});
   }
@@ -161,7 +161,7 @@ sc::Json bind_collectives(const calibration::Profile& profile, const cluster::To
     used[index]["own_shape_error"] = worst;
     if (std::abs(worst) > 0.02) {
       std::string inner;  // the finer levels the group also crosses
-      for (int l = p->level + 1; l < topo.level_count(); ++l) inner += (inner.empty() ? "" : ", ") + topo.levels()[l].name;
+      for (int l = p->level + 1; l < topo.tier_count(); ++l) inner += (inner.empty() ? "" : ", ") + topo.tiers()[l].name;
       used[index]["warning"] = fmt::format(
           "simulated on its own shape it takes {:.0f}% {} than measured at {:.0f} bytes: the algorithm run for it here has "
           "phases inside level {} besides the calibrated one, which the measurement already includes; a single-phase "
@@ -171,9 +171,9 @@ sc::Json bind_collectives(const calibration::Profile& profile, const cluster::To
   }
   for (const CollectiveKind kind : {CollectiveKind::AllToAll, CollectiveKind::AllGather, CollectiveKind::ReduceScatter,
                                     CollectiveKind::AllReduce, CollectiveKind::P2P})
-    for (int l = 0; l < topo.level_count(); ++l)
+    for (int l = 0; l < topo.tier_count(); ++l)
       if (!params.overridden(kind, l))
-        fallback.push_back(fmt::format("{} at level {}: topology default α-β", network::to_string(kind), topo.levels()[l].name));
+        fallback.push_back(fmt::format("{} at level {}: topology default α-β", network::to_string(kind), topo.tiers()[l].name));
   return {{"used", used}, {"not_used", not_used}, {"fallback", fallback}};
 }
 

@@ -184,7 +184,7 @@ void Simulation::collect(const report::Metrics& metrics, const std::vector<repor
   r.levels.clear();
   for (int l = 0; l < topology_.level_count(); ++l) {
     const auto& lv = topology_.levels()[l];
-    const auto& ab = network_->params().level_default(l);
+    const auto& ab = network_->params().tier_default(topology_.tier_of_level(l));
     r.levels.push_back({lv.name, lv.count, std::string(cluster::to_string(lv.fabric)), format_bandwidth(lv.bandwidth), ab.alpha, ab.beta});
   }
   r.calibration = calibration_report_;
@@ -196,6 +196,11 @@ void Simulation::collect(const report::Metrics& metrics, const std::vector<repor
   r.metrics = metrics;
   r.network_model = executor_->model_name();
   r.network = executor_->stats();
+  // Bytes per description level: the tiers of a level (its own links and those between its
+  // NVLink domains) add up.
+  std::vector<double> by_level(topology_.level_count(), 0.0);
+  for (int t = 0; t < topology_.tier_count(); ++t) by_level[topology_.level_of_tier(t)] += r.network.bytes_by_level[t];
+  r.network.bytes_by_level = std::move(by_level);
   r.memory = memory_;
   r.memory_capacity.clear();
   for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g) r.memory_capacity.push_back(topology_.gpu(g).memory_bytes);

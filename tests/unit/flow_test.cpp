@@ -335,7 +335,7 @@ TEST(FlowModel, TransfersFollowTheLinkGraphRoutes) {
     std::vector<int> graph_levels = route.levels, demand_levels;
     const FlowPhase phase = demands.demand({CollectiveKind::P2P, TransferPhase{u, v, 1e6}}, std::vector<std::uint32_t>{u, v});
     for (const auto& d : phase.demand) {
-      demand_levels.push_back(links.level(d.link));
+      demand_levels.push_back(links.tier(d.link));
       EXPECT_DOUBLE_EQ(d.bytes, 1e6);
     }
     std::sort(graph_levels.begin(), graph_levels.end());

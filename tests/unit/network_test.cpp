@@ -217,8 +217,8 @@ TEST(AnalyticModel, OversubscriptionDividesTheUplink) {
              {any_gpu()}, {});
   LinkGraph g(t);
   const auto ab = AlphaBetaTable::from_topology(t, g);
-  EXPECT_DOUBLE_EQ(ab.level_default(0).beta, 40.0);
-  EXPECT_EQ(ab.level_default(0).alpha, 1 * kMicrosecond);
+  EXPECT_DOUBLE_EQ(ab.tier_default(0).beta, 40.0);
+  EXPECT_EQ(ab.tier_default(0).alpha, 1 * kMicrosecond);
 }
 
 TEST(LinkGraph, EachGpuHasItsHostLink) {
