@@ -57,14 +57,17 @@ CollectiveCost AnalyticModel::exchange(CollectiveKind kind, const TrafficMatrix&
   for (int l = 0; l < tiers; ++l) {
     const std::uint32_t workers = compress_workers(topology_, members, l, ids);
     if (workers <= 1) continue;
-    // A worker with several ports (a node's NICs) drains each at its own rate: loads per port.
-    if (topology_.tiers()[l].ports > 1) t.port_loads(ids, workers, ports, compress_ports(topology_, members, l, ports), out, in);
+    // A worker with several ports (a node's NICs) drains each at its own rate, 1/ports of the
+    // worker's: the busiest port's load counts `ports` times against the worker's β.
+    const std::uint32_t n_ports = topology_.tiers()[l].ports;
+    if (n_ports > 1) t.port_loads(ids, workers, ports, compress_ports(topology_, members, l, ports), out, in);
     else t.worker_loads(ids, workers, out, in);
     double load = 0, cross = 0;
     for (std::size_t w = 0; w < out.size(); ++w) {
       load = std::max({load, out[w], in[w]});
       cross += out[w];
     }
+    load *= n_ports;
     // Invariant: every byte that leaves a worker enters another one.
     const double entering = std::accumulate(in.begin(), in.end(), 0.0);
     if (std::abs(entering - cross) > 1e-9 * std::max(1.0, cross))
@@ -119,6 +122,7 @@ CollectiveCost AnalyticModel::rings(CollectiveKind kind, const std::vector<std::
     }
     std::uint32_t busiest = 0;
     for (const auto& [w, count] : leaving) busiest = std::max(busiest, count);
+    busiest *= ports;  // a port drains at 1/ports of the worker's bandwidth
     if (busiest > 0 && !measured) {
       const AlphaBeta ab = params_.get(kind, l, chunk * busiest);
       alpha = std::max(alpha, ab.alpha);
@@ -153,9 +157,11 @@ CollectiveCost AnalyticModel::p2p(double bytes, std::uint32_t from, std::uint32_
   c.bytes_by_level.assign(topology_.tier_count(), 0.0);
   const int l = topology_.first_differing_tier(from, to);
   if (l < 0 || bytes <= 0) return c;
-  double beta = params_.get(CollectiveKind::P2P, l, bytes).beta;
+  // One transfer uses one port of each worker it leaves: 1/ports of the worker's bandwidth.
+  const auto port_beta = [&](int k) { return params_.get(CollectiveKind::P2P, k, bytes).beta * topology_.tiers()[k].ports; };
+  double beta = port_beta(l);
   if (!params_.overridden(CollectiveKind::P2P, l)) {  // a measured send_recv already includes the finer tiers
-    for (int k = l + 1; k < topology_.tier_count(); ++k) beta = std::max(beta, params_.get(CollectiveKind::P2P, k, bytes).beta);
+    for (int k = l + 1; k < topology_.tier_count(); ++k) beta = std::max(beta, port_beta(k));
     if (topology_.hosts() && topology_.host_of(from) != topology_.host_of(to))
       beta = std::max({beta, pcie_beta(topology_, from), pcie_beta(topology_, to)});
   }

@@ -124,6 +124,45 @@ TEST_F(BadInput, ExpertsNotDivisibleByEpSize) {
       {"$.strategy.ep_size", "32 experts", "ep_size 12", "24 GPUs", "e.g. 1, 2, 4, 8"});
 }
 
+// Links inside a level and hosts: each bad value is refused at its path with the fix.
+std::string links_scenario(const std::string& node_extra, const std::string& gpu_extra, const std::string& hosts) {
+  const std::string cluster = fmt::format(R"({{"gpu": "h100-sxm5-80gb", "levels": [
+      {{"name": "node", "count": 2, "bandwidth": "400Gbps", "latency": "5us"{}}},
+      {{"name": "gpu", "count": 8, "bandwidth": "450GB/s", "latency": "2us"{}}}]{}}})",
+                                          node_extra, gpu_extra, hosts);
+  return scenario_text(cluster, R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})", R"({"name": "ep"})");
+}
+constexpr const char* kSwitchUplink = R"("switch_uplink": {"bandwidth": "64GB/s", "latency": "1us"})";
+
+TEST_F(BadInput, PortsOnALevelWithoutASwitch) {
+  expect_rejected_by_run_and_validate("ports-mesh.json", links_scenario("", R"(, "fabric": "full_mesh", "ports": 2)", ""),
+                                      {"$.cluster.levels[1].ports", "full_mesh", "\"fabric\": \"switch\""});
+}
+
+TEST_F(BadInput, PortsThatDoNotSpreadTheGpusEvenly) {
+  expect_rejected_by_run_and_validate("ports-uneven.json", links_scenario(R"(, "ports": 3)", "", ""),
+                                      {"$.cluster.levels[0].ports", "8 GPUs of a node", "3 ports", "dividing 8"});
+}
+
+TEST_F(BadInput, DomainsThatDoNotCutTheLevelEvenly) {
+  expect_rejected_by_run_and_validate(
+      "domains.json", links_scenario("", R"(, "domains": {"size": 3, "bandwidth": "64GB/s", "latency": "4us"})", ""),
+      {"$.cluster.levels[1].domains.size", "domains of 3", "8 workers"});
+}
+
+TEST_F(BadInput, HostsThatDoNotSplitTheGpus) {
+  expect_rejected_by_run_and_validate(
+      "hosts.json", links_scenario("", "", fmt::format(R"(, "hosts": {{"gpus": 5, "memory": "2TiB", {}}})", kSwitchUplink)),
+      {"$.cluster.hosts.gpus", "16 GPUs", "hosts of 5", "e.g. 8"});
+}
+
+TEST_F(BadInput, PcieSwitchesThatDoNotSplitAHostsGpus) {
+  expect_rejected_by_run_and_validate(
+      "switches.json",
+      links_scenario("", "", fmt::format(R"(, "hosts": {{"memory": "2TiB", "pcie_switches": 3, {}}})", kSwitchUplink)),
+      {"$.cluster.hosts.pcie_switches", "8 GPUs", "3 PCIe switches"});
+}
+
 // (d) Mixtral-8x7B on two 16 GiB T4s in fp16. Hand count of the weights on one GPU (EP over the
 // 2 GPUs, 4 of the 8 experts each): experts 4 x 32 layers x 3 x 4096 x 14336 = 22.55e9 params;
 // attention 32 x (2 x 4096^2 + 2 x 4096 x 1024) = 1.342e9; embedding + LM head 2 x 32000 x 4096 =

@@ -23,43 +23,7 @@ namespace {
 using test::any_gpu;
 using test::level;
 
-// Runs collectives through the engine, each started by a compute task of the given duration on
-// every member, and returns each collective's [start, end].
-struct Bench {
-  explicit Bench(Topology t) : topo(std::move(t)), graph(topo), params(AlphaBetaTable::from_topology(topo, graph)) {}
-  std::vector<std::pair<Time, Time>> run(const std::vector<std::pair<CollectiveOp, Time>>& ops, bool flow = true) {
-    engine::Engine e(topo.gpu_count(), 8);
-    engine::TaskLog log(e);
-    network::CollectiveProgram program;
-    program.groups = groups;
-    std::uint8_t stream = 1;
-    for (const auto& [op, at] : ops) {
-      const auto& gpus = program.groups.members(op.group);
-      const auto id = e.add_collective(static_cast<std::uint32_t>(gpus.size()), engine::WorkKind::AllToAll);
-      program.add(id, op);
-      for (std::uint32_t g : gpus) {
-        const auto pre = e.add_compute(g, stream, at, {});
-        e.depend(pre, e.add_member(id, g, stream, {}));
-      }
-      ++stream;
-    }
-    AnalyticModel model(topo, params);
-    std::unique_ptr<NetworkExecutor> x;
-    if (flow) x = std::make_unique<FlowExecutor>(topo, params, program);
-    else x = std::make_unique<AnalyticExecutor>(model, program);
-    e.run(*x);
-    stats = x->stats();
-    std::vector<std::pair<Time, Time>> out;
-    for (const auto& c : log.collectives()) out.emplace_back(c.start, c.end);
-    return out;
-  }
-  GroupId group(std::vector<std::uint32_t> g) { return groups.intern(std::move(g)); }
-  Topology topo;
-  LinkGraph graph;
-  AlphaBetaTable params;
-  GroupTable groups;  // every run's program starts from these
-  NetworkStats stats;
-};
+using Bench = test::NetworkBench;
 
 std::vector<std::uint32_t> iota(std::uint32_t n) {
   std::vector<std::uint32_t> v(n);

@@ -7,7 +7,11 @@
 
 #include "calibrate/fit/nccl_tests_log.hpp"
 #include "calibrate/fit/profile_builder.hpp"
+#include "sim/cluster/link_graph.hpp"
 #include "sim/cluster/topology.hpp"
+#include "sim/engine/task_log.hpp"
+#include "sim/network/analytic_executor.hpp"
+#include "sim/network/flow_executor.hpp"
 #include "sim/scenario/scenario.hpp"
 
 namespace moesim::test {
@@ -55,6 +59,44 @@ inline constexpr const char* kSmallEp = R"({
   "routing": {"sampling": "expected"},
   "strategy": {"name": "ep"}
 })";
+
+// Runs collectives through the engine, each started by a compute task of the given duration on
+// every member, and returns each collective's [start, end].
+struct NetworkBench {
+  explicit NetworkBench(cluster::Topology t) : topo(std::move(t)), graph(topo), params(network::AlphaBetaTable::from_topology(topo, graph)) {}
+  std::vector<std::pair<Time, Time>> run(const std::vector<std::pair<network::CollectiveOp, Time>>& ops, bool flow = true) {
+    engine::Engine e(topo.gpu_count(), 8);
+    engine::TaskLog log(e);
+    network::CollectiveProgram program;
+    program.groups = groups;
+    std::uint8_t stream = 1;
+    for (const auto& [op, at] : ops) {
+      const auto& gpus = program.groups.members(op.group);
+      const auto id = e.add_collective(static_cast<std::uint32_t>(gpus.size()), engine::WorkKind::AllToAll);
+      program.add(id, op);
+      for (std::uint32_t g : gpus) {
+        const auto pre = e.add_compute(g, stream, at, {});
+        e.depend(pre, e.add_member(id, g, stream, {}));
+      }
+      ++stream;
+    }
+    network::AnalyticModel model(topo, params);
+    std::unique_ptr<network::NetworkExecutor> x;
+    if (flow) x = std::make_unique<network::FlowExecutor>(topo, params, program);
+    else x = std::make_unique<network::AnalyticExecutor>(model, program);
+    e.run(*x);
+    stats = x->stats();
+    std::vector<std::pair<Time, Time>> out;
+    for (const auto& c : log.collectives()) out.emplace_back(c.start, c.end);
+    return out;
+  }
+  network::GroupId group(std::vector<std::uint32_t> g) { return groups.intern(std::move(g)); }
+  cluster::Topology topo;
+  cluster::LinkGraph graph;
+  network::AlphaBetaTable params;
+  network::GroupTable groups;  // every run's program starts from these
+  network::NetworkStats stats;
+};
 
 inline scenario::Loader loader() { return scenario::Loader(MOESIM_SOURCE_DIR); }
 
