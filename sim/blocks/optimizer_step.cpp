@@ -2,12 +2,49 @@
 
 namespace moesim::blocks {
 
+namespace {
+
+engine::TaskId host_copy(Emission& em, std::uint32_t g, double bytes, bool to_host, const engine::Label& label,
+                         engine::TaskId after) {
+  network::CollectiveOp op{network::CollectiveKind::HostCopy, network::Algorithm::Direct, em.pb.group({g}), bytes, nullptr};
+  op.to_host = to_host;
+  std::vector<engine::TaskId> member;
+  em.pb.collective(std::move(op), parallel::StreamRole::HostCopy, label, member);
+  em.pb.depend(after, member[0]);
+  return member[0];
+}
+
+}  // namespace
+
 void optimizer_step(Emission& em, const Frontier& after, const Frontier& last_gradient_sync) {
-  const auto label = em.label(engine::Phase::Optimizer, engine::WorkKind::Optimizer, "optimizer", 0);
+  if (em.plan.optimizer == parallel::OptimizerPlacement::Gpu) {
+    const auto label = em.label(engine::Phase::Optimizer, engine::WorkKind::Optimizer, "optimizer", 0);
+    for (std::uint32_t g = 0; g < em.gpus(); ++g) {
+      const engine::TaskId t =
+          em.pb.compute(g, em.ctx.compute_of(g).optimizer_step(em.plan.optimizer_params[g]), label, after[g]);
+      em.pb.depend(last_gradient_sync[g], t);
+    }
+    return;
+  }
+  const auto& host = *em.ctx.topology.hosts();
+  const auto l_down = em.label(engine::Phase::Optimizer, engine::WorkKind::HostCopy, "gradients_to_host", 0);
+  const auto l_cpu = em.label(engine::Phase::Optimizer, engine::WorkKind::HostCompute, "optimizer_on_host", 0);
+  const auto l_up = em.label(engine::Phase::Optimizer, engine::WorkKind::HostCopy, "weights_from_host", 0);
+  const auto l_ready = em.label(engine::Phase::Optimizer, engine::WorkKind::Wait, "gradients_ready", 0);
+  const auto l_wait = em.label(engine::Phase::Optimizer, engine::WorkKind::Wait, "weights_ready", 0);
   for (std::uint32_t g = 0; g < em.gpus(); ++g) {
-    const engine::TaskId t =
-        em.pb.compute(g, em.ctx.compute_of(g).optimizer_step(em.plan.optimizer_params[g]), label, after[g]);
-    em.pb.depend(last_gradient_sync[g], t);
+    const double params = em.plan.optimizer_params[g];
+    const double bytes = params * em.ctx.dtype_bytes();
+    // The gradients leave once the GPU's backward and its gradient collectives are done.
+    const engine::TaskId ready = em.pb.compute(g, 0, l_ready, after[g]);
+    em.pb.depend(last_gradient_sync[g], ready);
+    const engine::TaskId down = host_copy(em, g, bytes, true, l_down, ready);
+    const Time step = compute::host_optimizer_step(params, em.ctx.compute_of(g).options().optimizer_bytes_per_param,
+                                                   host.optimizer_bytes_per_second);
+    const engine::TaskId cpu = em.pb.compute(g, step, l_cpu, down, parallel::StreamRole::HostCpu);
+    const engine::TaskId up = host_copy(em, g, bytes, false, l_up, cpu);
+    // The GPU's next kernels wait for the updated weights.
+    em.pb.compute(g, 0, l_wait, up);
   }
 }
 

@@ -1,5 +1,8 @@
-// The optimizer step on each GPU (Adam, memory-bound: compute::ComputeModel::optimizer_step over
-// the parameters the GPU holds), after the GPU's backward and its last gradient collective.
+// The optimizer step of each GPU, after its backward and its last gradient collective: on the GPU
+// (Adam, memory-bound: compute::ComputeModel::optimizer_step over the parameters it holds), or on
+// its host (ZeRO-Offload): the gradients copied to host memory over PCIe, the CPU's Adam step
+// (compute::host_optimizer_step; the GPUs of one host share its CPU), the updated weights copied
+// back; the GPU's next work waits for them.
 #pragma once
 
 #include "sim/blocks/context.hpp"

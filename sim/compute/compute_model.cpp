@@ -82,6 +82,11 @@ Time ComputeModel::memory_bound(double bytes) const {
   return options_.launch_overhead + seconds_to_time(bytes / gpu_.hbm_bytes_per_second);
 }
 
+Time host_optimizer_step(double params, double bytes_per_param, double bytes_per_second) {
+  if (params <= 0) return 0;
+  return seconds_to_time(params * bytes_per_param / bytes_per_second);
+}
+
 Time ComputeModel::optimizer_step(double params) const { return memory_bound(params * options_.optimizer_bytes_per_param); }
 
 Time ComputeModel::backward(Time forward) const {

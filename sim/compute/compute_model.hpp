@@ -45,6 +45,13 @@ struct KernelTables {
   std::function<double(double seq, double head_dim, bool causal)> attention_backward_flops;
 };
 
+// The optimizer step of `params` parameters on a host CPU (ZeRO-Offload's CPU Adam): bytes-bound
+// like the GPU's, `bytes_per_param` through host memory (Adam reads and writes the fp32 master
+// weights and both moments and reads the gradient) at the host's measured streaming rate
+// (cluster::HostSpec::optimizer_bytes_per_second; DeepSpeed's CPU-Adam steps 11.6 B parameters in
+// 8.2 s, deepspeedai/DeepSpeed PR #735: 45 GB/s at 32 B per parameter).
+Time host_optimizer_step(double params, double bytes_per_param, double bytes_per_second);
+
 class ComputeModel {
  public:
   ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, KernelTables tables = {});

@@ -19,9 +19,23 @@ std::vector<StreamSpec> default_streams(std::uint8_t n) {
 }  // namespace
 
 Engine::Engine(std::uint32_t gpus, std::vector<StreamSpec> streams)
-    : gpus_(gpus), specs_(std::move(streams)), streams_(static_cast<std::size_t>(gpus) * specs_.size()), rates_(gpus) {
+    : gpus_(gpus), specs_(std::move(streams)), streams_(static_cast<std::size_t>(gpus) * specs_.size()) {
   if (specs_.empty() || specs_.size() > 255) invariant_failed(fmt::format("{} streams per GPU", specs_.size()));
   intern("");
+  std::vector<std::uint32_t> own(gpus);
+  for (std::uint32_t g = 0; g < gpus; ++g) own[g] = g;
+  set_hosts(std::move(own));
+}
+
+void Engine::set_hosts(std::vector<std::uint32_t> host_of_gpu) {
+  if (began_ || host_of_gpu.size() != gpus_) invariant_failed("set_hosts: one host per GPU, before begin()");
+  host_of_gpu_ = std::move(host_of_gpu);
+  host_gpus_.clear();
+  for (std::uint32_t g = 0; g < gpus_; ++g) {
+    if (host_of_gpu_[g] >= host_gpus_.size()) host_gpus_.resize(host_of_gpu_[g] + 1);
+    host_gpus_[host_of_gpu_[g]].push_back(g);
+  }
+  rates_.assign(gpus_ + host_gpus_.size(), GpuRate{});
 }
 
 Engine::Engine(std::uint32_t gpus, std::uint8_t streams) : Engine(gpus, default_streams(streams)) {}
@@ -132,40 +146,45 @@ void Engine::finish_collective_at(CollectiveId id, Time when) { push(when, id, E
 void Engine::set_timer(std::uint32_t token, Time when) { push(when, token, EventType::Timer); }
 
 template <typename F>
-void Engine::for_running_shared(std::uint32_t gpu, F f) {
-  for (std::uint8_t s = 0; s < specs_.size(); ++s) {
-    const TaskId h = streams_[index(gpu, s)].head;
-    if (h == kNone) continue;
-    Task& t = at(h);
-    if (t.start >= 0 && t.end < 0 && shares_sms(t)) f(h, t);
-  }
+void Engine::for_running_shared(std::uint32_t resource, F f) {
+  const auto heads = [&](std::uint32_t gpu) {
+    for (std::uint8_t s = 0; s < specs_.size(); ++s) {
+      const TaskId h = streams_[index(gpu, s)].head;
+      if (h == kNone) continue;
+      Task& t = at(h);
+      if (t.start >= 0 && t.end < 0 && resource_of(t) == resource) f(h, t);
+    }
+  };
+  if (resource < gpus_) heads(resource);
+  else
+    for (std::uint32_t g : host_gpus_[resource - gpus_]) heads(g);
 }
 
-void Engine::enter_generic(std::uint32_t gpu) {
-  GpuRate& r = rates_[gpu];
+void Engine::enter_generic(std::uint32_t resource) {
+  GpuRate& r = rates_[resource];
   if (r.generic) return;
-  // Until now every running shared task had the GPU to itself.
-  for_running_shared(gpu, [&](TaskId id, Task& t) { slowed_[id].remaining = static_cast<double>(t.duration - (now_ - t.start)); });
+  // Until now every running shared task had the resource to itself.
+  for_running_shared(resource, [&](TaskId id, Task& t) { slowed_[id].remaining = static_cast<double>(t.duration - (now_ - t.start)); });
   r.generic = true;
   r.since = now_;
   r.rate = 1;
 }
 
-void Engine::settle(std::uint32_t gpu) {
-  GpuRate& r = rates_[gpu];
+void Engine::settle(std::uint32_t resource) {
+  GpuRate& r = rates_[resource];
   const double done = static_cast<double>(now_ - r.since) * r.rate;
   if (done > 0)
-    for_running_shared(gpu, [&](TaskId id, Task&) {
+    for_running_shared(resource, [&](TaskId id, Task&) {
       double& left = slowed_[id].remaining;
       left = std::max(0.0, left - done);
     });
   r.since = now_;
 }
 
-void Engine::reschedule(std::uint32_t gpu) {
-  GpuRate& r = rates_[gpu];
+void Engine::reschedule(std::uint32_t resource) {
+  GpuRate& r = rates_[resource];
   r.rate = std::max(0.0, 1.0 - std::min(1.0, r.reserved)) / std::max<std::uint32_t>(1, r.sharing);
-  for_running_shared(gpu, [&](TaskId id, Task&) {
+  for_running_shared(resource, [&](TaskId id, Task&) {
     Slowed& s = slowed_[id];
     ++s.version;
     // With every SM reserved the task stalls until a reservation ends.
@@ -174,6 +193,7 @@ void Engine::reschedule(std::uint32_t gpu) {
 }
 
 void Engine::reserve(const Task& t, int sign) {
+  // Reservations are of a GPU's SMs.
   GpuRate& r = rates_[t.gpu];
   enter_generic(t.gpu);
   settle(t.gpu);
@@ -189,16 +209,21 @@ void Engine::try_start(TaskId id) {
   for (TaskObserver* o : observers_) o->on_start(*this, id, t);
   if (t.sm_share > 0) reserve(t, +1);
   if (t.type == TaskType::Compute) {
-    GpuRate& r = rates_[t.gpu];
-    if (!shares_sms(t) || (!r.generic && r.sharing == 0 && r.reserved == 0)) {
-      if (shares_sms(t)) ++r.sharing;
+    const std::uint32_t res = resource_of(t);
+    if (res == kNone) {
+      push(now_ + t.duration, id, EventType::TaskEnd);
+      return;
+    }
+    GpuRate& r = rates_[res];
+    if (!r.generic && r.sharing == 0 && r.reserved == 0) {
+      ++r.sharing;
       push(now_ + t.duration, id, EventType::TaskEnd);
     } else {
-      enter_generic(t.gpu);
-      settle(t.gpu);
+      enter_generic(res);
+      settle(res);
       slowed_[id].remaining = static_cast<double>(t.duration);
       ++r.sharing;
-      reschedule(t.gpu);
+      reschedule(res);
     }
     return;
   }
@@ -217,13 +242,13 @@ void Engine::finish_task(TaskId id) {
   for (TaskObserver* o : observers_) o->on_finish(*this, id, t, began);
   Stream& s = streams_[index(t.gpu, t.stream)];
   s.head = t.next_in_stream;
-  if (shares_sms(t)) {
-    GpuRate& r = rates_[t.gpu];
-    if (r.generic) settle(t.gpu);
+  if (const std::uint32_t res = resource_of(t); res != kNone) {
+    GpuRate& r = rates_[res];
+    if (r.generic) settle(res);
     --r.sharing;
     if (r.generic) {
       if (r.sharing == 0 && r.reservers == 0) r.generic = false;
-      else reschedule(t.gpu);
+      else reschedule(res);
     }
   } else if (t.sm_share > 0) {
     reserve(t, -1);

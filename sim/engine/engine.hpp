@@ -13,7 +13,8 @@
 // end). Compute tasks on computing streams that reserve nothing share what is left: with reserved
 // shares S (at most 1) and n of them running, each progresses at (1 − S)/n of its full rate, and
 // its end moves whenever S or n changes. With nothing reserved and one compute stream, every
-// compute task simply takes its duration.
+// compute task simply takes its duration. Tasks on host streams share their host's CPU the same
+// way (n running on one host: 1/n each; set_hosts says which GPUs share a host).
 //
 // Appending while running. Tasks may be added at any time, also between begin() and finish(): a
 // dependency on a task that has already finished is met at once, and a new task that can start
@@ -66,8 +67,9 @@ struct Collective {
 };
 
 struct StreamSpec {
-  std::string name;     // for traces, e.g. "compute", "comm: dispatch"
+  std::string name;       // for traces, e.g. "compute", "comm: dispatch"
   bool computes = false;  // its compute kernels share the GPU's SMs (see the header comment)
+  bool on_host = false;   // its tasks run on the GPU's host CPU, shared with the host's other such tasks
 };
 
 class Engine {
@@ -87,6 +89,8 @@ class Engine {
   // `after` cannot start before `before` has finished (met at once if it has).
   void depend(TaskId before, TaskId after);
   void add_observer(TaskObserver* observer) { observers_.push_back(observer); }
+  // The host each GPU's host streams run on (default: a host per GPU). Before begin().
+  void set_hosts(std::vector<std::uint32_t> host_of_gpu);
 
   // Runs to completion: begin, advance until no event is left, finish.
   void run(CollectiveExecutor& executor);
@@ -146,7 +150,8 @@ class Engine {
     double remaining = 0;
     std::uint32_t version = 0;
   };
-  // SM sharing on one GPU (see the header comment); `generic` while a rate may differ from 1.
+  // A shared resource (a GPU's SMs, a host's CPU; see the header comment); `generic` while a rate
+  // may differ from 1.
   struct GpuRate {
     double reserved = 0;
     std::uint32_t reservers = 0;
@@ -166,13 +171,19 @@ class Engine {
   void finish_task(TaskId id);
   void start_fresh();
   void retire();
-  bool shares_sms(const Task& t) const { return t.type == TaskType::Compute && t.sm_share == 0 && specs_[t.stream].computes; }
-  // SM sharing: bring running shared tasks' work up to now, then set their new rate and ends.
+  // The resource a task shares (rates_ index: a GPU's SMs, then the hosts' CPUs), kNone if none.
+  std::uint32_t resource_of(const Task& t) const {
+    if (t.type != TaskType::Compute) return kNone;
+    if (specs_[t.stream].computes && t.sm_share == 0) return t.gpu;
+    if (specs_[t.stream].on_host) return gpus_ + host_of_gpu_[t.gpu];
+    return kNone;
+  }
+  // Sharing: bring running tasks' work up to now, then set their new rate and ends.
   template <typename F>
-  void for_running_shared(std::uint32_t gpu, F f);
-  void enter_generic(std::uint32_t gpu);
-  void settle(std::uint32_t gpu);
-  void reschedule(std::uint32_t gpu);
+  void for_running_shared(std::uint32_t resource, F f);
+  void enter_generic(std::uint32_t resource);
+  void settle(std::uint32_t resource);
+  void reschedule(std::uint32_t resource);
   void reserve(const Task& t, int sign);
 
   std::uint32_t gpus_;
@@ -180,7 +191,9 @@ class Engine {
   BlockQueue<Task> tasks_;              // live tasks, by id
   BlockQueue<Collective, 8> collectives_;
   std::vector<Stream> streams_;
-  std::vector<GpuRate> rates_;
+  std::vector<GpuRate> rates_;                      // per GPU, then per host
+  std::vector<std::uint32_t> host_of_gpu_;
+  std::vector<std::vector<std::uint32_t>> host_gpus_;  // the GPUs of each host
   std::unordered_map<TaskId, Slowed> slowed_;
   std::vector<Edge> edges_;
   std::uint32_t free_edge_ = kNone;

@@ -2,6 +2,8 @@
 
 namespace moesim::engine {
 
+bool on_gpu_compute(WorkKind kind) { return !is_communication(kind) && kind != WorkKind::HostCompute && kind != WorkKind::Wait; }
+
 bool is_communication(WorkKind kind) {
   switch (kind) {
     case WorkKind::AllToAll:
@@ -22,6 +24,7 @@ std::string_view to_string(WorkKind kind) {
     case WorkKind::DenseFfn: return "dense_ffn";
     case WorkKind::OtherCompute: return "other_compute";
     case WorkKind::Optimizer: return "optimizer";
+    case WorkKind::HostCompute: return "host_compute";
     case WorkKind::AllToAll: return "all_to_all";
     case WorkKind::AllGather: return "all_gather";
     case WorkKind::AllReduce: return "all_reduce";

@@ -20,6 +20,7 @@ enum class WorkKind : std::uint8_t {
   DenseFfn,      // FFN of dense (non-MoE) layers
   OtherCompute,  // norms, embeddings, LM head, permutations
   Optimizer,     // optimizer step
+  HostCompute,   // CPU work for a GPU on its host (the optimizer step offloaded there)
   AllToAll,
   AllGather,
   AllReduce,
@@ -32,6 +33,8 @@ enum class WorkKind : std::uint8_t {
 inline constexpr int kWorkKinds = static_cast<int>(WorkKind::Count);
 
 bool is_communication(WorkKind kind);
+// Kernels on the GPU's SMs (not communication, not CPU work on the host, not a wait).
+bool on_gpu_compute(WorkKind kind);
 std::string_view to_string(WorkKind kind);
 
 enum class Phase : std::uint8_t { Forward, Backward, GradSync, Optimizer };

@@ -14,6 +14,7 @@ std::string_view to_string(StreamRole role) {
     case StreamRole::Gradient: return "gradient";
     case StreamRole::Side: return "side";
     case StreamRole::HostCopy: return "host_copy";
+    case StreamRole::HostCpu: return "host_cpu";
     case StreamRole::PipelineSend: return "pipeline_send";
     case StreamRole::PipelineRecv: return "pipeline_recv";
     case StreamRole::Count: break;
@@ -29,6 +30,7 @@ std::string_view trace_name(StreamRole role) {
     case StreamRole::Gradient: return "comm: gradients";
     case StreamRole::Side: return "comm: side (expert migration, SAA all-gather)";
     case StreamRole::HostCopy: return "host copy (PCIe)";
+    case StreamRole::HostCpu: return "host CPU (optimizer)";
     case StreamRole::PipelineSend: return "comm: pipeline send";
     case StreamRole::PipelineRecv: return "comm: pipeline receive";
     case StreamRole::Count: break;
@@ -36,7 +38,7 @@ std::string_view trace_name(StreamRole role) {
   return "?";
 }
 
-StreamSet::StreamSet(std::initializer_list<StreamRole> roles) {
+StreamSet::StreamSet(const std::vector<StreamRole>& roles) {
   index_.fill(kAbsent);
   for (StreamRole r : roles) index_[static_cast<int>(r)] = 0;
   for (int r = 0; r < kStreamRoles; ++r)
@@ -50,6 +52,14 @@ StreamSet::StreamSet(std::initializer_list<StreamRole> roles) {
 std::uint8_t StreamSet::index(StreamRole role) const {
   if (!has(role)) invariant_failed(fmt::format("the plan's streams have no {} stream", to_string(role)));
   return index_[static_cast<int>(role)];
+}
+
+std::shared_ptr<const StreamSet> streams_for(std::vector<StreamRole> roles, OptimizerPlacement optimizer) {
+  if (optimizer == OptimizerPlacement::Host) {
+    roles.push_back(StreamRole::HostCopy);
+    roles.push_back(StreamRole::HostCpu);
+  }
+  return std::make_shared<StreamSet>(roles);
 }
 
 FamilyPtr family(std::vector<std::vector<std::uint32_t>> groups) {

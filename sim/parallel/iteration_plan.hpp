@@ -25,7 +25,10 @@
 namespace moesim::parallel {
 
 // What a stream is for. Only Compute streams run kernels on the GPU's SMs without a reservation.
-enum class StreamRole : std::uint8_t { Compute, Dispatch, Combine, Gradient, Side, HostCopy, PipelineSend, PipelineRecv, Count };
+// HostCpu: work the GPU's host CPU does for it (the optimizer step offloaded there).
+enum class StreamRole : std::uint8_t {
+  Compute, Dispatch, Combine, Gradient, Side, HostCopy, HostCpu, PipelineSend, PipelineRecv, Count
+};
 inline constexpr int kStreamRoles = static_cast<int>(StreamRole::Count);
 std::string_view to_string(StreamRole role);
 // The name a trace shows for a stream of this role.
@@ -34,7 +37,8 @@ std::string_view trace_name(StreamRole role);
 // The streams every GPU has, numbered in the order of StreamRole.
 class StreamSet {
  public:
-  StreamSet(std::initializer_list<StreamRole> roles);
+  StreamSet(std::initializer_list<StreamRole> roles) : StreamSet(std::vector<StreamRole>(roles)) {}
+  explicit StreamSet(const std::vector<StreamRole>& roles);
   bool has(StreamRole role) const { return index_[static_cast<int>(role)] != kAbsent; }
   std::uint8_t index(StreamRole role) const;
   const std::vector<StreamRole>& roles() const { return roles_; }
@@ -164,6 +168,10 @@ struct GradientPlan {
 
 enum class ScheduleKind : std::uint8_t { DataParallel };
 
+// Where the optimizer steps: on each GPU, or on its host's CPU (ZeRO-Offload): gradients copied
+// to host memory, the CPU's Adam step, updated weights copied back.
+enum class OptimizerPlacement : std::uint8_t { Gpu, Host };
+
 struct IterationPlan {
   std::shared_ptr<const StreamSet> streams;
   std::vector<std::uint8_t> roles;  // per GPU (GpuRole); empty: every GPU runs both
@@ -174,10 +182,14 @@ struct IterationPlan {
   std::vector<std::shared_ptr<const MoeLayerPlan>> moe;  // per layer (null for dense layers)
   GradientPlan gradients;
   std::vector<double> optimizer_params;  // per GPU
+  OptimizerPlacement optimizer = OptimizerPlacement::Gpu;
   double tokens = 0;                     // distinct tokens the iteration trains on
 
   std::uint8_t role(std::uint32_t gpu) const { return roles.empty() ? kRunsBoth : roles[gpu]; }
 };
 using PlanPtr = std::shared_ptr<const IterationPlan>;
+
+// The streams a plan of these roles needs, with the host's when the optimizer steps there.
+std::shared_ptr<const StreamSet> streams_for(std::vector<StreamRole> roles, OptimizerPlacement optimizer);
 
 }  // namespace moesim::parallel

@@ -68,7 +68,8 @@ void MetricsRecorder::on_finish(const engine::Engine& engine, engine::TaskId, co
   if (t.type == engine::TaskType::CollectiveMember) gm.collective_wait += began - t.start;
   gm.busy[static_cast<int>(t.label.kind)] += t.end - began;
   Pending& p = pending_[t.gpu];
-  (engine::is_communication(t.label.kind) ? p.communication : p.compute).emplace_back(began, t.end);
+  if (engine::is_communication(t.label.kind)) p.communication.emplace_back(began, t.end);
+  else if (engine::on_gpu_compute(t.label.kind)) p.compute.emplace_back(began, t.end);
   if (p.compute.size() + p.communication.size() >= kSettleEvery) settle(t.gpu, engine.running_since(t.gpu));
 }
 

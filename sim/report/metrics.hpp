@@ -17,7 +17,7 @@ namespace moesim::report {
 
 struct GpuMetrics {
   std::array<Time, engine::kWorkKinds> busy{};
-  Time compute = 0;                // union of compute activity
+  Time compute = 0;                // union of GPU compute activity (kernels on its SMs)
   Time communication = 0;          // union of communication activity
   Time exposed_communication = 0;  // communication not hidden behind compute
   Time collective_wait = 0;        // arrival at a collective until its last member arrived

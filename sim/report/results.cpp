@@ -187,6 +187,10 @@ Json to_json(const Results& r) {
                  {"breakdown_bytes",
                   {{"weights", f.weights}, {"gradients", f.gradients}, {"optimizer", f.optimizer}, {"activations", f.activations}}},
                  {"per_gpu_bytes", per_gpu_mem}};
+  if (!r.host_memory.empty())
+    j["memory"]["hosts"] = {{"peak_bytes", *std::max_element(r.host_memory.begin(), r.host_memory.end())},
+                            {"capacity_bytes", r.host_memory_capacity},
+                            {"per_host_bytes", r.host_memory}};
 
   Json compute_ms = Json::array(), comm_ms = Json::array(), exposed_ms = Json::array();
   for (const auto& g : r.metrics.gpus) {

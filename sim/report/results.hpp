@@ -56,6 +56,8 @@ struct Results {
   network::NetworkStats network;
   std::vector<workload::MemoryFootprint> memory;  // per GPU
   std::vector<double> memory_capacity;            // per GPU
+  std::vector<double> host_memory;                // per host, when the cluster describes hosts
+  double host_memory_capacity = 0;
   EngineStats engine;
 
   Time mean_iteration_time() const;

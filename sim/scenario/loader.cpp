@@ -286,6 +286,13 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.training.dtype = *cluster::parse_dtype(t.at("dtype").get<std::string>());
   s.training.capacity_factor = t.at("capacity_factor").get<double>();
   s.training.causal = t.at("causal").get<bool>();
+  s.training.optimizer_on_host = t.at("optimizer") == "host";
+  if (s.training.optimizer_on_host && !s.hosts)
+    throw InputError(file, "$.training.optimizer",
+                     "the optimizer steps on the host, but the cluster describes no hosts (memory, CPU optimizer rate, "
+                     "PCIe switches)",
+                     "add \"hosts\" to the cluster, e.g. {\"memory\": \"2TiB\", \"switch_uplink\": {\"bandwidth\": "
+                     "\"64GB/s\", \"latency\": \"1us\"}}, or use \"optimizer\": \"gpu\"");
   for (const auto& k : s.kinds)
     if (k.peak(s.training.dtype) <= 0)
       throw InputError(file, "$.training.dtype",

@@ -110,6 +110,9 @@ NodePtr scenario_schema() {
       optional("dtype", enumeration({"fp32", "tf32", "fp16", "bf16", "fp8"}), "bf16", "training data type"),
       optional("capacity_factor", number(0), 0.0, "expert capacity factor f (0: no capacity limit, no drops)"),
       optional("causal", boolean(), true, "causal attention mask"),
+      optional("optimizer", enumeration({"gpu", "host"}), "gpu",
+               "where the optimizer state lives and steps: on each GPU, or on its host's CPU (ZeRO-Offload: "
+               "gradients copied over PCIe, CPU Adam, weights copied back; needs cluster.hosts)"),
   });
   static const NodePtr routing = object({
       optional("kind", enumeration({"uniform", "zipf"}), "uniform", "token routing: uniform or skewed (Zipf)"),

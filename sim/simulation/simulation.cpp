@@ -111,6 +111,17 @@ void Simulation::check() {
           format_bytes(f.optimizer), format_bytes(f.activations), format_bytes(have)));
     }
   }
+  // Host memory (the optimizer state offloaded there) per host.
+  if (const auto& hosts = topology_.hosts()) {
+    std::vector<double> on_host(topology_.host_count(), 0.0);
+    for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g) on_host[topology_.host_of(g)] += memory_[g].host;
+    for (std::uint32_t h = 0; h < on_host.size(); ++h)
+      if (on_host[h] > hosts->memory_bytes)
+        throw InfeasibleError(fmt::format("{}: the optimizer state does not fit in host memory: host {} (GPUs {}-{}) needs {} "
+                                          "but has {}; use more hosts or GPUs, or keep the optimizer on the GPUs",
+                                          scenario_.file, h, h * hosts->gpus, (h + 1) * hosts->gpus - 1,
+                                          format_bytes(on_host[h]), format_bytes(hosts->memory_bytes)));
+  }
   const double host = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   const double need = host_memory_estimate();
   if (need > 0.8 * host)
@@ -134,8 +145,14 @@ void Simulation::run(const RunOptions& options) {
   const auto streams = plan->streams;
   std::vector<engine::StreamSpec> specs;
   for (const parallel::StreamRole role : streams->roles())
-    specs.push_back({std::string(parallel::trace_name(role)), role == parallel::StreamRole::Compute});
+    specs.push_back({std::string(parallel::trace_name(role)), role == parallel::StreamRole::Compute,
+                     role == parallel::StreamRole::HostCpu});
   engine_ = std::make_unique<engine::Engine>(topology_.gpu_count(), std::move(specs));
+  if (topology_.hosts()) {
+    std::vector<std::uint32_t> host_of(topology_.gpu_count());
+    for (std::uint32_t g = 0; g < host_of.size(); ++g) host_of[g] = topology_.host_of(g);
+    engine_->set_hosts(std::move(host_of));
+  }
   report::MetricsRecorder metrics(*engine_, iterations);
   IterationWatch watch(*engine_, iterations);
   if (options.trace) trace_ = std::make_unique<report::TraceRecorder>(*engine_, options.trace_gpus);
@@ -204,6 +221,12 @@ void Simulation::collect(const report::Metrics& metrics, const std::vector<repor
   r.memory = memory_;
   r.memory_capacity.clear();
   for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g) r.memory_capacity.push_back(topology_.gpu(g).memory_bytes);
+  r.host_memory.clear();
+  if (const auto& hosts = topology_.hosts()) {
+    r.host_memory.assign(topology_.host_count(), 0.0);
+    for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g) r.host_memory[topology_.host_of(g)] += memory_[g].host;
+    r.host_memory_capacity = hosts->memory_bytes;
+  }
   r.engine = {engine_->task_count(), engine_->collective_count(), engine_->events_processed(), engine_->makespan()};
 }
 

@@ -8,6 +8,10 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   f.weights = in.params * b;
   f.gradients = in.params * b;
   f.optimizer = in.params * (b < 4 ? 12.0 : 8.0);
+  if (t.optimizer_on_host) {
+    f.host = f.optimizer + f.gradients;
+    f.optimizer = 0;
+  }
   // Korthikanti et al. count bytes for 16-bit activations; scale by b/2 for other dtypes.
   const double scale = b / 2.0;
   const double sbh = in.tokens * m.hidden;

@@ -4,7 +4,8 @@
 // Activation Recomputation in Large Transformer Models" (2022), §4.1: per layer
 // s·b·h·(34 + 5·a·s/h) bytes in 16-bit, of which 11·sbh attention, 19·sbh MLP, 4·sbh norms and
 // 5·a·s²·b the softmax scores (absent with FlashAttention). MoE blocks replace the MLP term by
-// the expert activations of the tokens a GPU actually receives.
+// the expert activations of the tokens a GPU actually receives. With the optimizer on the host
+// (ZeRO-Offload) its state and a copy of the gradients live in host memory instead.
 #pragma once
 
 #include "sim/workload/model_shape.hpp"
@@ -16,7 +17,8 @@ struct MemoryFootprint {
   double gradients = 0;
   double optimizer = 0;
   double activations = 0;
-  double total() const { return weights + gradients + optimizer + activations; }
+  double host = 0;  // in its host's memory: the optimizer state and a gradient copy when the optimizer steps there
+  double total() const { return weights + gradients + optimizer + activations; }  // on the GPU
 };
 
 struct MemoryInputs {

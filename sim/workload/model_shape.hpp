@@ -52,6 +52,7 @@ struct TrainingConfig {
   cluster::Dtype dtype = cluster::Dtype::bf16;
   double capacity_factor = 0;  // 0: no capacity limit (dropless)
   bool causal = true;
+  bool optimizer_on_host = false;  // the optimizer state lives and steps on the host (ZeRO-Offload)
   double tokens_per_microbatch() const { return static_cast<double>(sequence_length) * micro_batch_size; }
 };
 

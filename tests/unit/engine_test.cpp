@@ -252,3 +252,22 @@ TEST(Engine, TasksAppendedWhileRunningStartAfterTheFinishedOnesTheyDependOn) {
   EXPECT_EQ(e.live_tasks(), 0u);
   EXPECT_EQ(e.task_count(), 3u);
 }
+
+TEST(EngineSmSharing, TasksOnHostStreamsShareTheirHostsCpu) {
+  // GPUs 0 and 1 share host 0, GPU 2 has host 1. 2 ms of CPU work for each GPU, started together:
+  // the two on host 0 run at 1/2 and end at 4 ms; GPU 2's, alone on its host, at 2 ms. The GPUs'
+  // own compute is untouched.
+  Engine e(3, std::vector<StreamSpec>{{"compute", true, false}, {"host cpu", false, true}});
+  e.set_hosts({0, 0, 1});
+  TaskLog log(e);
+  FixedExecutor fx({});
+  const TaskId a = e.add_compute(0, 1, 2 * kMillisecond, label(WorkKind::HostCompute));
+  const TaskId b = e.add_compute(1, 1, 2 * kMillisecond, label(WorkKind::HostCompute));
+  const TaskId c = e.add_compute(2, 1, 2 * kMillisecond, label(WorkKind::HostCompute));
+  const TaskId gemm = e.add_compute(0, 0, 3 * kMillisecond, label(WorkKind::Expert));
+  e.run(fx);
+  EXPECT_EQ(log.tasks()[a].end, 4 * kMillisecond);
+  EXPECT_EQ(log.tasks()[b].end, 4 * kMillisecond);
+  EXPECT_EQ(log.tasks()[c].end, 2 * kMillisecond);
+  EXPECT_EQ(log.tasks()[gemm].end, 3 * kMillisecond);
+}

@@ -134,9 +134,8 @@ class FollowThePopular final : public strategies::Strategy {
       table->of_expert[hot] = {{owner, 1 - x}, {1 - owner, x}};
     }
     strategies::ep::ExpertParallelPlan in;
-    in.streams = std::make_shared<parallel::StreamSet>(parallel::StreamSet{
-        parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
-        parallel::StreamRole::Gradient});
+    in.streams = {parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
+                  parallel::StreamRole::Gradient};
     in.groups = {{{0, 1}, table}};
     in.params_per_gpu = ctx.model.replicated_params() + 2 * ctx.model.expert_params();
     tables.push_back(table);
@@ -187,9 +186,8 @@ TEST(Plan, APlanThatReadsThePreviousIterationsTokenCountsChangesThePlacementOfTh
     schema::Json describe(const strategies::StrategyContext&) const override { return schema::Json::object(); }
     parallel::PlanPtr plan(const strategies::StrategyContext& ctx, int, const parallel::RunState&) override {
       strategies::ep::ExpertParallelPlan in;
-      in.streams = std::make_shared<parallel::StreamSet>(parallel::StreamSet{
-          parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
-          parallel::StreamRole::Gradient});
+      in.streams = {parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
+                    parallel::StreamRole::Gradient};
       in.groups = {{{0, 1}, table}};
       in.params_per_gpu = ctx.model.replicated_params() + 2 * ctx.model.expert_params();
       return strategies::ep::make_plan(ctx, in);

@@ -107,9 +107,8 @@ parallel::PlanPtr EpStrategy::plan(const StrategyContext& ctx, int, const parall
   const std::uint32_t gpus = ctx.topology.gpu_count();
   const int n = ep_size(ctx);
   ExpertParallelPlan in;
-  in.streams = std::make_shared<parallel::StreamSet>(parallel::StreamSet{
-      parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
-      parallel::StreamRole::Gradient});
+  in.streams = {parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
+                parallel::StreamRole::Gradient};
   const auto replicas = parallel::ReplicaTable::contiguous(m.experts, n);
   for (std::uint32_t first = 0; first < gpus; first += static_cast<std::uint32_t>(n)) {
     parallel::DispatchGroup g;

@@ -10,7 +10,8 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
   const auto& t = ctx.training;
   const std::uint32_t gpus = ctx.topology.gpu_count();
   auto plan = std::make_shared<parallel::IterationPlan>();
-  plan->streams = in.streams;
+  plan->optimizer = optimizer_placement(ctx);
+  plan->streams = parallel::streams_for(in.streams, plan->optimizer);
   plan->vocabulary = m.vocab > 0;
 
   auto moe = std::make_shared<parallel::MoeLayerPlan>();
@@ -40,6 +41,10 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
   plan->optimizer_params.assign(gpus, in.params_per_gpu);
   plan->tokens = static_cast<double>(gpus) * t.tokens_per_microbatch() * t.microbatches;
   return plan;
+}
+
+parallel::OptimizerPlacement optimizer_placement(const StrategyContext& ctx) {
+  return ctx.training.optimizer_on_host ? parallel::OptimizerPlacement::Host : parallel::OptimizerPlacement::Gpu;
 }
 
 std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n) {

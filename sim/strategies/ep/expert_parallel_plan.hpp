@@ -11,7 +11,7 @@
 namespace moesim::strategies::ep {
 
 struct ExpertParallelPlan {
-  std::shared_ptr<const parallel::StreamSet> streams;
+  std::vector<parallel::StreamRole> streams;  // the optimizer's are added when it steps on the host
   std::vector<parallel::DispatchGroup> groups;
   network::Algorithm all_to_all = network::Algorithm::Direct;
   int chunks = 1;
@@ -23,6 +23,9 @@ struct ExpertParallelPlan {
 };
 
 parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan& in);
+
+// Where the scenario's training steps the optimizer (training.optimizer).
+parallel::OptimizerPlacement optimizer_placement(const StrategyContext& ctx);
 
 // The expert-parallel memory of every GPU: replicated parameters and `experts_per_gpu` experts
 // per MoE layer; activations of the busiest rank's routed tokens (the first iteration's routing).

@@ -232,9 +232,8 @@ parallel::PlanPtr HybridEpStrategy::plan(const StrategyContext& ctx, int, const 
   const auto& topo = ctx.topology;
   const SameOffsetLayout lay = layout(ctx);
   ep::ExpertParallelPlan in;
-  in.streams = std::make_shared<parallel::StreamSet>(parallel::StreamSet{
-      parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
-      parallel::StreamRole::Gradient, parallel::StreamRole::Side});
+  in.streams = {parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
+                parallel::StreamRole::Gradient, parallel::StreamRole::Side};
   auto replicas = std::make_shared<parallel::ReplicaTable>();
   replicas->of_expert.resize(m.experts);
   for (std::size_t j = 0; j < lay.experts_of_rank.size(); ++j)

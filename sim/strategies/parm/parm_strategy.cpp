@@ -7,6 +7,7 @@
 
 #include "sim/calibration/line_fit.hpp"
 #include "sim/core/error.hpp"
+#include "sim/strategies/ep/expert_parallel_plan.hpp"
 
 namespace moesim::strategies::parm {
 
@@ -309,8 +310,9 @@ parallel::PlanPtr ParmStrategy::plan(const StrategyContext& ctx, int, const para
              esp_family = parallel::family(groups.esp);
 
   auto plan = std::make_shared<parallel::IterationPlan>();
-  plan->streams = std::make_shared<parallel::StreamSet>(parallel::StreamSet{
-      StreamRole::Compute, StreamRole::Dispatch, StreamRole::Combine, StreamRole::Gradient, StreamRole::Side});
+  plan->optimizer = ep::optimizer_placement(ctx);
+  plan->streams = parallel::streams_for(
+      {StreamRole::Compute, StreamRole::Dispatch, StreamRole::Combine, StreamRole::Gradient, StreamRole::Side}, plan->optimizer);
   plan->vocabulary = m.vocab > 0;
   // Attention and dense FFNs are tensor-parallel over the MP group (Megatron-LM).
   plan->tensor_parallel = {mp, mp > 1 ? mp_family : nullptr, ctx.all_reduce_algorithm, StreamRole::Dispatch, "MP-AllReduce"};
