@@ -166,7 +166,8 @@ struct GradientPlan {
   double embedding_params = 0;       // per GPU
 };
 
-enum class ScheduleKind : std::uint8_t { DataParallel };
+// The order of an iteration's work on every GPU (sim/schedule/schedule.hpp).
+enum class ScheduleKind : std::uint8_t { DataParallel, LayerMajor };
 
 // Where the optimizer steps: on each GPU, or on its host's CPU (ZeRO-Offload): gradients copied
 // to host memory, the CPU's Adam step, updated weights copied back.

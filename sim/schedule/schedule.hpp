@@ -5,6 +5,10 @@
 //   data_parallel: microbatch after microbatch, each forward through all layers then backward
 //   (gradient accumulation, as DDP/DeepSpeed run it); each layer's gradients are synchronised
 //   as its last microbatch's backward ends, the rest after the backward.
+//   layer_major (HeterMoE Theorem 1, §4.1): forward layer by layer with the microbatches inner; at
+//   the last layer each microbatch's forward, LM head and backward back to back; then backward
+//   layer by layer with the microbatches inner. Each layer's gradients are synchronised after its
+//   last microbatch's backward.
 #pragma once
 
 #include <vector>
