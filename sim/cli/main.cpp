@@ -9,6 +9,7 @@
 #include <fstream>
 #include <optional>
 #include <iostream>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "sim/cli/calibrate_command.hpp"
@@ -125,7 +126,7 @@ int cmd_run(const Common& c) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Everything succeeded: now write.
   fs::create_directories(out);
-  cli::write_file(out / "results.json", sim.results_json().dump(2) + "\n");
+  cli::write_file(out / "results.json", [&](std::ostream& o) { report::write_json(o, sim.results()); });
   cli::write_file(out / "scenario.effective.json", sim.scenario().effective.dump(2) + "\n");
   if (c.trace) {
     const fs::path tmp = out / "trace.json.tmp";
@@ -136,7 +137,9 @@ int cmd_run(const Common& c) {
     fs::rename(tmp, out / "trace.json");
   }
   if (!c.quiet) {
-    std::cout << sim.summary(wall);
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    std::cout << sim.summary(wall, static_cast<double>(usage.ru_maxrss) * 1024);  // Linux: ru_maxrss in KiB
     std::cout << fmt::format("  {:<26} {}\n", "results", out.string());
   }
   return 0;

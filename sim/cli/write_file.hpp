@@ -3,10 +3,14 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <ostream>
 #include <string>
 
 namespace moesim::cli {
 
 void write_file(const std::filesystem::path& path, const std::string& text);
+// The same, the content streamed by `write` (no copy of it in memory).
+void write_file(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write);
 
 }  // namespace moesim::cli

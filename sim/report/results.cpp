@@ -88,7 +88,60 @@ std::string Results::choice() const {
   return strategy_details.contains("choice") ? strategy_details.at("choice").get<std::string>() : std::string();
 }
 
+namespace {
+
+Json iteration_json(const Results& r, std::size_t i) {
+  const auto& it = r.iterations[i];
+  Json e = Json::object();
+  e["index"] = i;
+  e["time_ms"] = ms(it.time);
+  e["time_ps"] = it.time;
+  e["end_ms"] = ms(it.end);
+  e["tokens"] = it.tokens;
+  e["routed_token_copies"] = it.routed_copies;
+  e["dropped_token_copies"] = it.dropped_copies;
+  return e;
+}
+
+// Everything but the per-iteration entries.
+Json skeleton(const Results& r);
+
+}  // namespace
+
 Json to_json(const Results& r) {
+  Json j = skeleton(r);
+  Json& its = j["iterations"];
+  for (std::size_t i = 0; i < r.iterations.size(); ++i) its.push_back(iteration_json(r, i));
+  return j;
+}
+
+void write_json(std::ostream& out, const Results& r) {
+  // The skeleton's dump with the series spliced in where its empty array stands, each entry
+  // dumped alone and indented as it sits inside the document (two levels deep).
+  const std::string text = skeleton(r).dump(2);
+  const std::string empty = "\n  \"iterations\": []";
+  const std::size_t at = text.find(empty);
+  if (at == std::string::npos || r.iterations.empty()) {
+    out << text << "\n";
+    return;
+  }
+  out.write(text.data(), static_cast<std::streamsize>(at));
+  out << "\n  \"iterations\": [";
+  for (std::size_t i = 0; i < r.iterations.size(); ++i) {
+    const std::string entry = iteration_json(r, i).dump(2);
+    out << (i ? ",\n    " : "\n    ");
+    for (char c : entry) {
+      out << c;
+      if (c == '\n') out << "    ";
+    }
+  }
+  out << "\n  ]";
+  out << text.substr(at + empty.size()) << "\n";
+}
+
+namespace {
+
+Json skeleton(const Results& r) {
   Json j;
   j["moesim"] = {{"version", "0.1.0"}, {"results_format", 1}};
   j["scenario"] = r.scenario;
@@ -121,18 +174,7 @@ Json to_json(const Results& r) {
   j["iteration_time_ms"] = ms(r.mean_iteration_time());
   j["iteration_time_ps"] = r.mean_iteration_time();
   j["tokens_per_second"] = r.tokens_per_second();
-  Json its = Json::array();
-  for (std::size_t i = 0; i < r.iterations.size(); ++i) {
-    const auto& it = r.iterations[i];
-    its.push_back({{"index", i},
-                   {"time_ms", ms(it.time)},
-                   {"time_ps", it.time},
-                   {"end_ms", ms(it.end)},
-                   {"tokens", it.tokens},
-                   {"routed_token_copies", it.routed_copies},
-                   {"dropped_token_copies", it.dropped_copies}});
-  }
-  j["iterations"] = its;
+  j["iterations"] = Json::array();  // the per-iteration entries: to_json, write_json
 
   // Per-GPU times are per iteration (the run's total divided by its iterations).
   const double iters = iterations_of(r);
@@ -203,7 +245,9 @@ Json to_json(const Results& r) {
   return j;
 }
 
-std::string summary(const Results& r, double wall_seconds) {
+}  // namespace
+
+std::string summary(const Results& r, double wall_seconds, double peak_rss_bytes) {
   std::string out;
   const auto row = [&out](std::string_view key, const std::string& value) { out += fmt::format("  {:<26} {}\n", key, value); };
   out += fmt::format("moesim: {} — {} on {} GPUs ({}), {}\n", r.scenario, r.strategy, r.gpus, fmt::join(r.gpu_kinds, " + "), r.model);
@@ -234,7 +278,8 @@ std::string summary(const Results& r, double wall_seconds) {
   row("dropped tokens", fmt::format("{:.2f} %", 100 * r.dropped_fraction()));
   const std::size_t peak = r.peak_memory_gpu();
   row("peak memory", fmt::format("{} of {} (GPU {})", format_bytes(r.memory[peak].total()), format_bytes(r.memory_capacity[peak]), peak));
-  row("simulated", fmt::format("{} tasks, {} events in {:.3f} s", r.engine.tasks, r.engine.events, wall_seconds));
+  row("simulated", fmt::format("{} tasks, {} events in {:.3f} s{}", r.engine.tasks, r.engine.events, wall_seconds,
+                               peak_rss_bytes > 0 ? fmt::format(", peak memory {}", format_bytes(peak_rss_bytes)) : ""));
   return out;
 }
 

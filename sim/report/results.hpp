@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -71,7 +72,11 @@ struct Results {
 };
 
 schema::Json to_json(const Results& r);
-std::string summary(const Results& r, double wall_seconds);
+// results.json: to_json(r).dump(2) and a newline, written with the per-iteration series streamed
+// entry by entry (a long run's series is never held as a JSON tree).
+void write_json(std::ostream& out, const Results& r);
+// `peak_rss_bytes`: the process's peak resident memory, shown beside the wall time (0: not shown).
+std::string summary(const Results& r, double wall_seconds, double peak_rss_bytes = 0);
 
 // A sweep's CSV: the metric columns (after the point and its axis values) and one row's values
 // for a cluster of `levels` levels (bytes per level, coarsest first).

@@ -44,7 +44,9 @@ class Simulation {
   const scenario::Scenario& scenario() const { return scenario_; }
   const report::Results& results() const { return results_; }
   schema::Json results_json() const { return report::to_json(results_); }
-  std::string summary(double wall_seconds) const { return report::summary(results_, wall_seconds); }
+  std::string summary(double wall_seconds, double peak_rss_bytes = 0) const {
+    return report::summary(results_, wall_seconds, peak_rss_bytes);
+  }
   const report::Metrics& metrics() const { return results_.metrics; }
   const network::NetworkStats& network_stats() const { return results_.network; }
   const std::vector<workload::MemoryFootprint>& memory() const { return memory_; }

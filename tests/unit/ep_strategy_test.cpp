@@ -1,6 +1,8 @@
 // The ep strategy end to end: communicated bytes, token drops and memory derived by hand.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "sim/core/error.hpp"
 #include "sim/simulation/simulation.hpp"
 #include "test_support.hpp"
@@ -246,4 +248,16 @@ TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {
   const Time expected = forward + backward + all_reduce + optimizer;
   EXPECT_EQ(sim->metrics().iteration_time[0], expected);
   EXPECT_EQ(sim->metrics().gpus[0].exposed_communication, 4 * a2a + all_reduce);
+}
+
+TEST(EpStrategy, ResultsJsonStreamsTheIterationSeriesAsTheTreeWouldPrintIt) {
+  // results.json is written with the per-iteration entries streamed one by one; the text is the
+  // same as the whole tree's dump (3 iterations, so the splice joins several entries).
+  auto doc = schema::Json::parse(kSmallEp);
+  doc["training"]["iterations"] = 3;
+  const auto sim = run(doc.dump());
+  std::ostringstream streamed;
+  report::write_json(streamed, sim->results());
+  EXPECT_EQ(streamed.str(), sim->results_json().dump(2) + "\n");
+  EXPECT_EQ(sim->results_json()["iterations"].size(), 3u);
 }
