@@ -11,11 +11,11 @@ trap 'rm -rf "$dir"' EXIT
 peak() {  # iterations -> peak memory in bytes
   sed -e "s/\"iterations\": 2/\"iterations\": $1/" "$root/scenarios/quickstart.json" > "$dir/q$1.json"
   local line
-  line=$(MOESIM_DATA="$root" "$bin" run "$dir/q$1.json" --out "$dir/out$1" | grep "peak memory [0-9]")
+  line=$(MOESIM_DATA="$root" "$bin" run "$dir/q$1.json" --out "$dir/out$1" | grep "peak RSS [0-9]")
   echo "$1 iterations: ${line#*simulated}" >&2
   python3 -c "
 import re,sys
-m = re.search(r'peak memory ([0-9.]+) (B|KiB|MiB|GiB)', sys.argv[1])
+m = re.search(r'peak RSS ([0-9.]+) (B|KiB|MiB|GiB)', sys.argv[1])
 print(float(m.group(1)) * {'B': 1, 'KiB': 1024, 'MiB': 1024**2, 'GiB': 1024**3}[m.group(2)])" "$line"
 }
 ten=$(peak 10)

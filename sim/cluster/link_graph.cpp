@@ -30,7 +30,6 @@ LinkGraph::LinkGraph(const Topology& topo) : graph_(topo.gpu_count()) {
     }
     child_vertex = std::move(hubs);
   }
-  first_host_ = boost::num_vertices(graph_);
   if (!topo.hosts()) {
     // Without hosts described: each GPU's own host end of its PCIe link.
     for (std::uint32_t m = 0; m < topo.gpu_count(); ++m) {

@@ -44,7 +44,6 @@ class LinkGraph {
  private:
   Route route_between(std::size_t from, std::size_t to) const;
   Graph graph_;
-  std::size_t first_host_ = 0;
   std::vector<std::size_t> host_of_gpu_;  // the CPU vertex each GPU's host copies reach
 };
 

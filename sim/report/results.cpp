@@ -279,7 +279,7 @@ std::string summary(const Results& r, double wall_seconds, double peak_rss_bytes
   const std::size_t peak = r.peak_memory_gpu();
   row("peak memory", fmt::format("{} of {} (GPU {})", format_bytes(r.memory[peak].total()), format_bytes(r.memory_capacity[peak]), peak));
   row("simulated", fmt::format("{} tasks, {} events in {:.3f} s{}", r.engine.tasks, r.engine.events, wall_seconds,
-                               peak_rss_bytes > 0 ? fmt::format(", peak memory {}", format_bytes(peak_rss_bytes)) : ""));
+                               peak_rss_bytes > 0 ? fmt::format(", peak RSS {}", format_bytes(peak_rss_bytes)) : ""));
   return out;
 }
 
