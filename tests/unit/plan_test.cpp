@@ -108,20 +108,62 @@ TEST(Plan, TwoSidedGroupSendsTokensOnlyFromAttentionGpusToExpertGpus) {
 
 namespace {
 
-// EP over one group of 2 GPUs, experts [0, 1] on rank 0 and [2, 3] on rank 1; from the second
-// iteration on, the expert that received the most copies in the previous iteration (in layer 0)
-// gets a second replica on the other rank with the share x of its tokens that evens the ranks'
-// loads by those counts: owner load L0 − x·h = other load L1 + x·h, x = (L0 − L1)/(2h).
-class FollowThePopular final : public strategies::Strategy {
+// A plan made by hand: EP over one group of every GPU, each holding E/G experts, with the
+// replica table and the schedule a test gives.
+class HandPlan : public strategies::Strategy {
  public:
-  std::string name() const override { return "follow-the-popular"; }
+  std::string name() const override { return "hand-plan"; }
   void check(const strategies::StrategyContext&) const override {}
   std::vector<workload::MemoryFootprint> memory(const strategies::StrategyContext& ctx) const override {
-    return strategies::ep::memory(ctx, 2);
+    return strategies::ep::memory(ctx, static_cast<int>(ctx.topology.gpu_count()));
   }
   std::size_t tasks_per_iteration(const strategies::StrategyContext&) const override { return 1000; }
   schema::Json describe(const strategies::StrategyContext&) const override { return schema::Json::object(); }
   parallel::PlanPtr plan(const strategies::StrategyContext& ctx, int, const parallel::RunState& state) override {
+    const auto& m = ctx.model;
+    const std::uint32_t gpus = ctx.topology.gpu_count();
+    strategies::ep::ExpertParallelPlan in;
+    in.streams = {parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
+                  parallel::StreamRole::Gradient};
+    in.groups = {{std::vector<std::uint32_t>(), replicas(ctx, state)}};
+    for (std::uint32_t g = 0; g < gpus; ++g) in.groups[0].gpus.push_back(g);
+    in.params_per_gpu = m.replicated_params() + m.moe_layers() * (m.experts / static_cast<int>(gpus)) * m.expert_params();
+    auto p = std::make_shared<parallel::IterationPlan>(*strategies::ep::make_plan(ctx, in));
+    p->schedule = schedule;
+    return p;
+  }
+  parallel::ScheduleKind schedule = parallel::ScheduleKind::DataParallel;
+
+ protected:
+  virtual std::shared_ptr<const parallel::ReplicaTable> replicas(const strategies::StrategyContext& ctx,
+                                                                 const parallel::RunState& state) = 0;
+};
+
+// The same placement for every iteration.
+class Fixed final : public HandPlan {
+ public:
+  explicit Fixed(std::shared_ptr<const parallel::ReplicaTable> t) : table_(std::move(t)) {}
+
+ private:
+  std::shared_ptr<const parallel::ReplicaTable> replicas(const strategies::StrategyContext&, const parallel::RunState&) override {
+    return table_;
+  }
+  std::shared_ptr<const parallel::ReplicaTable> table_;
+};
+
+// 2 GPUs, experts [0, 1] on rank 0 and [2, 3] on rank 1; from the second iteration on, the expert
+// that received the most copies in the previous iteration (in layer 0) gets a second replica on
+// the other rank with the share x of its tokens that evens the ranks' loads by those counts:
+// owner load L0 − x·h = other load L1 + x·h, x = (L0 − L1)/(2h).
+class FollowThePopular final : public HandPlan {
+ public:
+  std::vector<int> hottest;
+  std::vector<double> shares;
+  std::vector<std::shared_ptr<const parallel::ReplicaTable>> tables;
+
+ private:
+  std::shared_ptr<const parallel::ReplicaTable> replicas(const strategies::StrategyContext&,
+                                                         const parallel::RunState& state) override {
     auto table = std::make_shared<parallel::ReplicaTable>(*parallel::ReplicaTable::contiguous(4, 2));
     if (state.previous) {
       const auto& tokens = state.previous->expert_tokens[0];
@@ -133,17 +175,9 @@ class FollowThePopular final : public strategies::Strategy {
       shares.push_back(x);
       table->of_expert[hot] = {{owner, 1 - x}, {1 - owner, x}};
     }
-    strategies::ep::ExpertParallelPlan in;
-    in.streams = {parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
-                  parallel::StreamRole::Gradient};
-    in.groups = {{{0, 1}, table}};
-    in.params_per_gpu = ctx.model.replicated_params() + 2 * ctx.model.expert_params();
     tables.push_back(table);
-    return strategies::ep::make_plan(ctx, in);
+    return table;
   }
-  std::vector<int> hottest;
-  std::vector<double> shares;
-  std::vector<std::shared_ptr<const parallel::ReplicaTable>> tables;
 };
 
 }  // namespace
@@ -175,25 +209,6 @@ TEST(Plan, APlanThatReadsThePreviousIterationsTokenCountsChangesThePlacementOfTh
   EXPECT_NEAR(a.shares[0], (2 * (popularity[hot] + popularity[partner]) - 1) / (2 * popularity[hot]), 1e-12);
 
   // The same placements held for a whole run: plain EP, and the replicated one.
-  struct Fixed final : strategies::Strategy {
-    explicit Fixed(std::shared_ptr<const parallel::ReplicaTable> t) : table(std::move(t)) {}
-    std::string name() const override { return "fixed"; }
-    void check(const strategies::StrategyContext&) const override {}
-    std::vector<workload::MemoryFootprint> memory(const strategies::StrategyContext& ctx) const override {
-      return strategies::ep::memory(ctx, 2);
-    }
-    std::size_t tasks_per_iteration(const strategies::StrategyContext&) const override { return 1000; }
-    schema::Json describe(const strategies::StrategyContext&) const override { return schema::Json::object(); }
-    parallel::PlanPtr plan(const strategies::StrategyContext& ctx, int, const parallel::RunState&) override {
-      strategies::ep::ExpertParallelPlan in;
-      in.streams = {parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
-                    parallel::StreamRole::Gradient};
-      in.groups = {{{0, 1}, table}};
-      in.params_per_gpu = ctx.model.replicated_params() + 2 * ctx.model.expert_params();
-      return strategies::ep::make_plan(ctx, in);
-    }
-    std::shared_ptr<const parallel::ReplicaTable> table;
-  };
   doc["training"]["iterations"] = 1;
   simulation::Simulation plain(test::scenario_from(doc.dump()), std::make_unique<Fixed>(a.tables[0]));
   plain.run();
@@ -209,28 +224,15 @@ TEST(Plan, APlanThatReadsThePreviousIterationsTokenCountsChangesThePlacementOfTh
 
 namespace {
 
-// Plain EP over all GPUs in the schedule the plan names.
-class EpInOrder final : public strategies::Strategy {
+// Plain EP over all GPUs, one expert each, in the schedule the plan names.
+class EpInOrder final : public HandPlan {
  public:
-  explicit EpInOrder(parallel::ScheduleKind s) : schedule(s) {}
-  std::string name() const override { return "ep-in-order"; }
-  void check(const strategies::StrategyContext&) const override {}
-  std::vector<workload::MemoryFootprint> memory(const strategies::StrategyContext& ctx) const override {
-    return strategies::ep::memory(ctx, 4);
+  explicit EpInOrder(parallel::ScheduleKind s) { schedule = s; }
+
+ private:
+  std::shared_ptr<const parallel::ReplicaTable> replicas(const strategies::StrategyContext& ctx, const parallel::RunState&) override {
+    return parallel::ReplicaTable::contiguous(ctx.model.experts, static_cast<int>(ctx.topology.gpu_count()));
   }
-  std::size_t tasks_per_iteration(const strategies::StrategyContext&) const override { return 1000; }
-  schema::Json describe(const strategies::StrategyContext&) const override { return schema::Json::object(); }
-  parallel::PlanPtr plan(const strategies::StrategyContext& ctx, int, const parallel::RunState&) override {
-    strategies::ep::ExpertParallelPlan in;
-    in.streams = {parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
-                  parallel::StreamRole::Gradient};
-    in.groups = {{{0, 1, 2, 3}, parallel::ReplicaTable::contiguous(4, 4)}};
-    in.params_per_gpu = ctx.model.replicated_params() + ctx.model.moe_layers() * ctx.model.expert_params();
-    auto p = std::make_shared<parallel::IterationPlan>(*strategies::ep::make_plan(ctx, in));
-    p->schedule = schedule;
-    return p;
-  }
-  parallel::ScheduleKind schedule;
 };
 
 // Start of GPU 0's forward attention of (layer, microbatch).
