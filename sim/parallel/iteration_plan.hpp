@@ -186,7 +186,7 @@ struct IterationPlan {
   OptimizerPlacement optimizer = OptimizerPlacement::Gpu;
   double tokens = 0;                     // distinct tokens the iteration trains on
 
-  std::uint8_t role(std::uint32_t gpu) const { return roles.empty() ? kRunsBoth : roles[gpu]; }
+  std::uint8_t role(std::uint32_t gpu) const { return roles.empty() ? std::uint8_t{kRunsBoth} : roles[gpu]; }
 };
 using PlanPtr = std::shared_ptr<const IterationPlan>;
 

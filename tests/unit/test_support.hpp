@@ -29,7 +29,13 @@ inline cluster::GpuSpec any_gpu() {
 // A switch level from unit strings.
 inline cluster::Level level(const char* name, std::uint32_t count, const char* bw, const char* latency,
                             double oversubscription = 1) {
-  return cluster::Level{name, count, cluster::Fabric::Switch, *parse_bandwidth(bw), *parse_time(latency), oversubscription};
+  cluster::Level l;
+  l.name = name;
+  l.count = count;
+  l.bandwidth = *parse_bandwidth(bw);
+  l.latency = *parse_time(latency);
+  l.oversubscription = oversubscription;
+  return l;
 }
 
 // A file of tests/data/realdata (measurements published by others, SOURCES.md there).
