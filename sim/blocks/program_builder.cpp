@@ -1,5 +1,7 @@
 #include "sim/blocks/program_builder.hpp"
 
+#include "sim/core/error.hpp"
+
 namespace moesim::blocks {
 
 namespace {
@@ -10,8 +12,10 @@ engine::WorkKind work_kind(network::CollectiveKind k) {
     case network::CollectiveKind::ReduceScatter: return engine::WorkKind::ReduceScatter;
     case network::CollectiveKind::AllReduce: return engine::WorkKind::AllReduce;
     case network::CollectiveKind::P2P: return engine::WorkKind::P2P;
+    case network::CollectiveKind::HostCopy: return engine::WorkKind::HostCopy;
+    case network::CollectiveKind::Count: break;
   }
-  return engine::WorkKind::AllToAll;
+  invariant_failed("a collective of no kind");
 }
 }  // namespace
 

@@ -50,6 +50,8 @@ network::CollectiveOp op_for(CollectiveKind kind, network::Algorithm all_reduce,
       op.algorithm = network::Algorithm::Direct;
       op.bytes = size;
       break;
+    case CollectiveKind::HostCopy:  // profiles hold no host copies (kind_of never returns them)
+    case CollectiveKind::Count: invariant_failed("no calibration entry of this kind");
   }
   return op;
 }

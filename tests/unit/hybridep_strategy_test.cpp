@@ -147,7 +147,7 @@ TEST(HybridEpStrategy, Eq8InItsThreeCasesWithTheAnalyticModel) {
     m["dense_ffn_hidden"] = c.dense_ffn, m["heads"] = c.hidden / 64, m["kv_heads"] = c.hidden / 64;
     doc["training"]["micro_batch_size"] = c.micro_batch, doc["training"]["sequence_length"] = c.sequence;
     simulation::Simulation sim(test::scenario_from(doc.dump()));
-    sim.run({.task_log = true});
+    sim.run(test::with_task_log());
     const auto r = sim.results_json();
     const auto& sm = r["strategy"]["stream_model"];
     EXPECT_EQ(sm["case"], c.expected_case) << c.name;

@@ -107,7 +107,9 @@ TEST(Links, AGpusTrafficLeavesItsNodeThroughItsOwnNic) {
     const Time expected = (ports == 2 ? 40 : 20) * kMicrosecond;
     EXPECT_EQ(duration(b.run({{a2a, 0}}, false)[0]), expected) << ports;
     EXPECT_NEAR(static_cast<double>(duration(b.run({{a2a, 0}}, true)[0])), static_cast<double>(expected), 1) << ports;
-    if (ports == 2) EXPECT_EQ(b.stats.hottest_links.front().name, "node 0 port 0 up");
+    if (ports == 2) {
+      EXPECT_EQ(b.stats.hottest_links.front().name, "node 0 port 0 up");
+    }
   }
 }
 

@@ -213,7 +213,7 @@ TEST(AnalyticModel, PointToPointUsesTheSlowestLinkOnTheWay) {
 
 TEST(AnalyticModel, OversubscriptionDividesTheUplink) {
   // A 2:1 oversubscribed 400 Gbps switch gives each worker 200 Gbps: β = 40 ps/B.
-  Topology t({Level{"node", 4, Fabric::Switch, *parse_bandwidth("400Gbps"), 0, 2.0}, level("gpu", 2, "900GB/s", "1us")},
+  Topology t({Level{"node", 4, Fabric::Switch, *parse_bandwidth("400Gbps"), 0, 2.0, 1, {}}, level("gpu", 2, "900GB/s", "1us")},
              {any_gpu()}, {});
   LinkGraph g(t);
   const auto ab = AlphaBetaTable::from_topology(t, g);

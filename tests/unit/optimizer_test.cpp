@@ -54,6 +54,8 @@ TEST(OptimizerOnHost, AddsTheCopiesAndTheHostsSharedCpuStepAfterTheGradients) {
   EXPECT_EQ(r["network"]["collectives"]["host_copy"]["count"].get<double>(), 8);
   EXPECT_NEAR(r["busy_ms"]["host_compute"]["mean"].get<double>(), time_to_ms(cpu_step), 2e-9);
   EXPECT_EQ(r["busy_ms"].count("optimizer"), 0u);
+  EXPECT_NEAR(r["busy_ms"]["host_copy"]["mean"].get<double>(), time_to_ms(2 * copy), 1e-9);
+  EXPECT_EQ(r["busy_ms"]["all_to_all"], gpu->results_json()["busy_ms"]["all_to_all"]);
   EXPECT_DOUBLE_EQ(host->results().metrics.gpus[0].compute, gpu->results().metrics.gpus[0].compute - gpu_step);
 }
 

@@ -256,7 +256,7 @@ TEST(Plan, APlanNamesItsScheduleTheLayerMajorOrderRunsTheSameWorkInAnotherOrder)
   std::map<parallel::ScheduleKind, std::unique_ptr<simulation::Simulation>> runs;
   for (const auto kind : {parallel::ScheduleKind::DataParallel, parallel::ScheduleKind::LayerMajor}) {
     runs[kind] = std::make_unique<simulation::Simulation>(test::scenario_from(doc.dump()), std::make_unique<EpInOrder>(kind));
-    runs[kind]->run({.task_log = true});
+    runs[kind]->run(test::with_task_log());
   }
   const auto& dp = *runs[parallel::ScheduleKind::DataParallel];
   const auto& lm = *runs[parallel::ScheduleKind::LayerMajor];

@@ -13,6 +13,7 @@
 #include "sim/network/analytic_executor.hpp"
 #include "sim/network/flow_executor.hpp"
 #include "sim/scenario/scenario.hpp"
+#include "sim/simulation/simulation.hpp"
 
 namespace moesim::test {
 
@@ -103,6 +104,13 @@ struct NetworkBench {
   network::GroupTable groups;  // every run's program starts from these
   network::NetworkStats stats;
 };
+
+// Run options that keep every finished task (Simulation::task_log()).
+inline simulation::RunOptions with_task_log() {
+  simulation::RunOptions o;
+  o.task_log = true;
+  return o;
+}
 
 inline scenario::Loader loader() { return scenario::Loader(MOESIM_SOURCE_DIR); }
 
