@@ -296,6 +296,7 @@ bool Engine::advance(const std::function<bool()>& stop) {
   if (!began_) invariant_failed("engine advanced before begin");
   for (;;) {
     if (!fresh_.empty()) start_fresh();
+    if (stop && stop()) return true;
     if (queue_.empty()) return false;
     const Event ev = queue_.top();
     queue_.pop();
@@ -321,7 +322,6 @@ bool Engine::advance(const std::function<bool()>& stop) {
       case EventType::Timer: executor_->on_timer(*this, ev.id, now_); break;
     }
     retire();
-    if (stop && stop()) return true;
   }
 }
 

@@ -96,7 +96,7 @@ class Engine {
   void run(CollectiveExecutor& executor);
   // Starts what can start at time 0.
   void begin(CollectiveExecutor& executor);
-  // Processes events until `stop()` holds after one (returns true) or none is left (false).
+  // Processes events until `stop()` holds (checked before each; returns true) or none is left (false).
   bool advance(const std::function<bool()>& stop = {});
   // Aborts naming the first stuck task if any task has not finished (a deadlocked program).
   void finish();
