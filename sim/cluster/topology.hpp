@@ -11,8 +11,8 @@
 //
 // Hosts (optional): consecutive GPUs share a host — its CPU and memory, and PCIe switches that join
 // its GPUs (each through its kind's host link) and NICs to the CPU. Host copies cross the GPU's
-// PCIe link and its switch's uplink; traffic that leaves a host crosses the GPU's PCIe link to the
-// NIC instead of the links inside the host (GPUDirect RDMA through the switch).
+// PCIe link and its switch's uplink; traffic that leaves a host also crosses the GPU's PCIe link
+// to the NIC (GPUDirect RDMA through the switch).
 #pragma once
 
 #include <cstdint>
@@ -104,9 +104,6 @@ class Topology {
   // Cluster-wide index of the PCIe switch GPU m sits behind.
   std::uint32_t pcie_switch_of(std::uint32_t m) const;
   std::uint32_t pcie_switch_count() const { return hosts_ ? host_count() * hosts_->pcie_switches : 0; }
-  // Whether a tier's workers lie inside one host (with hosts described, traffic that leaves a
-  // host does not cross them: it goes by PCIe to the NIC).
-  bool inside_host(int tier) const { return hosts_ && tier_stride_[tier] < hosts_->gpus; }
 
   const GpuSpec& gpu(std::uint32_t m) const { return kinds_[kind_of_gpu_.empty() ? 0 : kind_of_gpu_[m]]; }
   std::uint16_t kind_index(std::uint32_t m) const { return kind_of_gpu_.empty() ? 0 : kind_of_gpu_[m]; }

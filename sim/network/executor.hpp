@@ -23,7 +23,6 @@ class CollectiveProgram {
   void add(engine::CollectiveId id, CollectiveOp op);
   const CollectiveOp& op(engine::CollectiveId id) const;
   void release(engine::CollectiveId id);
-  std::size_t live() const { return ops_.size(); }
 
  private:
   struct Entry {
