@@ -33,9 +33,8 @@ LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, 
     out.combine.push_back(traffic);
   }
   for (std::uint32_t g = 0; g < ctx.topology.gpu_count(); ++g)
-    out.expert_forward[g] = static_cast<Time>(std::llround(
-        lp.local_experts * static_cast<double>(ffn_time(ctx.compute_of(g), m, lp.padded_tokens / lp.local_experts,
-                                                        lp.expert_ffn_hidden))));
+    out.expert_forward[g] = ps_to_time(lp.local_experts * static_cast<double>(ffn_time(
+                                           ctx.compute_of(g), m, lp.padded_tokens / lp.local_experts, lp.expert_ffn_hidden)));
   // Capacity drops of this layer's routing (the padded exchanges do not change with them): the
   // share a gate over gate_tokens tokens drops above capacity.
   const auto plan = workload::plan_dispatch(ctx.routing.popularity(it, layer), lp.gate_tokens, m.top_k, t.capacity_factor);

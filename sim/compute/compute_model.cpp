@@ -90,7 +90,7 @@ Time host_optimizer_step(double params, double bytes_per_param, double bytes_per
 Time ComputeModel::optimizer_step(double params) const { return memory_bound(params * options_.optimizer_bytes_per_param); }
 
 Time ComputeModel::backward(Time forward) const {
-  return static_cast<Time>(std::llround(static_cast<double>(forward) * options_.backward_factor));
+  return ps_to_time(static_cast<double>(forward) * options_.backward_factor);
 }
 
 }  // namespace moesim::compute

@@ -44,9 +44,7 @@ std::optional<UnitKind> unit_kind(Type t) {
 
 std::optional<double> unit_value(Type t, const std::string& s) {
   switch (t) {
-    case Type::Time:
-      if (auto v = parse_time(s)) return static_cast<double>(*v);
-      return std::nullopt;
+    case Type::Time: return parse_time_ps(s);
     case Type::Bandwidth:
       if (auto v = parse_bandwidth(s)) return v->bytes_per_second;
       return std::nullopt;
@@ -56,10 +54,21 @@ std::optional<double> unit_value(Type t, const std::string& s) {
   }
 }
 
+// A bound as the user writes it: with its unit for unit values.
+std::string bound_text(Type t, double v) {
+  switch (t) {
+    case Type::Time: return fmt::format("\"{}\"", format_time(static_cast<Time>(v)));
+    case Type::Bandwidth: return fmt::format("\"{}\"", format_bandwidth(Bandwidth{v}));
+    case Type::Bytes: return fmt::format("\"{}\"", format_bytes(v));
+    case Type::Flops: return fmt::format("\"{:g}TFLOPS\"", v / 1e12);
+    default: return fmt::format("{}", v);
+  }
+}
+
 std::string range_text(const Node& n) {
-  if (n.min && n.max) return fmt::format("between {} and {}", *n.min, *n.max);
-  if (n.min) return fmt::format("{} {}", n.exclusive_min ? ">" : ">=", *n.min);
-  if (n.max) return fmt::format("<= {}", *n.max);
+  if (n.min && n.max) return fmt::format("between {} and {}", bound_text(n.type, *n.min), bound_text(n.type, *n.max));
+  if (n.min) return fmt::format("{} {}", n.exclusive_min ? ">" : ">=", bound_text(n.type, *n.min));
+  if (n.max) return fmt::format("<= {}", bound_text(n.type, *n.max));
   return "";
 }
 
@@ -195,10 +204,12 @@ NodePtr array_of(NodePtr items, std::size_t min_items) {
   return n;
 }
 NodePtr integer(std::optional<double> min, std::optional<double> max) {
+  // Unbounded integers are bounded by what a 32-bit int holds: readers cast to int, and a value that
+  // wrapped (2^32 + 2 read as 2) would run a different scenario without a word.
   auto n = std::make_shared<Node>();
   n->type = Type::Integer;
-  n->min = min;
-  n->max = max;
+  n->min = min ? min : std::optional<double>(-2147483648.0);
+  n->max = max ? max : std::optional<double>(2147483647.0);
   return n;
 }
 NodePtr number(std::optional<double> min, std::optional<double> max, bool exclusive_min) {
@@ -218,16 +229,19 @@ NodePtr enumeration(std::vector<std::string> choices) {
   return n;
 }
 NodePtr time() {
+  // No latency, overhead or deadline of a training step is a day long; the bound keeps every sum of
+  // such times far inside the clock (kMaxTime, 53 days).
   auto n = std::make_shared<Node>();
   n->type = Type::Time;
   n->min = 0;
+  n->max = 86400e12;
   return n;
 }
 NodePtr bandwidth() {
+  // At least 1 Mbps: slower links move a training step's bytes in weeks (and "1bps" is a typo).
   auto n = std::make_shared<Node>();
   n->type = Type::Bandwidth;
-  n->min = 0;
-  n->exclusive_min = true;
+  n->min = 1e6 / 8;
   return n;
 }
 NodePtr bytes() {

@@ -7,13 +7,26 @@
 #include <fmt/format.h>
 #include <utility>
 
+#include "sim/core/error.hpp"
+
 namespace moesim {
 
-Time Bandwidth::transfer_time(double bytes) const {
-  return static_cast<Time>(std::llround(bytes * 1e12 / bytes_per_second));
+void past_the_clock(double picoseconds) {
+  throw InfeasibleError(fmt::format(
+        "a duration of {} passes the {:.0f} days moesim's clock covers; check the bandwidths and rates for a value "
+        "in the wrong unit (Gbps for GB/s) or far too small",
+        std::isfinite(picoseconds) ? fmt::format("{:.3g} s", picoseconds * 1e-12) : std::string("∞"),
+      static_cast<double>(kMaxTime) * 1e-12 / 86400));
 }
 
-Time seconds_to_time(double seconds) { return static_cast<Time>(std::llround(seconds * 1e12)); }
+Time ps_to_time(double picoseconds) {
+  if (!(picoseconds > -0.5 && picoseconds <= static_cast<double>(kMaxTime))) past_the_clock(picoseconds);
+  return static_cast<Time>(std::llround(picoseconds));
+}
+
+Time Bandwidth::transfer_time(double bytes) const { return ps_to_time(bytes * 1e12 / bytes_per_second); }
+
+Time seconds_to_time(double seconds) { return ps_to_time(seconds * 1e12); }
 double time_to_seconds(Time t) { return static_cast<double>(t) * 1e-12; }
 double time_to_ms(Time t) { return static_cast<double>(t) * 1e-9; }
 
@@ -57,12 +70,18 @@ const std::array<std::pair<const char*, double>, 5> kFlopsUnits{{
 
 }  // namespace
 
-std::optional<Time> parse_time(std::string_view text) {
+std::optional<double> parse_time_ps(std::string_view text) {
   auto split = split_number(text);
   if (!split) return std::nullopt;
   auto scale = lookup(kTimeUnits, split->second);
   if (!scale) return std::nullopt;
-  return static_cast<Time>(std::llround(split->first * *scale));
+  return split->first * *scale;
+}
+
+std::optional<Time> parse_time(std::string_view text) {
+  const auto ps = parse_time_ps(text);
+  if (!ps || *ps > static_cast<double>(kMaxTime)) return std::nullopt;
+  return static_cast<Time>(std::llround(*ps));
 }
 
 std::optional<Bandwidth> parse_bandwidth(std::string_view text) {

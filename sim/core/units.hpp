@@ -10,8 +10,10 @@
 
 namespace moesim {
 
-// Simulated time: a count of picoseconds. int64 covers ±106 days.
+// Simulated time: a count of picoseconds. int64 covers ±106 days; moesim's clock stops at
+// kMaxTime = 2^62 ps (53 days), so the sum of two times never overflows.
 using Time = std::int64_t;
+inline constexpr Time kMaxTime = Time{1} << 62;
 inline constexpr Time kPicosecond = 1;
 inline constexpr Time kNanosecond = 1'000;
 inline constexpr Time kMicrosecond = 1'000'000;
@@ -26,13 +28,19 @@ struct Bandwidth {
   [[nodiscard]] double ps_per_byte() const { return 1e12 / bytes_per_second; }
 };
 
-// Rounds a non-negative duration in seconds to picoseconds.
+// Rounds a duration in picoseconds to the clock. Throws InfeasibleError when it is not finite or
+// passes kMaxTime (a bandwidth or rate in the wrong unit, usually): the one conversion every model
+// uses, so no overflow wraps into a negative time.
+Time ps_to_time(double picoseconds);
+[[noreturn]] void past_the_clock(double picoseconds);  // the InfeasibleError ps_to_time throws
+// Rounds a non-negative duration in seconds to picoseconds (checked as ps_to_time).
 Time seconds_to_time(double seconds);
 double time_to_seconds(Time t);
 double time_to_ms(Time t);
 
 // Parsers return std::nullopt on malformed text; unit_help() says what is accepted.
-std::optional<Time> parse_time(std::string_view text);
+std::optional<Time> parse_time(std::string_view text);       // nullopt past kMaxTime too
+std::optional<double> parse_time_ps(std::string_view text);  // unbounded, for range messages
 std::optional<Bandwidth> parse_bandwidth(std::string_view text);
 std::optional<double> parse_bytes(std::string_view text);
 std::optional<double> parse_flops(std::string_view text);  // FLOP per second

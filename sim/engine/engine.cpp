@@ -138,6 +138,7 @@ Time Engine::running_since(std::uint32_t gpu) const {
 
 void Engine::push(Time time, std::uint32_t id, EventType type, std::uint32_t version) {
   if (time < now_) invariant_failed(fmt::format("event scheduled in the past ({} < {} ps)", time, now_));
+  if (time > kMaxTime) past_the_clock(static_cast<double>(time));
   queue_.push(Event{time, seq_++, id, version, type});
 }
 
@@ -188,7 +189,7 @@ void Engine::reschedule(std::uint32_t resource) {
     Slowed& s = slowed_[id];
     ++s.version;
     // With every SM reserved the task stalls until a reservation ends.
-    if (r.rate > 0) push(now_ + static_cast<Time>(std::ceil(s.remaining / r.rate)), id, EventType::TaskEnd, s.version);
+    if (r.rate > 0) push(now_ + ps_to_time(std::ceil(s.remaining / r.rate)), id, EventType::TaskEnd, s.version);
   });
 }
 

@@ -5,7 +5,7 @@
 
 namespace moesim::network {
 
-Time AlphaBeta::cost(double bytes) const { return alpha + static_cast<Time>(std::llround(bytes * beta)); }
+Time AlphaBeta::cost(double bytes) const { return alpha + ps_to_time(bytes * beta); }
 
 AlphaBetaTable AlphaBetaTable::from_topology(const cluster::Topology& topo, const cluster::LinkGraph& graph) {
   std::vector<AlphaBeta> tiers(topo.tier_count());

@@ -90,7 +90,7 @@ CollectiveCost AnalyticModel::exchange(CollectiveKind kind, const TrafficMatrix&
     if (hosts > 1) {
       t.port_loads(ids, hosts, rank, static_cast<std::uint32_t>(members.size()), out, in);
       for (std::size_t r = 0; r < members.size(); ++r)
-        drain = std::max(drain, static_cast<Time>(std::llround(std::max(out[r], in[r]) * pcie_beta(topology_, members[r]))));
+        drain = std::max(drain, ps_to_time(std::max(out[r], in[r]) * pcie_beta(topology_, members[r])));
     }
   }
   c.duration = alpha + drain;
@@ -145,9 +145,9 @@ CollectiveCost AnalyticModel::rings(CollectiveKind kind, const std::vector<std::
       }
     for (const auto* edges : {&out_edges, &in_edges})
       for (const auto& [g, count] : *edges)
-        drain = std::max(drain, static_cast<Time>(std::llround(chunk * count * pcie_beta(topology_, g))));
+        drain = std::max(drain, ps_to_time(chunk * count * pcie_beta(topology_, g)));
   }
-  c.duration = static_cast<Time>(std::llround(steps)) * (alpha + drain);
+  c.duration = ps_to_time(std::round(steps) * static_cast<double>(alpha + drain));
   c.max_bytes_sent_per_gpu = steps * chunk;
   return c;
 }
@@ -165,7 +165,7 @@ CollectiveCost AnalyticModel::p2p(double bytes, std::uint32_t from, std::uint32_
     if (topology_.hosts() && topology_.host_of(from) != topology_.host_of(to))
       beta = std::max({beta, pcie_beta(topology_, from), pcie_beta(topology_, to)});
   }
-  c.duration = params_.get(CollectiveKind::P2P, l, bytes).alpha + static_cast<Time>(std::llround(bytes * beta));
+  c.duration = params_.get(CollectiveKind::P2P, l, bytes).alpha + ps_to_time(bytes * beta);
   c.bytes_by_level[l] = bytes;
   c.pairs = 1;
   c.max_bytes_sent_per_gpu = bytes;
@@ -184,7 +184,7 @@ CollectiveCost AnalyticModel::host_copy(double bytes, std::uint32_t gpu) const {
     alpha += h->switch_latency;
     beta = std::max(beta, 1e12 / h->switch_uplink.bytes_per_second);
   }
-  c.duration = alpha + static_cast<Time>(std::llround(bytes * beta));
+  c.duration = alpha + ps_to_time(bytes * beta);
   c.host_bytes = bytes;
   return c;
 }

@@ -182,7 +182,7 @@ FlowPhase FlowDemands::demand(const CollectivePhase& phase, std::span<const std:
         if (l >= 0) out.bytes_by_level[l] += bytes;
       }
     if (top < topology_.tier_count())
-      out.latency = static_cast<Time>(std::llround(r->steps)) * params_.get(phase.kind, top, r->chunk).alpha;
+      out.latency = ps_to_time(std::round(r->steps) * static_cast<double>(params_.get(phase.kind, top, r->chunk).alpha));
   } else if (const auto* x = std::get_if<TransferPhase>(&phase.work)) {
     set_drain(phase.kind, x->bytes, topology_.first_differing_tier(x->from, x->to));
     const int l = add_path(x->from, x->to, x->bytes);

@@ -142,7 +142,7 @@ void FlowExecutor::reschedule(engine::Engine& engine, Time now) {
     Flow& f = flows_[i];
     f.rate = rates_[i];
     if (f.rate <= 0) invariant_failed("a flow got no bandwidth");
-    f.finish = now + static_cast<Time>(std::ceil(f.remaining / f.rate * 1e12));
+    f.finish = now + ps_to_time(std::ceil(f.remaining / f.rate * 1e12));
     next = std::min(next, f.finish);
     for (const LinkDemand& d : f.share) {
       if (link_rate_[d.link] == 0) busy_links_.push_back(d.link);

@@ -1,13 +1,13 @@
 #include "sim/scenario/scenario.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <fmt/format.h>
-#include <fstream>
-#include <sstream>
 
 #include "sim/core/error.hpp"
+#include "sim/core/json_input.hpp"
 #include "sim/scenario/scenario_schema.hpp"
 
 namespace moesim::scenario {
@@ -28,31 +28,25 @@ fs::path Loader::default_data_dir() {
 
 Loader::Loader(fs::path data_dir) : data_dir_(std::move(data_dir)) {}
 
-Json Loader::read_json(const fs::path& file) const {
-  std::ifstream in(file);
-  if (!in)
-    throw InputError(file.string(), "", "cannot open the file", "check the path (it is read relative to the current folder)");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
-  try {
-    return Json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // Turn the byte offset into line and column.
-    const std::size_t at = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-    const std::size_t line = 1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + at, '\n'));
-    const std::size_t col = at - (text.rfind('\n', at == 0 ? 0 : at - 1) == std::string::npos ? 0 : text.rfind('\n', at - 1) + 1) + 1;
-    throw InputError(file.string(), "", fmt::format("malformed JSON at line {}, column {}", line, col),
-                     "fix the syntax there (a missing comma, quote or bracket; JSON allows no comments or trailing commas)");
-  }
-}
+Json Loader::read_json(const fs::path& file) const { return read_json_file(file); }
 
 Json Loader::preset(const std::string& folder, const std::string& name, const std::string& file, const std::string& path) const {
+  // A preset is named, not a path: letters, digits, '.', '_' and '-', so it can never leave the
+  // data folder nor make a file name the system refuses.
+  const bool plain = !name.empty() && name.size() <= 128 && name.front() != '.' &&
+                     std::all_of(name.begin(), name.end(), [](char ch) {
+                       return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
+                     });
+  if (!plain)
+    throw InputError(file, path, fmt::format("{} is not a preset name", schema::show(Json(name))),
+                     "name a preset of `moesim presets` (letters, digits, '.', '_', '-'), or write the section inline as "
+                     "an object");
   const fs::path p = data_dir_ / folder / (name + ".json");
-  if (!fs::exists(p)) {
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec)) {
     std::vector<std::string> names;
-    if (fs::is_directory(data_dir_ / folder))
-      for (const auto& e : fs::directory_iterator(data_dir_ / folder))
+    if (fs::is_directory(data_dir_ / folder, ec))
+      for (const auto& e : fs::directory_iterator(data_dir_ / folder, ec))
         if (e.path().extension() == ".json" && e.path().stem() != "gpus") names.push_back(e.path().stem().string());
     std::sort(names.begin(), names.end());
     throw InputError(file, path, fmt::format("no preset \"{}\" in {}", name, (data_dir_ / folder).string()),
@@ -162,11 +156,14 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
       level.domains.latency = schema::as_time(l.at("domains").at("latency"));
     }
     s.levels.push_back(level);
+    // Checked level by level: every count is below 2^31, so the product cannot wrap before it is refused.
+    if (s.gpu_count() > (1ULL << 24))
+      throw InputError(file, fmt::format("$.cluster.levels[{}].count", s.levels.size() - 1),
+                       fmt::format("the levels up to {} make {} GPUs, more than moesim simulates (16.7M)", level.name,
+                                   s.gpu_count()),
+                       "reduce the level counts");
   }
   const std::uint64_t gpus = s.gpu_count();
-  if (gpus > (1ULL << 24))
-    throw InputError(file, "$.cluster.levels", fmt::format("{} GPUs is more than moesim simulates (16.7M)", gpus),
-                     "reduce the level counts");
   // Links inside a level: ports on switches, spread evenly; domains that cut the level evenly.
   std::uint64_t below = 1;  // GPUs inside one worker of the level
   for (std::size_t i = s.levels.size(); i-- > 0;) {
@@ -323,8 +320,9 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   if (doc.contains("calibration")) {
     const fs::path name = doc.at("calibration").get<std::string>();
     fs::path path = name.is_absolute() ? name : data_dir_ / name;
-    if (!name.is_absolute() && !fs::exists(path)) path = fs::path(file).parent_path() / name;
-    if (!fs::exists(path))
+    std::error_code ec;
+    if (!name.is_absolute() && !fs::exists(path, ec)) path = fs::path(file).parent_path() / name;
+    if (!fs::exists(path, ec))
       throw InputError(file, "$.calibration", fmt::format("no calibration profile {}", name.string()),
                        fmt::format("give a path under {} or next to the scenario (e.g. \"calibrations/parm-testbed-a.json\")",
                                    data_dir_.string()));

@@ -32,7 +32,7 @@ NodePtr gpu_schema() {
 NodePtr cluster_schema() {
   static const NodePtr level = object({
       required("name", string(), "a name for the level, e.g. \"dc\", \"node\", \"gpu\""),
-      required("count", integer(1), "workers of this level inside one worker of the level above"),
+      required("count", integer(1, 1 << 24), "workers of this level inside one worker of the level above"),
       optional("fabric", enumeration({"switch", "full_mesh", "ring"}), "switch", "how the level's workers are joined"),
       required("bandwidth", bandwidth(), "per-worker link bandwidth, e.g. \"10Gbps\" or \"450GB/s\""),
       required("latency", time(), "one-way GPU-to-GPU latency across this level, e.g. \"5us\""),
@@ -83,18 +83,18 @@ NodePtr model_schema() {
   static const NodePtr s = object({
       optional("name", string(), nullptr, "model name"),
       optional("source", string(), nullptr, "where the shape comes from"),
-      required("layers", integer(1), "transformer blocks"),
-      optional("dense_layers", integer(0), 0, "leading blocks with a dense FFN instead of MoE"),
-      required("hidden", integer(1), "hidden size H"),
-      required("ffn_hidden", integer(1), "expert FFN size M"),
-      optional("dense_ffn_hidden", integer(1), nullptr, "FFN size of dense blocks (default: ffn_hidden)"),
-      required("experts", integer(1), "routed experts per MoE layer E"),
-      required("top_k", integer(1), "experts per token"),
-      optional("shared_experts", integer(0), 0, "shared experts every token visits"),
+      required("layers", integer(1, 65536), "transformer blocks"),
+      optional("dense_layers", integer(0, 65536), 0, "leading blocks with a dense FFN instead of MoE"),
+      required("hidden", integer(1, 1 << 20), "hidden size H"),
+      required("ffn_hidden", integer(1, 1 << 22), "expert FFN size M"),
+      optional("dense_ffn_hidden", integer(1, 1 << 22), nullptr, "FFN size of dense blocks (default: ffn_hidden)"),
+      required("experts", integer(1, 1 << 16), "routed experts per MoE layer E"),
+      required("top_k", integer(1, 1 << 16), "experts per token"),
+      optional("shared_experts", integer(0, 1 << 10), 0, "shared experts every token visits"),
       optional("expert_kind", enumeration({"mlp", "swiglu"}), "mlp", "2-GeMM MLP or 3-GeMM SwiGLU experts"),
-      required("heads", integer(1), "attention heads"),
-      optional("kv_heads", integer(1), nullptr, "key/value heads (default: heads)"),
-      optional("vocab", integer(0), 0, "vocabulary size (embedding and LM head)"),
+      required("heads", integer(1, 1 << 16), "attention heads"),
+      optional("kv_heads", integer(1, 1 << 16), nullptr, "key/value heads (default: heads)"),
+      optional("vocab", integer(0, 1 << 26), 0, "vocabulary size (embedding and LM head)"),
       optional("attention", boolean(), true,
                "false: a bare MoE layer without attention and norms, as the layer benchmarks of Parm Table III"),
   });
@@ -103,9 +103,9 @@ NodePtr model_schema() {
 
 NodePtr scenario_schema() {
   static const NodePtr training = object({
-      required("sequence_length", integer(1), "tokens per sequence"),
-      optional("micro_batch_size", integer(1), 1, "sequences per GPU per microbatch"),
-      optional("microbatches", integer(1), 1, "gradient-accumulation microbatches per iteration"),
+      required("sequence_length", integer(1, 1 << 24), "tokens per sequence"),
+      optional("micro_batch_size", integer(1, 1 << 16), 1, "sequences per GPU per microbatch"),
+      optional("microbatches", integer(1, 1 << 16), 1, "gradient-accumulation microbatches per iteration"),
       optional("iterations", integer(1, 65535), 1, "training iterations to simulate"),
       optional("dtype", enumeration({"fp32", "tf32", "fp16", "bf16", "fp8"}), "bf16", "training data type"),
       optional("capacity_factor", number(0), 0.0, "expert capacity factor f (0: no capacity limit, no drops)"),
@@ -150,7 +150,7 @@ NodePtr scenario_schema() {
   static const NodePtr s = object({
       required("name", string(), "a name for the scenario (default output folder out/NAME)"),
       optional("description", string(), nullptr, "what the scenario shows"),
-      optional("seed", integer(0), 1, "seed of every random stream"),
+      optional("seed", integer(0, 9007199254740992.0), 1, "seed of every random stream (up to 2^53)"),
       optional("gpus", map_of(gpu_schema()), nullptr, "extra GPU kinds, added to topologies/gpus.json"),
       required("cluster", cluster_schema(), "the cluster, or {\"preset\": \"NAME\"} from topologies/"),
       required("model", model_schema(), "the MoE model, or {\"preset\": \"NAME\"} from models/"),
