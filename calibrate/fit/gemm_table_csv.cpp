@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/algorithm/string.hpp>
 #include <charconv>
+#include <cmath>
 #include <fmt/format.h>
 #include <optional>
 #include <sstream>
@@ -35,7 +36,7 @@ std::optional<std::string> dtype_of(const std::string& name) {
 std::optional<double> number(const std::string& cell) {
   double v = 0;
   const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
-  if (ec != std::errc() || end != cell.data() + cell.size()) return std::nullopt;
+  if (ec != std::errc() || end != cell.data() + cell.size() || !std::isfinite(v)) return std::nullopt;  // no inf, nan
   return v;
 }
 
@@ -130,7 +131,7 @@ Measurements read_gemm_table_csv(const std::string& text, const std::string& fil
       m.gemm.push_back({v.dtype, gm, gn, gk, seconds, "", fmt::format("line {}", line_no)});
     }
   }
-  if (header.empty()) throw InputError(file, "$", "no header row", kLayoutFix);
+  if (header.empty()) throw InputError(file, "", "no header row", kLayoutFix);
   if (m.gemm.empty())
     throw InputError(file, fmt::format("line {}", header_line), "no GeMM row with a batch of 1",
                      "give rows of single GeMMs (b = 1, or no b column)");

@@ -38,6 +38,8 @@ const std::regex& prefix_re() {
   static const std::regex re(R"(^\s*(\[\d+,\d+\]<std(out|err)>:|\d+:(?=\s)))");
   return re;
 }
+constexpr std::size_t kMaxLogLine = 4096;
+
 const std::regex& rank_re() {
   static const std::regex re(R"(^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.*?)\s*$)");
   return re;
@@ -63,7 +65,7 @@ std::optional<double> number(const std::string& t) {
   try {
     std::size_t used = 0;
     const double v = std::stod(t, &used);
-    if (used == t.size()) return v;
+    if (used == t.size() && std::isfinite(v)) return v;  // "inf" and "nan" are no measurement
   } catch (const std::exception&) {
   }
   return std::nullopt;
@@ -97,6 +99,12 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
   const auto where = [&](const Table& t, int line) { return fmt::format("table {} (line {})", t.index + 1, line); };
   for (std::string raw; std::getline(in, raw);) {
     ++line_no;
+    // nccl-tests lines are under 200 characters; the regular expressions below recurse per
+    // character, so a megabyte line must not reach them.
+    if (raw.size() > kMaxLogLine)
+      throw InputError(file, fmt::format("line {}", line_no),
+                       fmt::format("a line of {} characters (nccl-tests writes lines under 200)", raw.size()),
+                       "give the log as nccl-tests wrote it");
     std::string line = std::regex_replace(raw, prefix_re(), "", std::regex_constants::format_first_only);
     const auto first = line.find_first_not_of(" \t\r");
     line = first == std::string::npos ? "" : line.substr(first);
@@ -161,7 +169,11 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
       Table& target = in_table ? tables.back() : pending;
       std::smatch m;
       if (std::regex_match(line, m, rank_re())) {
-        target.rank_hosts[std::stoi(m[1])] = m[2];
+        const std::string rank = m[1];
+        if (rank.size() > 7)
+          throw InputError(file, fmt::format("line {}", line_no), fmt::format("rank {} of an impossible job size", rank),
+                           "give the log as nccl-tests wrote it");
+        target.rank_hosts[std::stoi(rank)] = m[2];
         target.gpu = m[3];
         continue;
       }
@@ -246,12 +258,12 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
   if (options.table) {
     const auto it = std::find_if(out.begin(), out.end(), [&](const Series& s) { return s.table == *options.table; });
     if (it == out.end())
-      throw InputError(file, "$", fmt::format("no table {} (the log has {} with results)", *options.table, out.size()),
+      throw InputError(file, "", fmt::format("no table {} (the log has {} with results)", *options.table, out.size()),
                        "pass --table between 1 and the number of result tables");
     return {*it};
   }
   if (out.empty())
-    throw InputError(file, "$", "no nccl-tests result table found",
+    throw InputError(file, "", "no nccl-tests result table found",
                      "give the output of an nccl-tests binary (all_reduce_perf, alltoall_perf, ...)");
   return out;
 }

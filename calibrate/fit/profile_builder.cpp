@@ -4,15 +4,15 @@
 #include <boost/algorithm/string/predicate.hpp>
 #include <cmath>
 #include <fmt/format.h>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <tuple>
 
 #include "calibrate/fit/gemm_table_csv.hpp"
 #include "calibrate/fit/nccl_tests_log.hpp"
 #include "sim/compute/compute_model.hpp"
 #include "sim/core/error.hpp"
+#include "sim/core/input_file.hpp"
+#include "sim/core/json_input.hpp"
 
 namespace moesim::calibrate {
 
@@ -244,21 +244,9 @@ calibration::Profile build_profile(const std::vector<Measurements>& inputs, cons
 }
 
 Measurements read_input(const std::string& path, const NcclTestsOptions& log_options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "$", "cannot read the file", "check the path");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_input_file(path);
   const auto first = text.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && text[first] == '{') {
-    sc::Json doc;
-    try {
-      doc = sc::Json::parse(text);
-    } catch (const sc::Json::parse_error& e) {
-      throw InputError(path, "$", fmt::format("not valid JSON: {}", e.what()), "fix the JSON syntax");
-    }
-    return read_measurements(doc, path);
-  }
+  if (first != std::string::npos && text[first] == '{') return read_measurements(parse_json(text, path), path);
   if (boost::iends_with(path, ".csv")) return read_gemm_table_csv(text, path);
   Measurements m;
   m.file = path;

@@ -7,7 +7,7 @@
 
 #include "calibrate/fit/nccl_tests_log.hpp"
 #include "calibrate/fit/profile_builder.hpp"
-#include "sim/cli/write_file.hpp"
+#include "sim/core/output_file.hpp"
 #include "sim/cluster/gpu_spec.hpp"
 #include "sim/core/units.hpp"
 

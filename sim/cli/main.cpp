@@ -2,19 +2,19 @@
 // Exit codes: 0 success, 2 bad input or a scenario that cannot run (the message names the file,
 // the JSON path and the fix; nothing is written), 1 anything else.
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <optional>
 #include <iostream>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include "sim/cli/calibrate_command.hpp"
-#include "sim/cli/write_file.hpp"
 #include "sim/core/error.hpp"
+#include "sim/core/output_file.hpp"
 #include "sim/simulation/simulation.hpp"
 #include "sim/strategies/registry.hpp"
 #include "sim/sweep/runner.hpp"
@@ -72,6 +72,16 @@ std::vector<bool> gpu_mask(const std::string& spec, std::uint32_t gpus) {
   return mask;
 }
 
+// A positive count given on the command line: digits only (boost would read "-1" as 4294967295).
+std::uint64_t count_flag(const std::string& flag, const std::string& text, std::uint64_t max, const std::string& example) {
+  const bool digits = !text.empty() && text.size() <= 15 &&
+                      std::all_of(text.begin(), text.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  const std::uint64_t v = digits ? std::stoull(text) : 0;
+  if (!digits || v < 1 || v > max)
+    throw InputError(flag, text, fmt::format("is not a whole number between 1 and {}", max), fmt::format("give {}", example));
+  return v;
+}
+
 struct Common {
   fs::path scenario;
   fs::path out;
@@ -87,8 +97,9 @@ Common parse(const std::vector<std::string>& args, bool needs_scenario) {
   Common c;
   std::string data, out;
   po::options_description opts;
+  std::string jobs, stop_after;
   opts.add_options()("out", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))(
-      "quiet", po::bool_switch(&c.quiet))("jobs", po::value(&c.jobs))("stop-after", po::value<std::size_t>())(
+      "quiet", po::bool_switch(&c.quiet))("jobs", po::value(&jobs))("stop-after", po::value(&stop_after))(
       "scenario", po::value<std::string>());
   po::positional_options_description pos;
   pos.add("scenario", 1);
@@ -97,7 +108,9 @@ Common parse(const std::vector<std::string>& args, bool needs_scenario) {
   po::notify(vm);
   if (needs_scenario && !vm.count("scenario")) throw po::error("missing SCENARIO.json");
   if (vm.count("scenario")) c.scenario = vm["scenario"].as<std::string>();
-  if (vm.count("stop-after")) c.stop_after = vm["stop-after"].as<std::size_t>();
+  if (vm.count("jobs")) c.jobs = static_cast<unsigned>(count_flag("--jobs", jobs, 1024, "worker threads, e.g. --jobs 2"));
+  if (vm.count("stop-after")) c.stop_after = count_flag("--stop-after", stop_after, 1ULL << 40, "rows, e.g. --stop-after 3");
+  if (vm.count("out") && out.empty()) throw InputError("--out", "\"\"", "is empty", "give a folder, e.g. --out out/run1");
   c.out = out;
   c.data = data.empty() ? scenario::Loader::default_data_dir() : fs::path(data);
   return c;
@@ -107,6 +120,7 @@ int cmd_run(const Common& c) {
   scenario::Loader loader(c.data);
   scenario::Scenario sc = loader.load(c.scenario);
   const fs::path out = c.out.empty() ? fs::path("out") / sc.name : c.out;
+  const std::string out_flag = c.out.empty() ? "--out (default out/NAME)" : "--out";
   const auto t0 = std::chrono::steady_clock::now();
   simulation::Simulation sim(std::move(sc));
   std::vector<bool> traced;
@@ -119,23 +133,26 @@ int cmd_run(const Common& c) {
     }
   }
   sim.check();
+  // The output folder is checked before the run: a bad --out costs no simulation. A run that then
+  // fails removes the folder it created.
+  const bool created = prepare_output_folder(out, out_flag);
+  struct Cleanup {
+    const fs::path& folder;
+    bool armed;
+    ~Cleanup() {
+      if (armed) remove_if_empty(folder);
+    }
+  } cleanup{out, created};
   simulation::RunOptions options;
   options.trace = c.trace;
   options.trace_gpus = traced;
   sim.run(options);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // Everything succeeded: now write.
-  fs::create_directories(out);
-  cli::write_file(out / "results.json", [&](std::ostream& o) { report::write_json(o, sim.results()); });
-  cli::write_file(out / "scenario.effective.json", sim.scenario().effective.dump(2) + "\n");
-  if (c.trace) {
-    const fs::path tmp = out / "trace.json.tmp";
-    {
-      std::ofstream t(tmp, std::ios::binary);
-      sim.write_trace(t);
-    }
-    fs::rename(tmp, out / "trace.json");
-  }
+  // Everything succeeded: now write, results.json last (its presence says the run is complete).
+  if (c.trace) write_file(out / "trace.json", [&](std::ostream& o) { sim.write_trace(o); });
+  write_file(out / "scenario.effective.json", sim.scenario().effective.dump(2) + "\n");
+  write_file(out / "results.json", [&](std::ostream& o) { report::write_json(o, sim.results()); });
+  cleanup.armed = false;
   if (!c.quiet) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
@@ -246,8 +263,15 @@ int main(int argc, char** argv) {
   } catch (const po::error& e) {
     std::cerr << "moesim: " << e.what() << "\n" << kUsage;
     return 2;
+  } catch (const OutputError& e) {
+    std::cerr << "moesim: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "moesim: error: out of memory; the run needs more memory than the process may use (`moesim validate` "
+                 "shows the estimate; a smaller scenario or routing.sampling \"expected\" needs less)\n";
+    return 1;
   } catch (const std::exception& e) {
-    std::cerr << "moesim: " << e.what() << "\n";
+    std::cerr << "moesim: internal error: " << e.what() << " (please report it with the scenario)\n";
     return 1;
   }
 }

@@ -35,6 +35,7 @@ std::vector<Axis> parse_axes(const Json& sweep, const std::string& file) {
   // columns of the same name and points that override their own values.
   std::vector<std::pair<std::string, std::string>> seen;
   const Json& list = sweep.at("axes");
+  std::size_t grid = 1;
   for (std::size_t a = 0; a < list.size(); ++a) {
     const Json& j = list[a];
     const std::string at = fmt::format("$.sweep.axes[{}]", a);
@@ -90,6 +91,14 @@ std::vector<Axis> parse_axes(const Json& sweep, const std::string& file) {
           throw InputError(file, where, fmt::format("has {} entr{} but \"paths\" names {}", vs[v].size(), vs[v].size() == 1 ? "y" : "ies", n), fix);
       }
     }
+    // The grid is checked as it grows: each axis is a few values, so the product stays far from
+    // wrapping before it is refused.
+    grid *= vs.size();
+    if (grid > kMaxSweepPoints)
+      throw InputError(file, at + ".values",
+                       fmt::format("the axes up to this one make {} points, more than a sweep runs ({})", grid,
+                                   kMaxSweepPoints),
+                       "sweep fewer values, or split the grid into several sweeps (each resumes on its own)");
     axis.values = vs.get<std::vector<Json>>();
     axes.push_back(std::move(axis));
   }
@@ -138,7 +147,8 @@ void set_path(Json& doc, const std::string& path, const Json& value, const std::
       const std::size_t close = path.find(']', i);
       if (close == std::string::npos) fail("has an unclosed [");
       const std::string digits = path.substr(i + 1, close - i - 1);
-      if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) fail("has a bad index");
+      if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+        fail("has a bad index");
       const std::size_t k = std::stoul(digits);
       if (!node->is_array() || k >= node->size()) fail(fmt::format("indexes [{}] past the end of an array", k));
       node = &(*node)[k];

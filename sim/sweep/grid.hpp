@@ -30,6 +30,8 @@ struct Axis {
 // value of a zipped axis an array with one entry per path, no path varied twice); throws
 // InputError naming `file` and the exact JSON path ($.sweep.axes[1].values[2]).
 std::vector<Axis> parse_axes(const schema::Json& sweep_block, const std::string& file);
+// At most this many points per sweep (each is validated and held before the first one runs).
+inline constexpr std::size_t kMaxSweepPoints = 100000;
 std::size_t point_count(const std::vector<Axis>& axes);
 // The paths of the grid, one per CSV column: every axis' paths, in order.
 std::vector<std::string> column_paths(const std::vector<Axis>& axes);

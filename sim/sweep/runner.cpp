@@ -1,16 +1,18 @@
 #include "sim/sweep/runner.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fmt/format.h>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "sim/core/error.hpp"
+#include "sim/core/input_file.hpp"
+#include "sim/core/output_file.hpp"
 #include "sim/simulation/simulation.hpp"
 #include "sim/sweep/grid.hpp"
 
@@ -23,12 +25,8 @@ namespace {
 
 std::string value_text(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
+// An earlier run's CSV or effective scenario (a large sweep's CSV is megabytes).
+std::string read_text(const fs::path& p) { return read_input_file(p, kMaxInputBytes * 16); }
 
 }  // namespace
 
@@ -110,16 +108,16 @@ SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, con
   outcome.points = points;
   std::size_t done = 0;
   const std::string effective = plan.base_effective.dump(2) + "\n";
-  if (fs::exists(options.csv)) {
-    std::ifstream in(options.csv, std::ios::binary);
-    std::stringstream buf;
-    buf << in.rdbuf();
-    const std::string text = buf.str();
+  // Nothing is written before every point validated and the folder proved writable.
+  prepare_output_folder(options.csv.parent_path().empty() ? fs::path(".") : options.csv.parent_path(), "--out");
+  std::error_code exists_error;
+  if (fs::exists(options.csv, exists_error)) {
+    const std::string text = read_text(options.csv);
     const std::size_t first = text.find('\n');
     if (first == std::string::npos || text.substr(0, first) != header)
       throw InputError(options.csv.string(), "", "the file exists but was not written by this sweep (its header differs)",
                        "remove it, or choose another --out folder");
-    if (!options.effective.empty() && (!fs::exists(options.effective) || read_text(options.effective) != effective))
+    if (!options.effective.empty() && (!fs::exists(options.effective, exists_error) || read_text(options.effective) != effective))
       throw InputError(options.csv.string(), "",
                        fmt::format("the file was written for another scenario ({} differs or is missing)",
                                    options.effective.filename().string()),
@@ -138,20 +136,24 @@ SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, con
       pos = nl + 1;
       keep = pos;
     }
-    if (keep < text.size()) fs::resize_file(options.csv, keep);
-  } else {
-    fs::create_directories(options.csv.parent_path().empty() ? fs::path(".") : options.csv.parent_path());
-    if (!options.effective.empty()) {
-      const fs::path tmp = options.effective.string() + ".tmp";
-      std::ofstream(tmp, std::ios::binary) << effective;
-      fs::rename(tmp, options.effective);
+    if (keep < text.size()) {
+      std::error_code ec;
+      fs::resize_file(options.csv, keep, ec);
+      if (ec) throw OutputError(fmt::format("cannot cut the partial last row of {}: {}", options.csv.string(), ec.message()));
     }
-    std::ofstream(options.csv, std::ios::binary) << header << '\n';
+  } else {
+    // Both written whole or not at all: a CSV exists only with its header and its scenario beside it.
+    if (!options.effective.empty()) write_file(options.effective, effective);
+    write_file(options.csv, header + "\n");
   }
   outcome.already_done = done;
 
   std::FILE* out = std::fopen(options.csv.string().c_str(), "ab");
-  if (!out) throw InputError(options.csv.string(), "", "cannot append to the file", "check that the folder is writable");
+  if (!out) throw OutputError(fmt::format("cannot append to {}: {}", options.csv.string(), std::strerror(errno)));
+  // Bytes of complete rows: a failed append is cut back to it, so no partial row stays behind.
+  std::error_code size_error;
+  std::uintmax_t good_size = fs::file_size(options.csv, size_error);
+  std::optional<std::string> write_failure;
 
   const unsigned jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
   std::mutex mu;
@@ -167,26 +169,38 @@ SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, con
       const std::size_t p = next.fetch_add(1);
       if (p >= limit || stop) return;
       std::string row = row_prefix(p);
+      // A point that cannot run, for whatever reason, is a row saying why; the sweep goes on.
+      const auto refused = [&](const char* status, const std::string& why) {
+        row += status + std::string(metric_columns.size() - 1, ',') + "," + report::csv_field(why);
+        std::lock_guard lock(mu);
+        ++outcome.refused;
+      };
       try {
         simulation::Simulation sim(scenarios[p]);
         sim.run();
         row += report::csv_metric_values(sim.results(), levels) + ",";
       } catch (const InfeasibleError& e) {
-        row += "infeasible" + std::string(metric_columns.size() - 1, ',') + "," + report::csv_field(e.what());
-        std::lock_guard lock(mu);
-        ++outcome.refused;
+        refused("infeasible", e.what());
       } catch (const InputError& e) {
-        row += "invalid" + std::string(metric_columns.size() - 1, ',') + "," + report::csv_field(e.what());
-        std::lock_guard lock(mu);
-        ++outcome.refused;
+        refused("invalid", e.what());
+      } catch (const std::bad_alloc&) {
+        refused("failed", "out of memory (the point needs more memory than the process may use beside the other jobs; "
+                          "fewer --jobs leave it more)");
+      } catch (const std::exception& e) {
+        refused("failed", fmt::format("internal error: {}", e.what()));
       }
       std::lock_guard lock(mu);
       rows[p] = std::move(row);
       // Commit every row that is ready, in point order.
-      while (committed < limit && rows[committed]) {
-        std::fputs(rows[committed]->c_str(), out);
-        std::fputc('\n', out);
-        std::fflush(out);
+      while (committed < limit && rows[committed] && !write_failure) {
+        const std::string& line = *rows[committed];
+        errno = 0;
+        if (std::fputs(line.c_str(), out) == EOF || std::fputc('\n', out) == EOF || std::fflush(out) != 0) {
+          write_failure = fmt::format("cannot write {}: {}", options.csv.string(), std::strerror(errno ? errno : EIO));
+          stop = true;
+          break;
+        }
+        good_size += line.size() + 1;
         rows[committed].reset();
         ++committed;
         ++outcome.ran;
@@ -202,7 +216,14 @@ SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, con
   std::vector<std::thread> threads;
   for (unsigned j = 0; j < std::min<std::size_t>(jobs, std::max<std::size_t>(1, limit - done)); ++j) threads.emplace_back(worker);
   for (auto& t : threads) t.join();
-  std::fclose(out);
+  if (std::fclose(out) != 0 && !write_failure)
+    write_failure = fmt::format("cannot write {}: {}", options.csv.string(), std::strerror(errno));
+  if (write_failure) {
+    // Cut any partial row (a resume would drop it too, but the file stays a valid CSV).
+    fs::resize_file(options.csv, good_size, size_error);
+    if (options.progress) std::fputc('\n', stderr);
+    throw OutputError(*write_failure);
+  }
   if (options.progress) std::fputc('\n', stderr);
   outcome.stopped_early = committed < points;
   return outcome;
