@@ -164,8 +164,9 @@ calibration::Profile build_profile(const std::vector<Measurements>& inputs, cons
     p.collectives.push_back(std::move(e));
   }
   for (auto& [key, report] : uneven) {
-    auto it = std::find_if(p.collectives.begin(), p.collectives.end(), [&](const CollectiveFit& c) {
-      return std::tie(c.collective, c.ranks, c.nodes) == key;
+    const auto& wanted = key;  // lambdas capture no structured binding in clang 14
+    auto it = std::find_if(p.collectives.begin(), p.collectives.end(), [&wanted](const CollectiveFit& c) {
+      return std::tie(c.collective, c.ranks, c.nodes) == wanted;
     });
     if (it != p.collectives.end()) it->report["uneven_split"] = report;
     else

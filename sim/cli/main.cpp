@@ -18,6 +18,7 @@
 #include "sim/simulation/simulation.hpp"
 #include "sim/strategies/registry.hpp"
 #include "sim/sweep/runner.hpp"
+#include "sim/sweep/validation.hpp"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -82,6 +83,11 @@ std::uint64_t count_flag(const std::string& flag, const std::string& text, std::
   return v;
 }
 
+// Plausibility warnings go to stderr (and into results.json): the run goes on.
+void print_warnings(const std::vector<std::string>& warnings) {
+  for (const auto& w : warnings) std::cerr << "moesim: warning: " << w << "\n";
+}
+
 struct Common {
   fs::path scenario;
   fs::path out;
@@ -119,6 +125,7 @@ Common parse(const std::vector<std::string>& args, bool needs_scenario) {
 int cmd_run(const Common& c) {
   scenario::Loader loader(c.data);
   scenario::Scenario sc = loader.load(c.scenario);
+  print_warnings(sc.warnings);
   const fs::path out = c.out.empty() ? fs::path("out") / sc.name : c.out;
   const std::string out_flag = c.out.empty() ? "--out (default out/NAME)" : "--out";
   const auto t0 = std::chrono::steady_clock::now();
@@ -164,34 +171,15 @@ int cmd_run(const Common& c) {
 
 int cmd_validate(const Common& c) {
   scenario::Loader loader(c.data);
-  const schema::Json resolved = loader.resolve(loader.read_json(c.scenario), c.scenario.string());
-  scenario::Scenario sc = loader.build(resolved, c.scenario.string());
-  simulation::Simulation sim(sc);
-  sim.check();
-  // Every sweep point before saying anything: a value the schema refuses fails validation;
-  // points that a strategy or the memory check refuses are listed, as the sweep records them.
-  std::string points;
-  if (resolved.contains("sweep")) {
-    const auto plan = sweep::plan_sweep(loader, resolved, c.scenario.string());
-    std::size_t refused = 0;
-    for (std::size_t p = 0; p < plan.scenarios.size(); ++p) {
-      try {
-        simulation::Simulation point(plan.scenarios[p]);
-        point.check();
-      } catch (const std::runtime_error& e) {  // InfeasibleError or InputError
-        ++refused;
-        points += fmt::format("  sweep point {} would be refused: {}\n", p, e.what());
-      }
-    }
-    points += fmt::format("  sweep: {} points, {} can run, {} would be refused\n", plan.scenarios.size(),
-                          plan.scenarios.size() - refused, refused);
-  }
-  double peak = 0;
-  for (const auto& f : sim.memory()) peak = std::max(peak, f.total());
+  const sweep::Validation v = sweep::validate(loader, loader.read_json(c.scenario), c.scenario.string());
+  print_warnings(v.warnings);
   std::cout << fmt::format("{}: valid ({} on {} GPUs, {}, {} iteration(s); peak GPU memory {}, task program about {})\n",
-                           c.scenario.string(), sc.strategy->name, sc.gpu_count(), sc.model.name, sc.training.iterations,
-                           format_bytes(peak), format_bytes(sim.host_memory_estimate()))
-            << points;
+                           c.scenario.string(), v.strategy, v.gpus, v.model, v.iterations, format_bytes(v.peak_gpu_bytes),
+                           format_bytes(v.host_bytes));
+  for (const auto& r : v.refused) std::cout << "  " << r << "\n";
+  if (v.points)
+    std::cout << fmt::format("  sweep: {} points, {} can run, {} would be refused\n", v.points, v.points - v.refused.size(),
+                             v.refused.size());
   return 0;
 }
 
@@ -199,6 +187,7 @@ int cmd_sweep(const Common& c) {
   scenario::Loader loader(c.data);
   const schema::Json resolved = loader.resolve(loader.read_json(c.scenario), c.scenario.string());
   const scenario::Scenario base = loader.build(resolved, c.scenario.string());
+  print_warnings(base.warnings);
   const fs::path out = c.out.empty() ? fs::path("out") / base.name : c.out;
   sweep::SweepOptions opt;
   opt.csv = out / "results.csv";

@@ -31,6 +31,7 @@ struct GpuSpec {
   bool flash_attention = true;
   Bandwidth host_bandwidth{16e9};
   Time host_latency = 2 * kMicrosecond;
+  Bandwidth nvlink{};  // per direction; 0: no NVLink (plausibility checks only)
   std::string source;
 
   double peak(Dtype d) const { return peak_flops[static_cast<std::size_t>(d)]; }

@@ -145,6 +145,7 @@ Json skeleton(const Results& r) {
   Json j;
   j["moesim"] = {{"version", "0.1.0"}, {"results_format", 1}};
   j["scenario"] = r.scenario;
+  j["warnings"] = r.warnings;
   Json strategy = {{"name", r.strategy}};
   strategy.update(r.strategy_details);
   if (!r.alternatives.empty()) {

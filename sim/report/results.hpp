@@ -45,6 +45,7 @@ struct EngineStats {
 
 struct Results {
   std::string scenario, model, strategy;
+  std::vector<std::string> warnings;  // the scenario's plausibility warnings
   schema::Json strategy_details;  // the strategy's own description (resolved options, choices)
   std::vector<AlternativeResult> alternatives;
   std::uint32_t gpus = 0;

@@ -8,6 +8,7 @@
 
 #include "sim/core/error.hpp"
 #include "sim/core/json_input.hpp"
+#include "sim/scenario/plausibility.hpp"
 #include "sim/scenario/scenario_schema.hpp"
 
 namespace moesim::scenario {
@@ -109,6 +110,7 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g) {
     s.host_bandwidth = schema::as_bandwidth(g.at("host_link").at("bandwidth"));
     s.host_latency = schema::as_time(g.at("host_link").at("latency"));
   }
+  if (g.contains("nvlink")) s.nvlink = schema::as_bandwidth(g.at("nvlink"));
   if (g.contains("source")) s.source = g.at("source").get<std::string>();
   return s;
 }
@@ -357,6 +359,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   doc["strategy"] = s.strategy_options;
   // Re-validating puts every key in schema order, so an effective scenario rebuilds identically.
   s.effective = schema::validate(scenario_schema(), doc, file);
+  s.warnings = plausibility_warnings(s);
   return s;
 }
 

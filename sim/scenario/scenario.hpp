@@ -38,6 +38,7 @@ struct Scenario {
   const strategies::StrategyInfo* strategy = nullptr;
   schema::Json strategy_options;
   std::shared_ptr<const calibration::Profile> calibration;  // null: defaults only
+  std::vector<std::string> warnings;  // plausibility (scenario/plausibility.hpp): "FILE: PATH: problem; hint"
 
   cluster::Topology topology() const { return cluster::Topology(levels, kinds, kind_of_gpu, hosts); }
   std::uint64_t gpu_count() const;

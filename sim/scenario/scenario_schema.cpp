@@ -24,6 +24,9 @@ NodePtr gpu_schema() {
       optional("host_link", object({required("bandwidth", bandwidth(), "per direction, e.g. \"32GB/s\""),
                                     required("latency", time(), "e.g. \"2us\"")}),
                nullptr, "the PCIe link to the host"),
+      optional("nvlink", bandwidth(), nullptr,
+               "the GPU's NVLink bandwidth per direction (datasheet total / 2), e.g. \"450GB/s\"; used to catch an "
+               "NVLink level written in Gbps"),
       optional("source", string(), nullptr, "where the figures come from"),
   });
   return s;

@@ -109,8 +109,12 @@ sc::Json bind_collectives(const calibration::Profile& profile, const cluster::To
     }
   }
   std::vector<std::pair<std::size_t, const Placed*>> bound;  // used entry → where it sits
-  for (const auto& [key, p] : chosen) {
-    const auto [kind, level] = key;
+  for (const auto& entry : chosen) {
+    // Named copies, not structured bindings: lambdas may not capture those before C++20 P1091
+    // (clang 14, which builds the sanitize preset).
+    const Placed& p = entry.second;
+    const auto kind = entry.first.first;
+    const auto level = entry.first.second;
     // Probe the algorithm: steps a (α = 1 us) and bytes per step on the level (β = 1 ps/B).
     const auto probe = [&](network::AlphaBeta ab, double size) {
       std::vector<network::AlphaBeta> levels(topo.tier_count());

@@ -193,6 +193,7 @@ void Simulation::run(const RunOptions& options) {
 void Simulation::collect(const report::Metrics& metrics, const std::vector<report::IterationResult>& iterations) {
   report::Results& r = results_;
   r.scenario = scenario_.name;
+  r.warnings = scenario_.warnings;
   r.model = scenario_.model.name;
   r.strategy = strategy_->name();
   r.gpus = topology_.gpu_count();

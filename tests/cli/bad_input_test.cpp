@@ -2,6 +2,7 @@
 // the JSON path and the fix, and writes nothing at all (no --out folder, no out/ in the current
 // folder, no temporary files).
 #include <regex>
+#include <sys/stat.h>
 
 #include "cli_test_support.hpp"
 
@@ -467,6 +468,155 @@ TEST_F(BadInput, SweepWithoutSweepBlock) {
   EXPECT_NE(r.err.find("$.sweep"), std::string::npos) << describe(r);
   EXPECT_NE(r.err.find("moesim run"), std::string::npos) << describe(r);
   EXPECT_FALSE(fs::exists(out));
+}
+
+
+// --- Limits: what a careless or hostile file must not get past. ---
+
+// JSON nested 10^5 deep once crashed the recursive walks after the parser; it is refused before.
+TEST_F(BadInput, JsonNestedTooDeep) {
+  const std::string text = "{\"name\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  expect_rejected_by_run_and_validate("deep.json", text, {"nested more than 64 levels", "line 1, column 73"});
+}
+
+// A number past a double was the library's "[json.exception.out_of_range.406]" with exit 1.
+TEST_F(BadInput, NumberPastADouble) {
+  const std::string err = expect_rejected_by_run_and_validate("huge.json", "{\n  \"name\": \"q\",\n  \"seed\": 1e400\n}\n",
+                                                              {"a number too large for a double at line 3, column 11"});
+  EXPECT_EQ(err.find("json.exception"), std::string::npos) << err;
+}
+
+// Integers that a 32-bit cast would wrap (2^32 + 2 DCs ran as 2) are refused at their path.
+TEST_F(BadInput, IntegersThatWouldWrap) {
+  OrderedJson doc = quickstart();
+  doc["cluster"] = OrderedJson::parse(kTwoNodes);
+  doc["cluster"]["levels"][0]["count"] = 4294967298ULL;
+  expect_rejected_by_run_and_validate("count.json", doc.dump(2), {"$.cluster.levels[0].count", "4294967298 is out of range"});
+  fs::remove(work_ / "count.json");
+  doc = quickstart();
+  doc["model"] = OrderedJson{{"preset", "gpt-medium-moe"}, {"experts", 4294967328ULL}};
+  expect_rejected_by_run_and_validate("experts.json", doc.dump(2), {"$.model.experts", "out of range"});
+  fs::remove(work_ / "experts.json");
+  // sequence_length 2^31 ran and printed a negative throughput.
+  doc = quickstart();
+  doc["training"]["sequence_length"] = 2147483648ULL;
+  expect_rejected_by_run_and_validate("seq.json", doc.dump(2), {"$.training.sequence_length", "out of range"});
+}
+
+// Level counts whose product passes 2^64 once wrapped; the product is checked level by level and
+// the message names the level where it passes 16.7M GPUs.
+TEST_F(BadInput, GpuCountProductOverflow) {
+  OrderedJson doc = quickstart();
+  doc["cluster"] = OrderedJson::parse(R"({"gpu": "h100-sxm5-80gb", "levels": [
+      {"name": "a", "count": 16777216, "bandwidth": "1Gbps", "latency": "5us"},
+      {"name": "b", "count": 16777216, "bandwidth": "1Gbps", "latency": "5us"},
+      {"name": "c", "count": 16777216, "bandwidth": "1Gbps", "latency": "5us"},
+      {"name": "gpu", "count": 16777216, "bandwidth": "450GB/s", "latency": "2us"}]})");
+  expect_rejected_by_run_and_validate("product.json", doc.dump(2), {"$.cluster.levels[1].count", "more than moesim simulates"});
+}
+
+// "1bps" aborted on "event scheduled in the past"; links under 1 Mbps and latencies over a day are
+// refused where they are written.
+TEST_F(BadInput, DurationsPastTheClock) {
+  OrderedJson doc = quickstart();
+  doc["cluster"] = OrderedJson::parse(kTwoNodes);
+  doc["cluster"]["levels"][0]["bandwidth"] = "1bps";
+  expect_rejected_by_run_and_validate("slow.json", doc.dump(2), {"$.cluster.levels[0].bandwidth", ">= \"0.001Gbps\""});
+  fs::remove(work_ / "slow.json");
+  doc["cluster"]["levels"][0]["bandwidth"] = "400Gbps";
+  doc["cluster"]["levels"][0]["latency"] = "1e30s";
+  expect_rejected_by_run_and_validate("late.json", doc.dump(2), {"$.cluster.levels[0].latency", "out of range"});
+}
+
+// --- Paths: the name is a file name; presets are names; inputs are regular files. ---
+
+TEST_F(BadInput, NameThatWouldLeaveTheOutputFolder) {
+  OrderedJson doc = quickstart();
+  for (const std::string name : {"../../x", "/tmp/abs", "a/b", ".."}) {
+    doc["name"] = name;
+    // Without --out: the default out/NAME must not become a path outside out/.
+    const fs::path file = scenario("escape.json", doc.dump(2));
+    const Result r = moesim({"run", file.string(), "--quiet"});
+    EXPECT_EQ(r.code, 2) << describe(r);
+    EXPECT_NE(r.err.find("$.name"), std::string::npos) << describe(r);
+    EXPECT_NE(r.err.find("is not a file name"), std::string::npos) << describe(r);
+    EXPECT_EQ(listing(work_), std::set<std::string>{"escape.json"}) << describe(r);
+    EXPECT_EQ(listing(root_), (std::set<std::string>{"cap", "work"})) << describe(r);
+  }
+}
+
+// A 5000-character string where a preset is named was a "File name too long" filesystem error.
+TEST_F(BadInput, PresetNameThatIsNotAName) {
+  OrderedJson doc = quickstart();
+  doc["cluster"] = std::string(5000, 'x');
+  expect_rejected_by_run_and_validate("long.json", doc.dump(2), {"$.cluster.preset", "is not a preset name"});
+  fs::remove(work_ / "long.json");
+  doc = quickstart();
+  doc["model"] = "../topologies/dgx-h100";
+  expect_rejected_by_run_and_validate("up.json", doc.dump(2), {"$.model.preset", "is not a preset name"});
+}
+
+// A folder, a FIFO (which blocked) and /dev/zero (which exhausted memory) as the scenario.
+TEST_F(BadInput, InputsThatAreNotRegularFiles) {
+  const fs::path fifo = root_ / "fifo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::vector<std::pair<fs::path, std::string>> cases{
+      {root_ / "cap", "is a folder"}, {fifo, "is a FIFO (named pipe)"}, {"/dev/zero", "is a character device"}};
+  for (const auto& [input, problem] : cases) {
+    for (const std::string command : {"run", "validate", "sweep"}) {
+      const Result r = moesim({command, input.string(), "--quiet"});
+      EXPECT_EQ(r.code, 2) << describe(r);
+      EXPECT_EQ(r.err, fmt::format("moesim: error: {}: {}, not a regular file; give the path of a file (moesim reads "
+                                   "regular files only)\n",
+                                   input.string(), problem))
+          << describe(r);
+      EXPECT_TRUE(listing(work_).empty()) << describe(r);
+    }
+  }
+}
+
+// --- Command-line flags ---
+
+// An --out that is a file, under a file, or under /proc exits 2 before anything runs.
+TEST_F(BadInput, OutThatCannotBeWritten) {
+  const fs::path file = root_ / "a-file";
+  write_text(file, "x");
+  const std::vector<std::pair<fs::path, std::string>> cases{{file, "exists and is not a folder"},
+                                                           {file / "sub", "cannot create the folder: Not a directory"},
+                                                           {"/proc/moesim-out", "cannot create the folder"}};
+  for (const auto& [out, problem] : cases) {
+    for (const std::string command : {"run", "sweep"}) {
+      const fs::path scenario_file = command == "run" ? kQuickstart : kSourceDir / "scenarios" / "sweep-interdc.json";
+      const Result r = moesim({command, scenario_file.string(), "--out", out.string()});
+      EXPECT_EQ(r.code, 2) << describe(r);
+      EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
+      EXPECT_EQ(r.err.rfind(fmt::format("moesim: error: --out: {}: {}", out.string(), problem), 0), 0u) << describe(r);
+      EXPECT_EQ(read_text(file), "x");
+      EXPECT_TRUE(listing(work_).empty()) << describe(r);
+    }
+  }
+}
+
+TEST_F(BadInput, JobsMustBeAPositiveCount) {
+  for (const std::string jobs : {"-1", "0", "99999999999", "two", ""}) {
+    const Result r = moesim({"sweep", (kSourceDir / "scenarios" / "sweep-interdc.json").string(), "--jobs", jobs, "--out",
+                             (root_ / "out").string()});
+    EXPECT_EQ(r.code, 2) << describe(r);
+    EXPECT_NE(r.err.find("--jobs"), std::string::npos) << describe(r);
+    EXPECT_FALSE(fs::exists(root_ / "out")) << describe(r);
+  }
+}
+
+// A grid of 10 axes x 1000 values died of std::bad_alloc; the size is checked as the axes are read.
+TEST_F(BadInput, SweepGridTooLarge) {
+  OrderedJson doc = quickstart();
+  OrderedJson values = OrderedJson::array();
+  for (int v = 1; v <= 1000; ++v) values.push_back(v);
+  doc["sweep"]["axes"] = OrderedJson::array();
+  for (const char* path : {"seed", "training.iterations"}) doc["sweep"]["axes"].push_back({{"path", path}, {"values", values}});
+  // 1000 x 1000 = 10^6 points, over the 100000 a sweep runs: refused at the second axis.
+  expect_rejected("sweep", "grid.json", doc.dump(2), {"$.sweep.axes[1].values", "1000000 points"});
+  expect_rejected("validate", "grid.json", doc.dump(2), {"$.sweep.axes[1].values", "1000000 points"});
 }
 
 }  // namespace

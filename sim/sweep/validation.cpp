@@ -1,0 +1,44 @@
+#include "sim/sweep/validation.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "sim/simulation/simulation.hpp"
+#include "sim/sweep/runner.hpp"
+
+namespace moesim::sweep {
+
+Validation validate(const scenario::Loader& loader, const schema::Json& raw, const std::string& file) {
+  const schema::Json resolved = loader.resolve(raw, file);
+  scenario::Scenario sc = loader.build(resolved, file);
+  Validation v;
+  v.strategy = sc.strategy->name;
+  v.model = sc.model.name;
+  v.gpus = sc.gpu_count();
+  v.iterations = sc.training.iterations;
+  v.warnings = sc.warnings;
+  const auto add_warnings = [&](const std::vector<std::string>& ws) {
+    for (const auto& w : ws)
+      if (std::find(v.warnings.begin(), v.warnings.end(), w) == v.warnings.end()) v.warnings.push_back(w);
+  };
+  simulation::Simulation sim(std::move(sc));
+  sim.check();
+  for (const auto& f : sim.memory()) v.peak_gpu_bytes = std::max(v.peak_gpu_bytes, f.total());
+  v.host_bytes = sim.host_memory_estimate();
+  if (resolved.contains("sweep")) {
+    const auto plan = plan_sweep(loader, resolved, file);
+    v.points = plan.scenarios.size();
+    for (std::size_t p = 0; p < plan.scenarios.size(); ++p) {
+      add_warnings(plan.scenarios[p].warnings);
+      try {
+        simulation::Simulation point(plan.scenarios[p]);
+        point.check();
+      } catch (const std::runtime_error& e) {  // InfeasibleError or InputError
+        v.refused.push_back(fmt::format("sweep point {} would be refused: {}", p, e.what()));
+      }
+    }
+  }
+  return v;
+}
+
+}  // namespace moesim::sweep

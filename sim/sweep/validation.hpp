@@ -1,0 +1,29 @@
+// `moesim validate`: every check a run or a sweep makes before it starts, nothing run or written.
+// The scenario is loaded, its presets expanded and built, the strategy's constraints and the
+// memory checks applied; with a sweep block, every grid point is built and checked the same way
+// (a value the schema refuses fails validation; a point a strategy or the memory check refuses is
+// listed, as the sweep would record it). The CLI and the fuzzing harness share it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/scenario/scenario.hpp"
+
+namespace moesim::sweep {
+
+struct Validation {
+  std::string strategy, model;
+  std::uint64_t gpus = 0;
+  int iterations = 0;
+  double peak_gpu_bytes = 0;     // the fullest GPU's memory
+  double host_bytes = 0;         // the task program's estimate on this machine
+  std::size_t points = 0;        // sweep points (0: no sweep block)
+  std::vector<std::string> refused;  // "sweep point P would be refused: why"
+  std::vector<std::string> warnings;  // plausibility, of the scenario and (once each) of its points
+};
+
+// Throws InputError or InfeasibleError for the scenario itself.
+Validation validate(const scenario::Loader& loader, const schema::Json& raw, const std::string& file);
+
+}  // namespace moesim::sweep
