@@ -128,6 +128,12 @@ Measurements read_gemm_table_csv(const std::string& text, const std::string& fil
       if (row[v.index].empty()) continue;  // not measured in this dtype
       const double x = positive(v.index);
       const double seconds = v.seconds_per_unit > 0 ? x * v.seconds_per_unit : 2 * gm * gn * gk / x;
+      // A GeMM between a picosecond and a day: past either, the cell is not a measurement (1e-300
+      // FLOP/s, a shape of 1e300).
+      if (!(seconds >= 1e-12 && seconds <= 86400))
+        throw InputError(file, fmt::format("line {}, column {} ({})", line_no, v.index + 1, header[v.index]),
+                         fmt::format("`{}` makes the {}x{}x{} GeMM take {:.3g} s", row[v.index], gm, gn, gk, seconds),
+                         "give the measured FLOP/s or time of the row's shape (a GeMM takes between 1 ps and 1 day)");
       m.gemm.push_back({v.dtype, gm, gn, gk, seconds, "", fmt::format("line {}", line_no)});
     }
   }

@@ -116,7 +116,8 @@ calibration::Profile build_profile(const std::vector<Measurements>& inputs, cons
   // The GPU the inputs agree on (compute tables apply to that GPU kind only).
   std::string gpu;
   for (const auto& m : inputs) {
-    const std::string g = m.provenance.is_object() ? m.provenance.value("gpu", std::string()) : std::string();
+    const bool named = m.provenance.is_object() && m.provenance.contains("gpu") && m.provenance.at("gpu").is_string();
+    const std::string g = named ? m.provenance.at("gpu").get<std::string>() : std::string();
     if (!g.empty()) gpu = gpu.empty() || gpu == g ? g : "mixed";
   }
   if (!gpu.empty() && gpu != "mixed") p.provenance["gpu"] = gpu;

@@ -24,12 +24,15 @@ sc::NodePtr fit_error_fields() {
 
 }  // namespace
 
+// β at most 1e-5 s per byte (100 KB/s): the slowest link a scenario may have is 1 Mbps (125 KB/s).
+constexpr double kMaxBeta = 1e-5;
+
 const sc::NodePtr& profile_schema() {
   static const sc::NodePtr segment = sc::object({
       sc::required("from_bytes", sc::number(0), "smallest size (nccl-tests `size`) this piece covers"),
       sc::optional("to_bytes", sc::number(0), nullptr, "first size past this piece (absent: no upper end)"),
       sc::required("alpha", sc::time(), "start-up time α of α + β·size"),
-      sc::required("beta_s_per_byte", sc::number(0), "β of α + β·size, seconds per byte"),
+      sc::required("beta_s_per_byte", sc::number(0, kMaxBeta), "β of α + β·size, seconds per byte"),
       sc::optional("points", sc::integer(0), nullptr, "measurements the piece was fitted to"),
       sc::optional("rms_relative_error", sc::number(0), nullptr, "root mean square of (fit − t)/t"),
       sc::optional("max_relative_error", sc::number(0), nullptr, "largest |fit − t|/t"),
@@ -41,7 +44,7 @@ const sc::NodePtr& profile_schema() {
       sc::optional("ranks", sc::integer(2), nullptr, "GPUs in the measured group"),
       sc::optional("nodes", sc::integer(1), nullptr, "nodes the group spans"),
       sc::optional("alpha", sc::time(), nullptr, "start-up time α of α + β·size (one line for all sizes)"),
-      sc::optional("beta_s_per_byte", sc::number(0), nullptr, "β of α + β·size in seconds per byte"),
+      sc::optional("beta_s_per_byte", sc::number(0, kMaxBeta), nullptr, "β of α + β·size in seconds per byte"),
       sc::optional("segments", sc::array_of(segment, 1), nullptr, "α-β pieces over size ranges, in order"),
       sc::optional("fit", sc::any(), nullptr, "the fitter's report: source, sizes, splits, dropped outliers"),
       sc::optional("note", sc::string(), nullptr, "how the value was obtained"),

@@ -7,6 +7,7 @@
 
 #include "calibrate/fit/nccl_tests_log.hpp"
 #include "calibrate/fit/profile_builder.hpp"
+#include "sim/core/error.hpp"
 #include "sim/core/output_file.hpp"
 #include "sim/cluster/gpu_spec.hpp"
 #include "sim/core/units.hpp"
@@ -70,6 +71,9 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   po::notify(vm);
   if (inputs.empty()) throw po::error("calibrate fit: give at least one measurements JSON or nccl-tests log");
   if (out.empty()) throw po::error("calibrate fit: give --out PROFILE.json");
+  std::error_code ec;
+  if (std::filesystem::is_directory(out, ec))
+    throw InputError("--out", out, "is a folder", "give the profile's file name, e.g. --out calibrations/mine.json");
   if (vm.count("gpus-per-node") && gpus_per_node < 1) throw po::error("--gpus-per-node must be at least 1");
 
   calibrate::NcclTestsOptions log_options;
@@ -93,6 +97,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   build.name = name.empty() ? std::filesystem::path(out).stem().string() : name;
   calibration::Profile profile = calibrate::build_profile(measured, build);
   if (!gpu.empty()) profile.provenance["gpu"] = gpu;
+  const auto folder = std::filesystem::path(out).parent_path();
+  prepare_output_folder(folder.empty() ? std::filesystem::path(".") : folder, "--out");
   write_file(out, calibration::profile_to_json(profile).dump(2) + "\n");
   if (!quiet) print_summary(profile, out);
   return 0;

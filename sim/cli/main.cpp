@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
 #include <optional>
@@ -88,6 +89,20 @@ void print_warnings(const std::vector<std::string>& warnings) {
   for (const auto& w : warnings) std::cerr << "moesim: warning: " << w << "\n";
 }
 
+// "iteration 3/10, 1.2M of 4.5M tasks, 350k tasks/s, simulated 2.41 s, about 12 s left"
+std::string progress_line(const simulation::Progress& p) {
+  const auto count = [](double n) {
+    return n >= 1e6 ? fmt::format("{:.1f}M", n / 1e6) : n >= 1e3 ? fmt::format("{:.0f}k", n / 1e3) : fmt::format("{:.0f}", n);
+  };
+  const double rate = p.wall_seconds > 0 ? static_cast<double>(p.tasks_done) / p.wall_seconds : 0;
+  // Tasks the whole run will have: those written, scaled by the iterations not written yet.
+  const double total = p.iterations_written > 0 ? static_cast<double>(p.tasks_written) * p.iterations / p.iterations_written : 0;
+  const std::string left = rate > 0 && total > 0 ? fmt::format(", about {:.0f} s left", (total - p.tasks_done) / rate) : "";
+  return fmt::format("moesim: iteration {}/{}, {} of {} tasks, {} tasks/s, simulated {}{}", std::min(p.iterations_done + 1, p.iterations),
+                     p.iterations, count(static_cast<double>(p.tasks_done)), count(total), count(rate),
+                     format_time(p.simulated), left);
+}
+
 struct Common {
   fs::path scenario;
   fs::path out;
@@ -153,7 +168,18 @@ int cmd_run(const Common& c) {
   simulation::RunOptions options;
   options.trace = c.trace;
   options.trace_gpus = traced;
+  // Progress on stderr when a person watches it (a terminal), never in a pipe or a log.
+  bool shown = false;
+  if (isatty(STDERR_FILENO) && !c.quiet) {
+    if (const char* every = std::getenv("MOESIM_PROGRESS_SECONDS"); every && std::atof(every) > 0)
+      options.progress_seconds = std::atof(every);
+    options.progress = [&](const simulation::Progress& p) {
+      shown = true;
+      std::cerr << "\r" << progress_line(p) << "   " << std::flush;
+    };
+  }
   sim.run(options);
+  if (shown) std::cerr << "\n";
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Everything succeeded: now write, results.json last (its presence says the run is complete).
   if (c.trace) write_file(out / "trace.json", [&](std::ostream& o) { sim.write_trace(o); });
@@ -241,7 +267,8 @@ int main(int argc, char** argv) {
     if (command == "sweep") return cmd_sweep(parse(args, true));
     if (command == "presets") return cmd_presets(parse(args, false));
     if (command == "calibrate") return cli::cmd_calibrate(args);
-    std::cerr << "moesim: unknown command \"" << command << "\"\n" << kUsage;
+    std::cerr << "moesim: error: unknown command \"" << command
+              << "\"; use run, validate, sweep, presets or calibrate (`moesim --help` shows the usage)\n";
     return 2;
   } catch (const InputError& e) {
     std::cerr << "moesim: error: " << e.what() << "\n";
@@ -250,7 +277,8 @@ int main(int argc, char** argv) {
     std::cerr << "moesim: cannot run: " << e.what() << "\n";
     return 2;
   } catch (const po::error& e) {
-    std::cerr << "moesim: " << e.what() << "\n" << kUsage;
+    // One line, as every bad input: the usage is `moesim --help`.
+    std::cerr << "moesim: error: " << e.what() << "; `moesim --help` shows the usage\n";
     return 2;
   } catch (const OutputError& e) {
     std::cerr << "moesim: error: " << e.what() << "\n";

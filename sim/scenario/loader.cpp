@@ -168,9 +168,11 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
     }
     s.levels.push_back(level);
     // Checked level by level: every count is below 2^31, so the product cannot wrap before it is refused.
-    if (s.gpu_count() > (1ULL << 24))
+    // 2^20 GPUs: the largest clusters built have a few hundred thousand, and validating 2^20 takes
+    // seconds (the per-GPU tables of the topology and the memory check), 2^23 half a minute.
+    if (s.gpu_count() > (1ULL << 20))
       throw InputError(file, fmt::format("$.cluster.levels[{}].count", s.levels.size() - 1),
-                       fmt::format("the levels up to {} make {} GPUs, more than moesim simulates (16.7M)", level.name,
+                       fmt::format("the levels up to {} make {} GPUs, more than moesim simulates (1,048,576)", level.name,
                                    s.gpu_count()),
                        "reduce the level counts");
   }
@@ -333,6 +335,9 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
     fs::path path = name.is_absolute() ? name : data_dir_ / name;
     std::error_code ec;
     if (!name.is_absolute() && !fs::exists(path, ec)) path = fs::path(file).parent_path() / name;
+    if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+      throw InputError(file, "$.calibration", fmt::format("{} is not a file", path.string()),
+                       "name a calibration profile, e.g. \"calibrations/parm-testbed-a.json\"");
     if (!fs::exists(path, ec))
       throw InputError(file, "$.calibration", fmt::format("no calibration profile {}", name.string()),
                        fmt::format("give a path under {} or next to the scenario (e.g. \"calibrations/parm-testbed-a.json\")",
@@ -360,6 +365,8 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   // Re-validating puts every key in schema order, so an effective scenario rebuilds identically.
   s.effective = schema::validate(scenario_schema(), doc, file);
   s.warnings = plausibility_warnings(s);
+  if (s.calibration)
+    if (auto w = profile_gpu_warning(s, *s.calibration)) s.warnings.push_back(*w);
   return s;
 }
 

@@ -1,8 +1,10 @@
 #include "sim/scenario/plausibility.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace moesim::scenario {
 
@@ -94,6 +96,40 @@ std::vector<std::string> plausibility_warnings(const Scenario& s) {
     below *= lv.count;
   }
   return out;
+}
+
+std::optional<std::string> profile_gpu_warning(const Scenario& s, const calibration::Profile& profile) {
+  if (!profile.provenance.is_object() || !profile.provenance.contains("gpu") || !profile.provenance.at("gpu").is_string())
+    return std::nullopt;
+  const std::string measured = profile.provenance.at("gpu").get<std::string>();
+  const auto lower = [](std::string t) {
+    for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return t;
+  };
+  // The model: the first word with a digit ("NVIDIA H100 80GB HBM3" → "h100", "GeForce RTX 4090" → "4090").
+  std::string model;
+  std::string word;
+  for (const char c : lower(measured) + " ") {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      word += c;
+      continue;
+    }
+    if (std::any_of(word.begin(), word.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
+      model = word;
+      break;
+    }
+    word.clear();
+  }
+  if (model.empty()) return std::nullopt;
+  std::vector<std::string> kinds;
+  for (const auto& k : s.kinds) {
+    if (lower(k.key).find(model) != std::string::npos || lower(k.name).find(model) != std::string::npos) return std::nullopt;
+    kinds.push_back(k.key);
+  }
+  return fmt::format("{}: $.calibration: profile {} was measured on {}, but the cluster's GPUs are {}; its collective fits "
+                     "and GeMM tables describe other hardware",
+                     s.file, profile.name, measured, fmt::join(kinds, ", ")) +
+         "; calibrate on this cluster's GPUs (`moesim calibrate fit`), or use a profile of the same GPU";
 }
 
 }  // namespace moesim::scenario

@@ -11,13 +11,20 @@
 // when a GPU level written in bits per second reads, as bytes, exactly the NVLink figure of its GPU.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "sim/calibration/profile.hpp"
 #include "sim/scenario/scenario.hpp"
 
 namespace moesim::scenario {
 
 std::vector<std::string> plausibility_warnings(const Scenario& s);
+
+// A calibration profile measured on another GPU than the cluster's (its provenance.gpu, e.g.
+// "NVIDIA B200", names a model, "b200", that no GPU kind of the cluster has in its key or name):
+// its collective fits and GeMM tables describe other hardware.
+std::optional<std::string> profile_gpu_warning(const Scenario& s, const calibration::Profile& profile);
 
 }  // namespace moesim::scenario

@@ -35,7 +35,7 @@ NodePtr gpu_schema() {
 NodePtr cluster_schema() {
   static const NodePtr level = object({
       required("name", string(), "a name for the level, e.g. \"dc\", \"node\", \"gpu\""),
-      required("count", integer(1, 1 << 24), "workers of this level inside one worker of the level above"),
+      required("count", integer(1, 1 << 20), "workers of this level inside one worker of the level above"),
       optional("fabric", enumeration({"switch", "full_mesh", "ring"}), "switch", "how the level's workers are joined"),
       required("bandwidth", bandwidth(), "per-worker link bandwidth, e.g. \"10Gbps\" or \"450GB/s\""),
       required("latency", time(), "one-way GPU-to-GPU latency across this level, e.g. \"5us\""),

@@ -139,7 +139,7 @@ sc::Json bind_collectives(const calibration::Profile& profile, const cluster::To
       pieces.push_back(piece);
       segs.push_back({{"from_size_bytes", s.from_bytes},
                       {"alpha_per_step_us", time_to_seconds(piece.value.alpha) * 1e6},
-                      {"bandwidth_per_step_GBps", piece.value.beta > 0 ? 1e3 / piece.value.beta : 0.0}});
+                      {"bandwidth_per_step_GBps", std::isfinite(1e3 / piece.value.beta) ? 1e3 / piece.value.beta : 0.0}});
     }
     params.override_for(kind, level, std::move(pieces));
     bound.emplace_back(used.size(), &p);

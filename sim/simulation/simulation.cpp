@@ -1,6 +1,7 @@
 #include "sim/simulation/simulation.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -22,8 +23,11 @@ class IterationWatch final : public engine::TaskObserver {
     started_ = std::max(started_, static_cast<int>(t.label.iteration));
   }
   void on_finish(const engine::Engine&, engine::TaskId, const engine::Task& t, Time) override {
-    if (--open_[t.label.iteration] == 0) end_[t.label.iteration] = t.end;
+    ++finished_tasks_;
+    if (--open_[t.label.iteration] == 0) end_[t.label.iteration] = t.end, ++finished_iterations_;
   }
+  std::uint64_t finished_tasks() const { return finished_tasks_; }
+  int finished_iterations() const { return finished_iterations_; }
   // Tasks written for `iteration` (none of them can have finished yet).
   void written(int iteration, std::uint64_t tasks) { open_[iteration] += static_cast<std::int64_t>(tasks); }
   int started() const { return started_; }
@@ -38,6 +42,40 @@ class IterationWatch final : public engine::TaskObserver {
   std::vector<std::int64_t> open_;
   std::vector<Time> end_;
   int started_ = -1;
+  std::uint64_t finished_tasks_ = 0;
+  int finished_iterations_ = 0;
+};
+
+// Calls RunOptions::progress every progress_seconds of wall time: polled from the engine's stop
+// condition, reading the clock once every 4096 events.
+class ProgressReporter {
+ public:
+  ProgressReporter(const RunOptions& options, const engine::Engine& engine, const IterationWatch& watch, int iterations)
+      : options_(options), engine_(engine), watch_(watch), started_(std::chrono::steady_clock::now()), last_(started_) {
+    progress_.iterations = iterations;
+  }
+  bool enabled() const { return static_cast<bool>(options_.progress); }
+  void written(int iterations) { progress_.iterations_written = iterations; }
+  void poll() {
+    if ((++polls_ & 4095) != 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (std::chrono::duration<double>(now - last_).count() < options_.progress_seconds) return;
+    last_ = now;
+    progress_.iterations_done = watch_.finished_iterations();
+    progress_.tasks_done = watch_.finished_tasks();
+    progress_.tasks_written = engine_.task_count();
+    progress_.simulated = engine_.now();
+    progress_.wall_seconds = std::chrono::duration<double>(now - started_).count();
+    options_.progress(progress_);
+  }
+
+ private:
+  const RunOptions& options_;
+  const engine::Engine& engine_;
+  const IterationWatch& watch_;
+  std::chrono::steady_clock::time_point started_, last_;
+  std::uint64_t polls_ = 0;
+  Progress progress_;
 };
 
 // Host bytes per task of the tasks_per_iteration() bound held at once: the 64-byte record, its
@@ -155,6 +193,7 @@ void Simulation::run(const RunOptions& options) {
   }
   report::MetricsRecorder metrics(*engine_, iterations);
   IterationWatch watch(*engine_, iterations);
+  ProgressReporter progress(options, *engine_, watch, iterations);
   if (options.trace) trace_ = std::make_unique<report::TraceRecorder>(*engine_, options.trace_gpus);
   if (options.task_log) task_log_ = std::make_unique<engine::TaskLog>(*engine_);
   if (scenario_.network_model == "flow")
@@ -170,6 +209,7 @@ void Simulation::run(const RunOptions& options) {
     const std::uint64_t before = engine_->task_count();
     parallel::IterationOutcome outcome = schedule::write_iteration(builder, ctx, plan, it);
     watch.written(it, engine_->task_count() - before);
+    progress.written(it + 1);
     iteration_results.push_back({0, 0, outcome.routed_copies, outcome.dropped_copies, outcome.tokens});
     state.previous = std::move(outcome);
   };
@@ -177,12 +217,21 @@ void Simulation::run(const RunOptions& options) {
   engine_->begin(*executor_);
   for (int it = 1; it < iterations; ++it) {
     // Iteration it is written when iteration it − 1 starts: its tasks all wait for those.
-    engine_->advance([&] { return watch.started() >= it - 1; });
+    engine_->advance([&] {
+      if (progress.enabled()) progress.poll();
+      return watch.started() >= it - 1;
+    });
     state.finished_times = watch.finished_times();
     plan = strategy_->plan(ctx, it, state);
     write(it);
   }
-  engine_->advance();
+  if (progress.enabled())
+    engine_->advance([&] {
+      progress.poll();
+      return false;
+    });
+  else
+    engine_->advance();
   engine_->finish();
   collect(metrics.result(*engine_), iteration_results);
   run_alternatives();

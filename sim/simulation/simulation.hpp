@@ -5,6 +5,7 @@
 // results as the tasks finish (report/results.hpp).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -20,10 +21,21 @@
 
 namespace moesim::simulation {
 
+// Where a long run stands, reported every RunOptions::progress_seconds of wall time.
+struct Progress {
+  int iterations_done = 0, iterations = 0;
+  int iterations_written = 0;           // the run loop writes iteration i + 1 when i starts
+  std::uint64_t tasks_done = 0, tasks_written = 0;
+  Time simulated = 0;                   // the engine's clock
+  double wall_seconds = 0;              // since run() began
+};
+
 struct RunOptions {
   bool trace = false;             // record tasks for write_trace
   std::vector<bool> trace_gpus;   // per GPU, whether it is traced (empty: all)
   bool task_log = false;          // keep every finished task (task_log(); tests and small runs)
+  std::function<void(const Progress&)> progress;  // none: no progress reports
+  double progress_seconds = 1.0;
 };
 
 class Simulation {

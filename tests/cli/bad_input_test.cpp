@@ -319,7 +319,8 @@ TEST_F(BadInput, UnknownOptionIsUsageError) {
   const Result r = moesim({"run", kQuickstart.string(), "--out", (root_ / "out").string(), "--bogus"});
   EXPECT_EQ(r.code, 2) << describe(r);
   EXPECT_NE(r.err.find("--bogus"), std::string::npos) << describe(r);
-  EXPECT_NE(r.err.find("usage: moesim"), std::string::npos) << describe(r);
+  EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
+  EXPECT_NE(r.err.find("`moesim --help` shows the usage"), std::string::npos) << describe(r);
   EXPECT_FALSE(fs::exists(root_ / "out"));
   EXPECT_TRUE(listing(work_).empty());
 }
@@ -504,14 +505,14 @@ TEST_F(BadInput, IntegersThatWouldWrap) {
 }
 
 // Level counts whose product passes 2^64 once wrapped; the product is checked level by level and
-// the message names the level where it passes 16.7M GPUs.
+// the message names the level where it passes 2^20 GPUs.
 TEST_F(BadInput, GpuCountProductOverflow) {
   OrderedJson doc = quickstart();
   doc["cluster"] = OrderedJson::parse(R"({"gpu": "h100-sxm5-80gb", "levels": [
-      {"name": "a", "count": 16777216, "bandwidth": "1Gbps", "latency": "5us"},
-      {"name": "b", "count": 16777216, "bandwidth": "1Gbps", "latency": "5us"},
-      {"name": "c", "count": 16777216, "bandwidth": "1Gbps", "latency": "5us"},
-      {"name": "gpu", "count": 16777216, "bandwidth": "450GB/s", "latency": "2us"}]})");
+      {"name": "a", "count": 1048576, "bandwidth": "1Gbps", "latency": "5us"},
+      {"name": "b", "count": 1048576, "bandwidth": "1Gbps", "latency": "5us"},
+      {"name": "c", "count": 1048576, "bandwidth": "1Gbps", "latency": "5us"},
+      {"name": "gpu", "count": 1048576, "bandwidth": "450GB/s", "latency": "2us"}]})");
   expect_rejected_by_run_and_validate("product.json", doc.dump(2), {"$.cluster.levels[1].count", "more than moesim simulates"});
 }
 
@@ -617,6 +618,28 @@ TEST_F(BadInput, SweepGridTooLarge) {
   // 1000 x 1000 = 10^6 points, over the 100000 a sweep runs: refused at the second axis.
   expect_rejected("sweep", "grid.json", doc.dump(2), {"$.sweep.axes[1].values", "1000000 points"});
   expect_rejected("validate", "grid.json", doc.dump(2), {"$.sweep.axes[1].values", "1000000 points"});
+}
+
+
+// A plausibility warning does not stop the run: one stderr line, and the same text in results.json.
+TEST_F(BadInput, ImplausibleRateWarnsAndRuns) {
+  OrderedJson doc = quickstart();
+  doc["cluster"] = OrderedJson::parse(kTwoNodes);
+  doc["cluster"]["levels"][1]["bandwidth"] = "450Gbps";
+  const fs::path file = scenario("nvlink.json", doc.dump(2));
+  const fs::path out = root_ / "out";
+  const Result r = moesim({"run", file.string(), "--out", out.string(), "--quiet"});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const std::string expected = file.string() + ": $.cluster.levels[1].bandwidth: \"450Gbps\" is 56.25 GB/s, an eighth of the "
+                               "NVLink of h100-sxm5-80gb";
+  EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
+  EXPECT_EQ(r.err.rfind("moesim: warning: " + expected, 0), 0u) << describe(r);
+  const Json results = Json::parse(read_text(out / "results.json"));
+  ASSERT_EQ(results["warnings"].size(), 1u);
+  EXPECT_EQ(results["warnings"][0].get<std::string>().rfind(expected, 0), 0u);
+  const Result v = moesim({"validate", file.string()});
+  EXPECT_EQ(v.code, 0);
+  EXPECT_EQ(v.err, r.err);
 }
 
 }  // namespace

@@ -104,12 +104,15 @@ class CliTest : public ::testing::Test {
     if (!root_.empty()) fs::remove_all(root_, ec);
   }
 
-  // Runs `moesim ARGS...` from work/, as a user would from a shell.
-  Result moesim(const std::vector<std::string>& args) {
+  // Runs `moesim ARGS...` from work/, as a user would from a shell. `shell` runs first in the same
+  // shell, which then execs moesim: limits (`ulimit -f 4`), ignored signals, or a wrapper
+  // (`exec timeout -s KILL 0.3`).
+  Result moesim(const std::vector<std::string>& args, const std::string& shell = "") {
     const std::size_t n = ++runs_;
     const fs::path out = cap_ / fmt::format("stdout.{}", n);
     const fs::path err = cap_ / fmt::format("stderr.{}", n);
-    std::string cmd = fmt::format("cd {} && {}", shell_quote(work_.string()), shell_quote(kBinary.string()));
+    std::string cmd = fmt::format("cd {} && {} {}", shell_quote(work_.string()), shell.empty() ? "exec" : shell,
+                                  shell_quote(kBinary.string()));
     for (const auto& a : args) cmd += fmt::format(" {}", shell_quote(a));
     cmd += fmt::format(" >{} 2>{} </dev/null", shell_quote(out.string()), shell_quote(err.string()));
     const int status = std::system(cmd.c_str());

@@ -2,6 +2,9 @@
 // uninterrupted run, a run stopped with --stop-after and resumed, and a run resumed after a crash
 // left half a row all give the same results.csv byte for byte; a results.csv of another sweep is
 // refused and left alone; and the values themselves follow the physics (less bandwidth, slower).
+#include <chrono>
+#include <random>
+
 #include "cli_test_support.hpp"
 
 namespace moesim_cli {
@@ -29,10 +32,11 @@ class Sweep : public CliTest {
     return doc;
   }
 
-  Result sweep(const fs::path& out, std::vector<std::string> extra = {}, const fs::path& file = {}) {
+  Result sweep(const fs::path& out, std::vector<std::string> extra = {}, const fs::path& file = {},
+               const std::string& shell = "") {
     std::vector<std::string> args{"sweep", (file.empty() ? file_ : file).string(), "--out", out.string()};
     args.insert(args.end(), extra.begin(), extra.end());
-    return moesim(args);
+    return moesim(args, shell);
   }
 
   // The uninterrupted reference run (--jobs 2): root/A/results.csv.
@@ -172,6 +176,62 @@ TEST_F(Sweep, ResumeAfterCrashMidRow) {
   r = sweep(c, {"--jobs", "2"});
   EXPECT_EQ(r.code, 0) << describe(r);
   EXPECT_EQ(read_text(c / "results.csv"), a);
+}
+
+// SIGKILL at 20 moments spread over the sweep (from before the header to the last rows, seeded):
+// every kill leaves a folder the next run resumes from, and the CSV ends byte-identical.
+TEST_F(Sweep, KilledAtRandomMomentsResumesByteIdentical) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::string a = reference();
+  const double full = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const fs::path k = root_ / "K";
+  std::mt19937 rng(14);
+  std::uniform_real_distribution<double> moment(0.0, 1.2 * full);
+  int killed = 0;
+  for (int i = 0; i < 20; ++i) {
+    const Result r = sweep(k, {"--jobs", "2"}, {}, fmt::format("exec timeout -s KILL {:.3f}", moment(rng)));
+    if (r.code == 128 + 9 || r.code == 137) ++killed;
+    else EXPECT_EQ(r.code, 0) << describe(r);
+    // Whatever the moment, the CSV on disk is a prefix of complete rows (a partial last row at most).
+    if (fs::exists(k / "results.csv")) {
+      const std::string text = read_text(k / "results.csv");
+      EXPECT_EQ(text, a.substr(0, text.size()));
+    }
+    if (r.code == 0) fs::remove_all(k);  // finished: start over, so every round is killed somewhere
+  }
+  EXPECT_GE(killed, 10);
+  const Result r = sweep(k, {"--jobs", "2"});
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(read_text(k / "results.csv"), a);
+}
+
+// A write that fails (here the file-size limit, as a full disk would) exits 1 naming the file; the
+// CSV keeps only complete rows, and a resume without the limit gives the uninterrupted CSV. The
+// limit holds for every file, so the CSV must outgrow the effective scenario: 16 bandwidths x 2.
+TEST_F(Sweep, FailedWriteExitsNonZeroAndResumeIsIdentical) {
+  std::vector<std::string> bandwidths;
+  for (int g = 1; g <= 16; ++g) bandwidths.push_back(fmt::format("{}Gbps", 200 * g));
+  const fs::path file = scenario("long.json", sweep_doc(bandwidths));
+  Result r = sweep(root_ / "A", {"--jobs", "2"}, file);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const std::string a = read_text(root_ / "A" / "results.csv");
+  const auto effective = fs::file_size(root_ / "A" / "scenario.effective.json");
+  // sh's ulimit -f counts 512-byte blocks: room for the effective scenario, not for every row.
+  const std::size_t blocks = (effective + 511) / 512;
+  ASSERT_LT(blocks * 512 + 512, a.size()) << "the limit would not cut the CSV";
+  const fs::path w = root_ / "W";
+  r = sweep(w, {"--jobs", "1"}, file, fmt::format("trap '' XFSZ; ulimit -f {}; exec", blocks));
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_EQ(r.err, fmt::format("moesim: error: cannot write {}: File too large\n", (w / "results.csv").string()))
+      << describe(r);
+  const std::string text = read_text(w / "results.csv");
+  EXPECT_EQ(text, a.substr(0, text.size()));
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+  EXPECT_LT(text.size(), a.size());
+  const Result resumed = sweep(w, {"--jobs", "2"}, file);
+  EXPECT_EQ(resumed.code, 0) << describe(resumed);
+  EXPECT_EQ(read_text(w / "results.csv"), a);
 }
 
 TEST_F(Sweep, ForeignCsvIsRefusedAndLeftAlone) {

@@ -329,6 +329,11 @@ TEST(GemmTableCsv, RefusesWhatItCannotRead) {
   EXPECT_EQ(problem("m,n,k,bf16_flops_per_s\n1,-2,3,5\n"), "line 2, column 2 (n): `-2` is not a positive number");
   EXPECT_EQ(problem("b,m,n,k,bf16_flops_per_s\n2,1,2,3,5\n"), "line 1: no GeMM row with a batch of 1");
   EXPECT_EQ(problem("# only a comment\n"), ": no header row");
+  // 2·256³ FLOP at 1e-300 FLOP/s: 3.36e307 s, no measurement (it once reached the table as inf).
+  EXPECT_EQ(problem("m,n,k,bf16_flops_per_s\n256,256,256,1e-300\n"),
+            "line 2, column 4 (bf16_flops_per_s): `1e-300` makes the 256x256x256 GeMM take 3.36e+307 s");
+  EXPECT_EQ(problem("m,n,k,bf16_flops_per_s\n256,256,256,inf\n"),
+            "line 2, column 4 (bf16_flops_per_s): `inf` is not a positive number");
 }
 
 TEST(GemmTableCsv, HeldOutShapesOfXlasH100Table) {
