@@ -3,7 +3,7 @@ PRESET ?= release
 BUILD := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build run test test-long bench clean
+.PHONY: deps configure build run test test-long test-sanitize fuzz-long bench clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -14,7 +14,9 @@ configure: deps
 build: configure
 	@cmake --build --preset $(PRESET) -j $(JOBS)
 
-run: build
+# Only the simulator: the tests, benchmarks and calibration binaries are not built for a run.
+run: configure
+	@cmake --build --preset $(PRESET) -j $(JOBS) --target moesim
 	$(BUILD)/moesim run scenarios/quickstart.json --out out/quickstart
 
 test: build
@@ -22,6 +24,21 @@ test: build
 
 test-long: build
 	ctest --preset long
+
+# clang with AddressSanitizer and UBSan: the unit and CLI suites, every fuzz regression and a
+# 20-second fuzz run per loader (CI runs it after `make test`).
+test-sanitize:
+	@bash scripts/install-deps.sh sanitize
+	@cmake --preset sanitize >/dev/null
+	@cmake --build --preset sanitize -j $(JOBS)
+	ctest --preset sanitize
+
+# 250,000 fuzzed inputs per loader, 1,000,000 in all (not in CI: an hour on two cores).
+fuzz-long:
+	@bash scripts/install-deps.sh sanitize
+	@cmake --preset sanitize >/dev/null
+	@cmake --build --preset sanitize -j $(JOBS)
+	ctest --preset fuzz-long
 
 bench: build
 	$(BUILD)/tests/moesim_bench

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages moesim needs, only those missing. Run as root (or with sudo).
+# `install-deps.sh sanitize` adds clang and its sanitizer and libFuzzer runtimes (make test-sanitize).
 set -euo pipefail
 packages=(
   cmake ninja-build g++ make pkg-config
@@ -9,6 +10,9 @@ packages=(
   python3-matplotlib
   libopenmpi-dev
 )
+if [ "${1:-}" = "sanitize" ]; then
+  packages+=(clang libclang-rt-dev)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -30,13 +30,13 @@ std::string read_text(const fs::path& p) { return read_input_file(p, kMaxInputBy
 
 }  // namespace
 
-SweepPlan plan_sweep(const scenario::Loader& loader, const Json& resolved, const std::string& file) {
+SweepPlan plan_sweep(const scenario::Loader& loader, const Json& resolved, const std::string& file, std::size_t limit) {
   const scenario::Scenario base = loader.build(resolved, file);
   if (!base.effective.contains("sweep"))
     throw InputError(file, "$.sweep", "the scenario has no sweep block",
                      "add \"sweep\": {\"axes\": [{\"path\": \"model.experts\", \"values\": [8, 16]}]} or use `moesim run`");
   const std::vector<Axis> axes = parse_axes(base.effective.at("sweep"), file);
-  const std::size_t points = point_count(axes);
+  const std::size_t points = std::min(point_count(axes), limit);
   SweepPlan plan;
   plan.base_effective = base.effective;
   plan.axis_paths = column_paths(axes);

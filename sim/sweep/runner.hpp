@@ -5,6 +5,7 @@
 // gives the same CSV as an uninterrupted one.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 
@@ -39,7 +40,10 @@ struct SweepPlan {
   std::vector<std::vector<schema::Json>> values;  // per point, one per column (as axis_paths)
   std::vector<scenario::Scenario> scenarios;      // per point
 };
-SweepPlan plan_sweep(const scenario::Loader& loader, const schema::Json& resolved, const std::string& file);
+// `points`: build only the first so many points (the fuzzing harness bounds its work so; the grid
+// is still parsed and its size checked whole).
+SweepPlan plan_sweep(const scenario::Loader& loader, const schema::Json& resolved, const std::string& file,
+                     std::size_t points = SIZE_MAX);
 
 SweepOutcome run_sweep(const scenario::Loader& loader, const schema::Json& resolved, const std::string& file,
                        const SweepOptions& options);

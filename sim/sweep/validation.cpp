@@ -8,7 +8,7 @@
 
 namespace moesim::sweep {
 
-Validation validate(const scenario::Loader& loader, const schema::Json& raw, const std::string& file) {
+Validation validate(const scenario::Loader& loader, const schema::Json& raw, const std::string& file, std::size_t points) {
   const schema::Json resolved = loader.resolve(raw, file);
   scenario::Scenario sc = loader.build(resolved, file);
   Validation v;
@@ -26,7 +26,7 @@ Validation validate(const scenario::Loader& loader, const schema::Json& raw, con
   for (const auto& f : sim.memory()) v.peak_gpu_bytes = std::max(v.peak_gpu_bytes, f.total());
   v.host_bytes = sim.host_memory_estimate();
   if (resolved.contains("sweep")) {
-    const auto plan = plan_sweep(loader, resolved, file);
+    const auto plan = plan_sweep(loader, resolved, file, points);
     v.points = plan.scenarios.size();
     for (std::size_t p = 0; p < plan.scenarios.size(); ++p) {
       add_warnings(plan.scenarios[p].warnings);
