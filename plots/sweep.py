@@ -34,6 +34,31 @@ def number(text):
     return (1, text)
 
 
+# Units of the CSV's metric columns (docs/results.md), for the axis labels.
+UNITS = {"_ms": "ms", "tokens_per_second": "tokens/s", "_bytes": "bytes", "dropped_fraction": "fraction of copies"}
+
+
+def label(column, values=()):
+    """A column name with its unit: "iteration_time_ms (ms)", "cluster.levels[0].bandwidth (Gbps)"."""
+    for suffix, unit in UNITS.items():
+        if column.endswith(suffix) or column.startswith("bytes_level") and unit == "bytes":
+            return f"{column} ({unit})"
+    if values and all(re.search(r"(bps|B/s)\s*$", v) for v in values):
+        return f"{column} (Gbps)"
+    return column
+
+
+def scenario_name(csv_path):
+    """The sweep's scenario name, from the scenario.effective.json written beside its CSV."""
+    import json
+    import os
+    try:
+        with open(os.path.join(os.path.dirname(csv_path) or ".", "scenario.effective.json")) as f:
+            return json.load(f).get("name", "")
+    except (OSError, ValueError):
+        return ""
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv")
@@ -60,20 +85,25 @@ def main(argv=None):
     if not series:
         sys.exit(f"{args.csv}: no row with status ok matches")
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
     for name in sorted(series, key=number):
         xs = sorted(series[name], key=number)
         ys = [sum(series[name][x]) / len(series[name][x]) for x in xs]
         numeric = all(number(x)[0] == 0 for x in xs)
-        ax.plot([number(x)[1] for x in xs] if numeric else xs, ys, marker="o", label=f"{args.group} = {name}" if args.group else name)
-    ax.set_xlabel(args.x)
-    ax.set_ylabel(args.y)
+        ax.plot([number(x)[1] for x in xs] if numeric else xs, ys, marker="o", label=name)
+    all_x = sorted({x for name in series for x in series[name]})
+    ax.set_xlabel(label(args.x, all_x))
+    ax.set_ylabel(label(args.y))
+    name = scenario_name(args.csv)
+    ax.set_title(f"{name + ': ' if name else ''}{args.y} against {args.x}", fontsize="medium")
     if args.log_x:
         ax.set_xscale("log")
     if args.log_y:
         ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
+    # Below the axes: a legend inside can hide a line whatever corner it takes.
+    ax.legend(fontsize="small", title=args.group, title_fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16),
+              ncol=min(4, len(series)))
     fig.tight_layout()
     fig.savefig(args.output, dpi=120)
     print(args.output)

@@ -67,11 +67,25 @@ Route LinkGraph::route_between(std::size_t from, std::size_t to) const {
   // Weight: latency plus one picosecond per hop, so equal-latency routes prefer fewer links.
   auto weight = boost::make_transform_value_property_map(
       [](const LinkProps& p) { return p.latency + 1; }, boost::get(boost::edge_bundle, graph_));
-  boost::dijkstra_shortest_paths(
-      graph_, from,
-      boost::predecessor_map(boost::make_iterator_property_map(pred.begin(), boost::get(boost::vertex_index, graph_)))
-          .distance_map(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, graph_)))
-          .weight_map(weight));
+  // The search stops when it settles `to` (Boost's visitor idiom: throw from examine_vertex), so
+  // a route costs the vertices nearer than its end, not the whole cluster: a million-GPU
+  // topology's α table no longer walks every GPU once per tier.
+  struct Reached {};
+  struct StopAt : boost::default_dijkstra_visitor {
+    std::size_t target;
+    void examine_vertex(std::size_t u, const Graph&) const {
+      if (u == target) throw Reached{};
+    }
+  };
+  try {
+    boost::dijkstra_shortest_paths(
+        graph_, from,
+        boost::predecessor_map(boost::make_iterator_property_map(pred.begin(), boost::get(boost::vertex_index, graph_)))
+            .distance_map(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, graph_)))
+            .weight_map(weight)
+            .visitor(StopAt{{}, to}));
+  } catch (const Reached&) {
+  }
   r.bottleneck_bytes_per_second = std::numeric_limits<double>::infinity();
   for (std::size_t v = to; v != from; v = pred[v]) {
     auto [e, ok] = boost::edge(pred[v], v, graph_);

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include "sim/core/error.hpp"
+#include "sim/core/memory_limit.hpp"
 #include "sim/schedule/iteration_program.hpp"
 #include "sim/simulation/calibration_binding.hpp"
 
@@ -125,7 +125,27 @@ double Simulation::host_memory_estimate() const {
   // The run loop writes iteration i + 1 when iteration i starts, and the engine retires what has
   // finished: two iterations of tasks at once, however many iterations run.
   const double per_iteration = static_cast<double>(strategy_->tasks_per_iteration(context()));
-  return per_iteration * std::min(2, scenario_.training.iterations) * kBytesPerLiveTask;
+  return per_iteration * std::min(2, scenario_.training.iterations) * kBytesPerLiveTask + routing_memory_estimate();
+}
+
+double Simulation::routing_memory_estimate() const {
+  // Sampled routing (blocks/token_routing) gives every all-to-all group of n GPUs a dense n × n
+  // matrix of doubles for the dispatch and its transpose for the combine, per MoE layer and
+  // microbatch; all are written with their iteration and live until its collectives retire.
+  // Expected routing shares one factored matrix (2n doubles): negligible.
+  const auto ctx = context();
+  if (!ctx.routing.sampled(static_cast<double>(topology_.gpu_count()))) return 0;
+  parallel::RunState state;
+  const parallel::PlanPtr plan = strategy_->plan(ctx, 0, state);
+  double per_microbatch = 0;
+  for (const auto& layer : plan->moe) {
+    if (!layer || layer->padded) continue;
+    for (const auto& group : layer->dispatch) {
+      const double n = static_cast<double>(group.gpus.size());
+      per_microbatch += 2 * n * n * sizeof(double);
+    }
+  }
+  return per_microbatch * scenario_.training.microbatches * std::min(2, scenario_.training.iterations);
 }
 
 void Simulation::check() {
@@ -160,12 +180,20 @@ void Simulation::check() {
                                           scenario_.file, h, h * hosts->gpus, (h + 1) * hosts->gpus - 1,
                                           format_bytes(on_host[h]), format_bytes(hosts->memory_bytes)));
   }
-  const double host = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  // Against what this process may use (cgroup and ulimit included), with a fifth left for the
+  // allocator, the network model's flows and the results.
+  const MemoryLimit limit = memory_limit();
+  const double routing = routing_memory_estimate();
   const double need = host_memory_estimate();
-  if (need > 0.8 * host)
-    throw InfeasibleError(fmt::format("{}: the run needs about {} of host memory for its task program but this machine has "
-                                      "{}; simulate fewer microbatches or layers, or a smaller cluster",
-                                      scenario_.file, format_bytes(need), format_bytes(host)));
+  if (need > 0.8 * limit.bytes)
+    throw InfeasibleError(fmt::format(
+        "{}: the run needs about {} of memory ({} task program{}) but this process may use {} ({}); {}", scenario_.file,
+        format_bytes(need), format_bytes(need - routing),
+        routing > 0 ? fmt::format(", {} sampled routing matrices", format_bytes(routing)) : std::string(),
+        format_bytes(limit.bytes), limit.source,
+        routing > 0.5 * need ? "use \"routing\": {\"sampling\": \"expected\"}, fewer microbatches or layers, or smaller "
+                               "all-to-all groups"
+                             : "simulate fewer microbatches or layers, or a smaller cluster"));
   const double tasks = static_cast<double>(strategy_->tasks_per_iteration(ctx)) * scenario_.training.iterations;
   if (tasks >= 4.0e9)
     throw InfeasibleError(fmt::format("{}: the run has about {:.3g} tasks, more than the 4.29e9 one simulation holds; "

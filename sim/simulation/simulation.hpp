@@ -70,8 +70,10 @@ class Simulation {
   // The traced GPUs' tasks, when run with RunOptions::trace.
   void write_trace(std::ostream& out) const;
 
-  // Estimated host memory of the run, in bytes.
+  // Estimated host memory of the run, in bytes: the task program and the routing matrices, two
+  // iterations of each held at once.
   double host_memory_estimate() const;
+  double routing_memory_estimate() const;  // the routing matrices' share
 
  private:
   strategies::StrategyContext context() const;

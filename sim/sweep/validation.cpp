@@ -25,6 +25,7 @@ Validation validate(const scenario::Loader& loader, const schema::Json& raw, con
   sim.check();
   for (const auto& f : sim.memory()) v.peak_gpu_bytes = std::max(v.peak_gpu_bytes, f.total());
   v.host_bytes = sim.host_memory_estimate();
+  v.routing_bytes = sim.routing_memory_estimate();
   if (resolved.contains("sweep")) {
     const auto plan = plan_sweep(loader, resolved, file, points);
     v.points = plan.scenarios.size();

@@ -642,5 +642,18 @@ TEST_F(BadInput, ImplausibleRateWarnsAndRuns) {
   EXPECT_EQ(v.err, r.err);
 }
 
+// A run that would not fit in memory is refused before it starts, by validate as by run: the
+// 1000-DC scenario with sampled routing holds, per MoE layer and microbatch, a dense 8000 x 8000
+// matrix of doubles and its transpose (1.02 GB); 12 layers x 64 microbatches x 1 iteration is
+// 786 GB, past any machine this runs on. The fix names the routing.
+TEST_F(BadInput, RunThatWouldNotFitInMemoryIsRefusedUpFront) {
+  OrderedJson doc = OrderedJson::parse(read_text(kSourceDir / "scenarios" / "ep-1000dc.json"));
+  doc["routing"]["sampling"] = "sampled";
+  doc["training"]["microbatches"] = 64;
+  const std::string err = expect_rejected_by_run_and_validate(
+      "huge.json", doc.dump(2), {"cannot run", "sampled routing matrices", "this process may use", "\"sampling\": \"expected\""});
+  EXPECT_NE(err.find(", 732.4 GiB sampled routing matrices"), std::string::npos) << err;  // 786.4e9 B
+}
+
 }  // namespace
 }  // namespace moesim_cli

@@ -121,10 +121,12 @@ TEST_F(Commands, ValidateGoodScenario) {
   // Peak memory as results.json's memory.peak_bytes (11977785344 B = 11.16 GiB, pinned in
   // tests/golden/quickstart.json). Task estimate of ep: G·(microbatches·(layers·(8 + 6·P) + 4) +
   // 2·layers + 4) = 16·(2·(12·20 + 4) + 28) = 8256 per iteration, × 2 iterations held at once ×
-  // 70 B = 1155840 B = 1.102 MiB.
+  // 70 B = 1155840 B = 1.102 MiB. Sampled routing (16 GPUs x 32 experts, under 4M pairs): per MoE
+  // layer and microbatch a dense 16 x 16 matrix of doubles and its transpose, 2·16²·8 = 4096 B, x 12
+  // layers x 2 microbatches x 2 iterations = 196608 B = 192 KiB; in all 1352448 B = 1.29 MiB.
   EXPECT_EQ(r.out, kQuickstart.string() +
                        ": valid (ep on 16 GPUs, HybridEP GPT-Medium MoE, 2 iteration(s); peak GPU memory 11.16 GiB, "
-                       "task program about 1.102 MiB)\n");
+                       "run memory about 1.29 MiB (task program 1.102 MiB, sampled routing 192 KiB))\n");
   EXPECT_EQ(r.err, "");
   EXPECT_TRUE(listing(work_).empty());
 }
