@@ -23,30 +23,10 @@ std::string where(std::string_view text, std::size_t at) {
   return fmt::format("line {}, column {}", line, col);
 }
 
-// The offset of the first bracket past the depth limit (brackets inside strings do not count).
-std::optional<std::size_t> too_deep(std::string_view text) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') in_string = true;
-    else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth) return i;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return std::nullopt;
-}
-
-// The first number literal outside strings that a double cannot hold.
-std::optional<std::size_t> overflowing_number(std::string_view text) {
+// Walks the JSON text outside its strings: `visit(i)` sees the offset of each byte there and
+// returns an offset to stop at, or nothing to go on. Returns the first offset it stops at.
+template <typename Visit>
+std::optional<std::size_t> outside_strings(std::string_view text, Visit visit) {
   bool in_string = false, escaped = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -58,17 +38,40 @@ std::optional<std::size_t> overflowing_number(std::string_view text) {
     }
     if (c == '"') {
       in_string = true;
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      std::size_t end = i + 1;
-      while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.' ||
-                                   text[end] == 'e' || text[end] == 'E' || text[end] == '+' || text[end] == '-'))
-        ++end;
-      const std::string literal(text.substr(i, end - i));
-      if (!std::isfinite(std::strtod(literal.c_str(), nullptr))) return i;
-      i = end - 1;
+      continue;
     }
+    if (const auto found = visit(i)) return found;
   }
   return std::nullopt;
+}
+
+// The offset of the first bracket past the depth limit (brackets inside strings do not count).
+std::optional<std::size_t> too_deep(std::string_view text) {
+  int depth = 0;
+  return outside_strings(text, [&](std::size_t i) -> std::optional<std::size_t> {
+    if (text[i] == '[' || text[i] == '{') {
+      if (++depth > kMaxJsonDepth) return i;
+    } else if (text[i] == ']' || text[i] == '}') {
+      --depth;
+    }
+    return std::nullopt;
+  });
+}
+
+// The first number literal outside strings that a double cannot hold.
+std::optional<std::size_t> overflowing_number(std::string_view text) {
+  std::size_t skip_to = 0;  // past the literal just read
+  return outside_strings(text, [&](std::size_t i) -> std::optional<std::size_t> {
+    if (i < skip_to || !(text[i] == '-' || (text[i] >= '0' && text[i] <= '9'))) return std::nullopt;
+    std::size_t end = i + 1;
+    while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.' ||
+                                 text[end] == 'e' || text[end] == 'E' || text[end] == '+' || text[end] == '-'))
+      ++end;
+    skip_to = end;
+    const std::string literal(text.substr(i, end - i));
+    if (!std::isfinite(std::strtod(literal.c_str(), nullptr))) return i;
+    return std::nullopt;
+  });
 }
 
 }  // namespace
