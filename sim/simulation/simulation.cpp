@@ -129,6 +129,11 @@ double Simulation::host_memory_estimate() const {
 }
 
 double Simulation::routing_memory_estimate() const {
+  if (!routing_estimate_) routing_estimate_ = plan_routing_memory();
+  return *routing_estimate_;
+}
+
+double Simulation::plan_routing_memory() const {
   // Sampled routing (blocks/token_routing) gives every all-to-all group of n GPUs a dense n × n
   // matrix of doubles for the dispatch and its transpose for the combine, per MoE layer and
   // microbatch; all are written with their iteration and live until its collectives retire.

@@ -78,6 +78,7 @@ class Simulation {
  private:
   strategies::StrategyContext context() const;
   void run_alternatives();
+  double plan_routing_memory() const;  // routing_memory_estimate's work: plans iteration 0
   void collect(const report::Metrics& metrics, const std::vector<report::IterationResult>& iterations);
 
   scenario::Scenario scenario_;
@@ -97,6 +98,7 @@ class Simulation {
   std::vector<report::AlternativeResult> alternatives_;
   report::Results results_;
   bool checked_ = false;
+  mutable std::optional<double> routing_estimate_;  // planned once: check() and validate both ask
 };
 
 }  // namespace moesim::simulation
