@@ -5,17 +5,35 @@
 
 namespace moesim::blocks {
 
-void tensor_parallel_all_reduce(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f) {
+namespace {
+void tensor_parallel_step(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f, network::CollectiveKind kind,
+                          const std::string& name) {
   const auto& tp = em.plan.tensor_parallel;
-  if (tp.size <= 1) return;
   parallel::CollectiveStep step;
-  step.name = tp.all_reduce_name;
-  step.kind = network::CollectiveKind::AllReduce;
+  step.name = name;
+  step.kind = kind;
   step.algorithm = tp.algorithm;
-  step.bytes = em.ctx.training.tokens_per_microbatch() * em.ctx.model.hidden * em.ctx.dtype_bytes();
+  const double block = em.ctx.training.tokens_per_microbatch() * em.ctx.model.hidden * em.ctx.dtype_bytes();
+  step.bytes = kind == network::CollectiveKind::AllGather ? block / tp.size : block;
   step.groups = tp.groups;
   step.stream = tp.stream;
   run_step(em, step, direction, layer, mb, f, f);
+}
+}  // namespace
+
+void tensor_parallel_enter(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f) {
+  const auto& tp = em.plan.tensor_parallel;
+  if (tp.size > 1 && tp.sequence_parallel)
+    tensor_parallel_step(em, direction, layer, mb, f, network::CollectiveKind::AllGather, "TP-AllGather");
+}
+
+void tensor_parallel_all_reduce(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f) {
+  const auto& tp = em.plan.tensor_parallel;
+  if (tp.size <= 1) return;
+  if (tp.sequence_parallel)
+    tensor_parallel_step(em, direction, layer, mb, f, network::CollectiveKind::ReduceScatter, "TP-ReduceScatter");
+  else
+    tensor_parallel_step(em, direction, layer, mb, f, network::CollectiveKind::AllReduce, tp.all_reduce_name);
 }
 
 void attention(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f) {
@@ -23,7 +41,8 @@ void attention(Emission& em, engine::Phase direction, int layer, int mb, Frontie
   if (!m.attention) return;
   const int tp = em.plan.tensor_parallel.size;
   const auto label = em.label(direction, engine::WorkKind::Attention, "attention", layer, mb);
-  for (std::uint32_t g = 0; g < em.gpus(); ++g) {
+  tensor_parallel_enter(em, direction, layer, mb, f);
+  for (const std::uint32_t g : em.active()) {
     if (!em.runs_attention(g)) continue;
     const auto& cm = em.ctx.compute_of(g);
     const Time t = direction == engine::Phase::Forward ? attention_time(cm, m, em.ctx.training, tp)

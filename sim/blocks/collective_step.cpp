@@ -9,8 +9,9 @@ void run_step(Emission& em, const parallel::CollectiveStep& step, engine::Phase 
   const auto label = em.label(phase, engine::WorkKind::AllReduce, step.name, layer, mb);
   std::vector<engine::TaskId> members;
   for (const network::GroupId id : ids) {
-    network::CollectiveOp op{step.kind, step.algorithm, id, step.bytes, nullptr};
     const auto& gpus = em.pb.group_members(id);
+    if (!em.in_stage(gpus.front())) continue;  // a group of another pipeline stage
+    network::CollectiveOp op{step.kind, step.algorithm, id, step.bytes, nullptr};
     if (step.kind == network::CollectiveKind::AllToAll) {
       op.bytes = 0;
       op.traffic = std::make_shared<network::TrafficMatrix>(

@@ -41,7 +41,19 @@ struct Emission {
                       int chunk = 0) const {
     return pb.label(phase, kind, name, iteration, layer, microbatch, chunk);
   }
+  // The pipeline stage whose work is being written, its GPUs, and each GPU's stage.
+  int stage = 0;
+  const std::vector<std::uint32_t>* stage_gpus = nullptr;
+  std::vector<std::uint16_t> stage_of;
+
   std::uint32_t gpus() const { return ctx.topology.gpu_count(); }
+  // The GPUs the work being written runs on: the current stage's.
+  const std::vector<std::uint32_t>& active() const { return *stage_gpus; }
+  bool in_stage(std::uint32_t g) const { return stage_of[g] == stage; }
+  void enter_stage(int s) {
+    stage = s;
+    stage_gpus = &plan.pipeline.stage_gpus[s];
+  }
   bool runs_attention(std::uint32_t g) const { return plan.role(g) & parallel::kRunsAttention; }
   bool runs_experts(std::uint32_t g) const { return plan.role(g) & parallel::kRunsExperts; }
 };

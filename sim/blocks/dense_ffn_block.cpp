@@ -8,7 +8,8 @@ namespace moesim::blocks {
 void dense_ffn(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f) {
   const auto label = em.label(direction, engine::WorkKind::DenseFfn, "dense_ffn", layer, mb);
   const double tokens = em.ctx.training.tokens_per_microbatch();
-  for (std::uint32_t g = 0; g < em.gpus(); ++g) {
+  tensor_parallel_enter(em, direction, layer, mb, f);
+  for (const std::uint32_t g : em.active()) {
     if (!em.runs_attention(g)) continue;
     const auto& cm = em.ctx.compute_of(g);
     const Time forward = dense_ffn_time(cm, em.ctx.model, tokens, em.ctx.dtype_bytes(), em.plan.tensor_parallel.size);

@@ -29,8 +29,8 @@ void GradientSync::layer(Emission& em, int layer, const Frontier& dense_after, c
   }
 }
 
-void GradientSync::embedding(Emission& em, const Frontier& after) {
-  dense(em, "embedding_grads", 0, em.plan.gradients.embedding_params, after);
+void GradientSync::vocabulary(Emission& em, std::string_view name, double params, const Frontier& after) {
+  dense(em, name, 0, params, after);
 }
 
 }  // namespace moesim::blocks

@@ -15,7 +15,8 @@ class GradientSync {
   // `dense_after`: when the layer's dense gradients are ready (its attention backward);
   // `experts_after`: when its expert gradients are (its last expert backward).
   void layer(Emission& em, int layer, const Frontier& dense_after, const Frontier& experts_after);
-  void embedding(Emission& em, const Frontier& after);
+  // The embedding's or the LM head's gradients (`params` per GPU), on the current stage.
+  void vocabulary(Emission& em, std::string_view name, double params, const Frontier& after);
   const Frontier& last() const { return last_; }
 
  private:

@@ -147,11 +147,11 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
   };
   run_steps(em, steps_at(p, pass.before), pass.phase, layer, mb, f);
   const auto l_first = em.label(pass.phase, pass.first_kind, pass.first_name, layer, mb);
-  for (std::uint32_t g = 0; g < gpus; ++g)
+  for (const std::uint32_t g : em.active())
     if (em.runs_attention(g)) f[g] = em.pb.compute(g, kernel(g, pass.first_is_gate), l_first, f[g]);
   if (m.shared_experts > 0) {
     const auto ls = em.label(pass.phase, WorkKind::Expert, "shared_expert", layer, mb);
-    for (std::uint32_t g = 0; g < gpus; ++g)
+    for (const std::uint32_t g : em.active())
       if (em.runs_attention(g)) {
         const Time t = shared_experts(em, g);
         em.pb.compute(g, forward ? t : em.ctx.compute_of(g).backward(t), ls);
@@ -168,7 +168,7 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
                  em.label(pass.phase, WorkKind::AllToAll, pass.first_exchange, layer, mb, c), before, cur);
     const auto le = em.label(pass.phase, WorkKind::Expert, "experts", layer, mb, c);
     const bool first = mb == 0 && c == 0;
-    for (std::uint32_t g = 0; g < gpus; ++g) {
+    for (const std::uint32_t g : em.active()) {
       if (!em.runs_experts(g)) continue;
       const auto& cm = em.ctx.compute_of(g);
       const Time t = (forward ? rt.expert_forward[g] : cm.backward(rt.expert_forward[g])) + (first ? prologue(em, p, g) : 0);
@@ -185,7 +185,7 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
     run_steps(em, steps_at(p, pass.after_exchange), pass.phase, layer, mb, cur);
   }
   const auto l_last = em.label(pass.phase, pass.last_kind, pass.last_name, layer, mb);
-  for (std::uint32_t g = 0; g < gpus; ++g)
+  for (const std::uint32_t g : em.active())
     f[g] = em.runs_attention(g) ? after_chunks(em, g, kernel(g, !pass.first_is_gate), l_last, chunks, join) : chunks.back()[g];
   run_steps(em, steps_at(p, pass.after), pass.phase, layer, mb, f);
 }

@@ -49,6 +49,19 @@ void ProgramBuilder::collective(network::CollectiveOp op, parallel::StreamRole r
   }
 }
 
+engine::TaskId ProgramBuilder::p2p(std::uint32_t sender, std::uint32_t receiver, double bytes, parallel::StreamRole send,
+                                   parallel::StreamRole receive, const engine::Label& label, engine::TaskId after) {
+  const engine::CollectiveId id = engine_.add_collective(2, engine::WorkKind::P2P);
+  program_.add(id, {network::CollectiveKind::P2P, network::Algorithm::Direct, group({sender, receiver}), bytes, nullptr});
+  engine::Label l = label;
+  l.kind = engine::WorkKind::P2P;
+  const std::uint8_t s = stream(send);
+  const engine::TaskId previous = engine_.stream_tail(sender, s);
+  const engine::TaskId out = engine_.add_member(id, sender, s, l);
+  if (after != previous) depend(after, out);
+  return engine_.add_member(id, receiver, stream(receive), l);
+}
+
 void ProgramBuilder::depend(engine::TaskId before, engine::TaskId after) {
   if (before != engine::kNone) engine_.depend(before, after);
 }

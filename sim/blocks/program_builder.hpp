@@ -30,6 +30,10 @@ class ProgramBuilder {
   // `members`; member r waits for after[group[r]] when `after` is given.
   void collective(network::CollectiveOp op, parallel::StreamRole role, const engine::Label& label,
                   std::vector<engine::TaskId>& members, const std::vector<engine::TaskId>* after = nullptr);
+  // A point-to-point transfer of `bytes` from `sender` (on its `send` stream, after `after`) to
+  // `receiver` (on its `receive` stream); returns the receiver's task.
+  engine::TaskId p2p(std::uint32_t sender, std::uint32_t receiver, double bytes, parallel::StreamRole send,
+                     parallel::StreamRole receive, const engine::Label& label, engine::TaskId after);
   void depend(engine::TaskId before, engine::TaskId after);
   network::GroupId group(std::vector<std::uint32_t> gpus) { return program_.groups.intern(std::move(gpus)); }
   const std::vector<std::uint32_t>& group_members(network::GroupId id) const { return program_.groups.members(id); }

@@ -58,7 +58,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
   const std::uint32_t gpus = topo.gpu_count();
   const int chunks = lp.chunks;
   const double b = ctx.dtype_bytes();
-  const double copies = t.tokens_per_microbatch() * m.top_k;
+  const double copies = lp.gate_tokens * m.top_k;
   const double capacity = t.capacity_factor > 0 ? std::ceil(t.capacity_factor * copies / m.experts) : 0.0;
   const bool sampled = ctx.routing.sampled(static_cast<double>(gpus));
 
@@ -87,7 +87,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
 
   if (!sampled) {
     // Every source sends exactly its expected copies: the same plan for all of them.
-    const auto plan = workload::plan_dispatch(popularity, t.tokens_per_microbatch(), m.top_k, t.capacity_factor);
+    const auto plan = workload::plan_dispatch(popularity, lp.gate_tokens, m.top_k, t.capacity_factor);
     // Groups with the same replica table and sources share one factored matrix and one expert
     // compute per (GPU kind, rank).
     struct Shared {

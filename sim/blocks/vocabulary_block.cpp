@@ -9,7 +9,7 @@ template <typename Cost>
 void on_token_holders(Emission& em, engine::Phase direction, std::string_view name, int layer, int mb, Frontier& f,
                       Cost cost) {
   const auto label = em.label(direction, engine::WorkKind::OtherCompute, name, layer, mb);
-  for (std::uint32_t g = 0; g < em.gpus(); ++g) {
+  for (const std::uint32_t g : em.active()) {
     if (!em.runs_attention(g)) continue;
     const auto& cm = em.ctx.compute_of(g);
     const Time forward = cost(cm);

@@ -1,5 +1,7 @@
 #include "sim/parallel/iteration_plan.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
@@ -17,6 +19,7 @@ std::string_view to_string(StreamRole role) {
     case StreamRole::HostCpu: return "host_cpu";
     case StreamRole::PipelineSend: return "pipeline_send";
     case StreamRole::PipelineRecv: return "pipeline_recv";
+    case StreamRole::PipelineRecvGrad: return "pipeline_recv_grad";
     case StreamRole::Count: break;
   }
   return "?";
@@ -32,7 +35,8 @@ std::string_view trace_name(StreamRole role) {
     case StreamRole::HostCopy: return "host copy (PCIe)";
     case StreamRole::HostCpu: return "host CPU (optimizer)";
     case StreamRole::PipelineSend: return "comm: pipeline send";
-    case StreamRole::PipelineRecv: return "comm: pipeline receive";
+    case StreamRole::PipelineRecv: return "comm: pipeline receive (activations)";
+    case StreamRole::PipelineRecvGrad: return "comm: pipeline receive (gradients)";
     case StreamRole::Count: break;
   }
   return "?";
@@ -52,6 +56,19 @@ StreamSet::StreamSet(const std::vector<StreamRole>& roles) {
 std::uint8_t StreamSet::index(StreamRole role) const {
   if (!has(role)) invariant_failed(fmt::format("the plan's streams have no {} stream", to_string(role)));
   return index_[static_cast<int>(role)];
+}
+
+int PipelinePlan::virtual_stage_of_layer(int layer) const {
+  const auto it = std::upper_bound(first_layer.begin(), first_layer.end(), layer);
+  return static_cast<int>(it - first_layer.begin()) - 1;
+}
+
+PipelinePlan single_stage(std::uint32_t gpus, int layers) {
+  PipelinePlan p;
+  p.first_layer = {0, layers};
+  p.stage_gpus.emplace_back(gpus);
+  for (std::uint32_t g = 0; g < gpus; ++g) p.stage_gpus[0][g] = g;
+  return p;
 }
 
 std::shared_ptr<const StreamSet> streams_for(std::vector<StreamRole> roles, OptimizerPlacement optimizer) {

@@ -21,13 +21,16 @@
 #include "sim/core/units.hpp"
 #include "sim/engine/task.hpp"
 #include "sim/network/collective.hpp"
+#include "sim/parallel/layout.hpp"
 
 namespace moesim::parallel {
 
 // What a stream is for. Only Compute streams run kernels on the GPU's SMs without a reservation.
-// HostCpu: work the GPU's host CPU does for it (the optimizer step offloaded there).
+// HostCpu: work the GPU's host CPU does for it (the optimizer step offloaded there). A pipeline
+// stage sends on one stream in the order it computes, and receives activations and gradients on
+// one stream each, so every receive stream hears from one neighbour in that neighbour's order.
 enum class StreamRole : std::uint8_t {
-  Compute, Dispatch, Combine, Gradient, Side, HostCopy, HostCpu, PipelineSend, PipelineRecv, Count
+  Compute, Dispatch, Combine, Gradient, Side, HostCopy, HostCpu, PipelineSend, PipelineRecv, PipelineRecvGrad, Count
 };
 inline constexpr int kStreamRoles = static_cast<int>(StreamRole::Count);
 std::string_view to_string(StreamRole role);
@@ -154,20 +157,45 @@ struct TensorParallel {
   network::Algorithm algorithm = network::Algorithm::Ring;
   StreamRole stream = StreamRole::Dispatch;
   std::string all_reduce_name = "TP-AllReduce";  // the label of its all-reduces
+  // Sequence parallelism: an all-gather before and a reduce-scatter after each TP block instead
+  // of the all-reduce after it (blocks/attention_block.hpp).
+  bool sequence_parallel = false;
 };
 
 enum class GradientTiming : std::uint8_t { Overlap, AfterBackward, None };
 
 struct GradientPlan {
   GradientTiming timing = GradientTiming::Overlap;
-  FamilyPtr dense_groups;  // data-parallel groups of the dense parameters
+  FamilyPtr dense_groups;  // data-parallel groups of the dense parameters (of every stage)
   network::Algorithm algorithm = network::Algorithm::Ring;
   std::vector<double> dense_params;  // per layer, per GPU
-  double embedding_params = 0;       // per GPU
+  double embedding_params = 0;       // per GPU of the first stage: the input embedding
+  double head_params = 0;            // per GPU of the last stage: the LM head
 };
 
-// The order of an iteration's work on every GPU (sim/schedule/schedule.hpp).
-enum class ScheduleKind : std::uint8_t { DataParallel, LayerMajor };
+// The order of an iteration's work on every GPU (sim/schedule/schedule.hpp): a pipeline schedule
+// (one stage: microbatch after microbatch, forward then backward, as data parallelism with gradient
+// accumulation runs), or HeterMoE's layer-major order (one stage only).
+enum class ScheduleKind : std::uint8_t { Pipeline, LayerMajor };
+
+// The pipeline: PP stages of consecutive GPUs (sim/parallel/layout.hpp), each holding VP model
+// chunks; virtual stage c·PP + s (chunk c of stage s) runs layers [first_layer[v], first_layer[v+1]).
+// The embedding runs on virtual stage 0, the LM head on the last. Between consecutive virtual
+// stages each GPU sends its activations (forward) or their gradients (backward) to the GPU of its
+// pipeline group in the next (previous) stage.
+struct PipelinePlan {
+  int stages = 1;
+  int chunks = 1;
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  std::vector<int> first_layer{0, 0};  // per virtual stage, and the layer count last
+  std::vector<std::vector<std::uint32_t>> stage_gpus;  // per stage, in rank order
+  FamilyPtr groups;                  // pipeline groups: rank r in stage r (null with one stage)
+  double activation_bytes = 0;       // per GPU, microbatch and boundary
+  int virtual_stages() const { return stages * chunks; }
+  int stage_of_virtual(int v) const { return v % stages; }
+  // The virtual stage a layer runs on.
+  int virtual_stage_of_layer(int layer) const;
+};
 
 // Where the optimizer steps: on each GPU, or on its host's CPU (ZeRO-Offload): gradients copied
 // to host memory, the CPU's Adam step, updated weights copied back.
@@ -176,7 +204,8 @@ enum class OptimizerPlacement : std::uint8_t { Gpu, Host };
 struct IterationPlan {
   std::shared_ptr<const StreamSet> streams;
   std::vector<std::uint8_t> roles;  // per GPU (GpuRole); empty: every GPU runs both
-  ScheduleKind schedule = ScheduleKind::DataParallel;
+  ScheduleKind schedule = ScheduleKind::Pipeline;
+  PipelinePlan pipeline;  // with one stage of every GPU unless the plan pipelines
   TensorParallel tensor_parallel;
   // Whether the vocabulary ends (embedding lookup, LM head) run: models with a vocabulary.
   bool vocabulary = true;
@@ -189,6 +218,9 @@ struct IterationPlan {
   std::uint8_t role(std::uint32_t gpu) const { return roles.empty() ? std::uint8_t{kRunsBoth} : roles[gpu]; }
 };
 using PlanPtr = std::shared_ptr<const IterationPlan>;
+
+// The pipeline of one stage: every GPU, every layer.
+PipelinePlan single_stage(std::uint32_t gpus, int layers);
 
 // The streams a plan of these roles needs, with the host's when the optimizer steps there.
 std::shared_ptr<const StreamSet> streams_for(std::vector<StreamRole> roles, OptimizerPlacement optimizer);

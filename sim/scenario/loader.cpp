@@ -128,6 +128,89 @@ std::string nearest(const std::string& name, const Json& map) {
 
 }  // namespace
 
+namespace {
+
+// The scenario's "parallel" (the layout's sizes, the pipeline's schedule and layer split) and
+// training.global_batch_size, which sets the microbatches per data-parallel rank. Checks what the
+// model and cluster decide; the expert-parallel size is the strategy's to check.
+parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string& file) {
+  const Json& p = doc.at("parallel");
+  parallel::ParallelConfig c;
+  c.sizes.tp = p.at("tp").get<int>();
+  c.sizes.cp = p.at("cp").get<int>();
+  c.sizes.pp = p.at("pp").get<int>();
+  c.sizes.vp = p.at("vp").get<int>();
+  c.sizes.ep = p.at("ep").get<int>();
+  c.sizes.etp = p.at("etp").get<int>();
+  c.sequence_parallel = p.at("sequence_parallel").get<bool>();
+  const std::string schedule = p.value("schedule", std::string(c.sizes.vp > 1 ? "interleaved_1f1b" : "1f1b"));
+  c.schedule = schedule == "gpipe"              ? parallel::PipelineSchedule::GPipe
+               : schedule == "interleaved_1f1b" ? parallel::PipelineSchedule::Interleaved
+                                                : parallel::PipelineSchedule::OneFOneB;
+  c.first_stage_layers = p.value("first_stage_layers", -1);
+  c.last_stage_layers = p.value("last_stage_layers", -1);
+  const auto& m = s.model;
+  const std::uint64_t gpus = s.gpu_count();
+  const std::uint64_t model_parallel = static_cast<std::uint64_t>(c.sizes.tp) * c.sizes.cp * c.sizes.pp;
+  if (gpus % model_parallel != 0)
+    throw InputError(file, "$.parallel", fmt::format("tp {} x cp {} x pp {} = {} does not divide the cluster's {} GPUs",
+                                                     c.sizes.tp, c.sizes.cp, c.sizes.pp, model_parallel, gpus),
+                     "choose tp, cp and pp whose product divides the GPU count (dp is the GPUs left)");
+  if (m.heads % c.sizes.tp != 0 || m.kv_heads % c.sizes.tp != 0)
+    throw InputError(file, "$.parallel.tp",
+                     fmt::format("{} heads ({} key/value heads) do not split over tp {}", m.heads, m.kv_heads, c.sizes.tp),
+                     "choose a tp dividing model.heads and model.kv_heads");
+  const int seq = s.training.sequence_length;
+  if (c.sizes.cp > 1 && seq % (2 * c.sizes.cp) != 0)
+    throw InputError(file, "$.parallel.cp",
+                     fmt::format("a sequence of {} tokens does not split into 2 x cp = {} chunks", seq, 2 * c.sizes.cp),
+                     "choose a cp with sequence_length divisible by 2·cp (each GPU takes two chunks to balance the "
+                     "causal mask, as Megatron-Core)");
+  if (c.schedule == parallel::PipelineSchedule::Interleaved && c.sizes.vp == 1)
+    throw InputError(file, "$.parallel.schedule", "the interleaved schedule needs virtual stages",
+                     "set \"vp\" above 1, or use \"1f1b\"");
+  if (c.schedule != parallel::PipelineSchedule::Interleaved && c.sizes.vp > 1)
+    throw InputError(file, "$.parallel.vp", fmt::format("vp {} needs the interleaved schedule, not {}", c.sizes.vp, schedule),
+                     "use \"schedule\": \"interleaved_1f1b\" or vp 1");
+  std::string why;
+  if (parallel::stage_layers(m.layers, c.sizes.pp * c.sizes.vp, c.first_stage_layers, c.last_stage_layers, &why).empty())
+    throw InputError(file, "$.parallel.pp",
+                     fmt::format("the model's {} layers do not fit pp {} x vp {}: {}", m.layers, c.sizes.pp, c.sizes.vp, why),
+                     "set first_stage_layers and last_stage_layers so the other virtual stages get equal layers "
+                     "(e.g. 61 layers over 16: first 3, last 2, 4 each), or change pp/vp");
+
+  // Microbatches per data-parallel rank from the global batch.
+  Json& t = doc.at("training");
+  if (t.contains("global_batch_size")) {
+    const std::uint64_t dp = gpus / model_parallel;
+    const std::uint64_t gbs = t.at("global_batch_size").get<std::uint64_t>();
+    const std::uint64_t per_step = dp * static_cast<std::uint64_t>(s.training.micro_batch_size);
+    if (gbs % per_step != 0 || gbs / per_step > 65536)
+      throw InputError(file, "$.training.global_batch_size",
+                       fmt::format("a global batch of {} sequences is not a whole number of microbatches of {} "
+                                   "sequences on {} data-parallel ranks (up to 65536 each)",
+                                   gbs, s.training.micro_batch_size, dp),
+                       fmt::format("use a multiple of micro_batch_size x dp = {}", per_step));
+    const int derived = static_cast<int>(gbs / per_step);
+    if (s.training.microbatches != 1 && s.training.microbatches != derived)
+      throw InputError(file, "$.training.microbatches",
+                       fmt::format("{} microbatches disagree with global_batch_size {} ({} on {} data-parallel ranks)",
+                                   s.training.microbatches, gbs, derived, dp),
+                       "give one of microbatches and global_batch_size");
+    s.training.microbatches = derived;
+    t["microbatches"] = derived;
+  }
+  if (c.schedule == parallel::PipelineSchedule::Interleaved && s.training.microbatches % c.sizes.pp != 0)
+    throw InputError(file, "$.training.microbatches",
+                     fmt::format("the interleaved schedule runs microbatches in groups of pp = {}; {} is not a multiple",
+                                 c.sizes.pp, s.training.microbatches),
+                     fmt::format("use a multiple of {} microbatches (or of {} sequences of global batch)", c.sizes.pp,
+                                 static_cast<std::uint64_t>(c.sizes.pp) * s.training.micro_batch_size * (gpus / model_parallel)));
+  return c;
+}
+
+}  // namespace
+
 Scenario Loader::build(const Json& resolved, const std::string& file) const {
   Json doc = schema::validate(scenario_schema(), resolved, file);
   Scenario s;
@@ -308,6 +391,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
       throw InputError(file, "$.training.dtype",
                        fmt::format("{} has no {} units in the catalogue", k.key, cluster::to_string(s.training.dtype)),
                        "pick a dtype every GPU of the cluster supports (e.g. fp16 on V100)");
+  s.parallel = read_parallel(doc, s, file);
   const Json& r = doc.at("routing");
   s.routing.kind = r.at("kind") == "zipf" ? workload::RoutingKind::Zipf : workload::RoutingKind::Uniform;
   s.routing.zipf_exponent = r.at("zipf_exponent").get<double>();
@@ -361,6 +445,17 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                      fmt::format("use one of: {}", fmt::join(names, ", ")));
   }
   s.strategy_options = schema::validate(s.strategy->options, st, file, "$.strategy");
+  if (!s.strategy->takes_layout && (!s.parallel.trivial() || s.parallel.sizes.ep > 0)) {
+    std::vector<std::string> takes;
+    for (const auto& i : strategies::registry())
+      if (i.takes_layout) takes.push_back(i.name);
+    throw InputError(file, "$.parallel",
+                     fmt::format("strategy {} runs as its paper does, without a parallel layout (tp, cp, pp, vp, ep, "
+                                 "etp)",
+                                 s.strategy->name),
+                     fmt::format("remove \"parallel\" (or set every size to 1), or use a strategy that takes one: {}",
+                                 fmt::join(takes, ", ")));
+  }
   doc["strategy"] = s.strategy_options;
   // Re-validating puts every key in schema order, so an effective scenario rebuilds identically.
   s.effective = schema::validate(scenario_schema(), doc, file);

@@ -14,6 +14,7 @@
 #include "sim/compute/compute_model.hpp"
 #include "sim/core/schema.hpp"
 #include "sim/network/collective.hpp"
+#include "sim/parallel/layout.hpp"
 #include "sim/strategies/registry.hpp"
 #include "sim/workload/model_shape.hpp"
 #include "sim/workload/routing.hpp"
@@ -32,6 +33,7 @@ struct Scenario {
   workload::ModelShape model;
   workload::TrainingConfig training;
   workload::RoutingConfig routing;
+  parallel::ParallelConfig parallel;
   compute::ComputeOptions compute;
   network::Algorithm all_reduce = network::Algorithm::Ring;
   std::string network_model = "flow";  // or "analytic"

@@ -109,6 +109,9 @@ NodePtr scenario_schema() {
       required("sequence_length", integer(1, 1 << 24), "tokens per sequence"),
       optional("micro_batch_size", integer(1, 1 << 16), 1, "sequences per GPU per microbatch"),
       optional("microbatches", integer(1, 1 << 16), 1, "gradient-accumulation microbatches per iteration"),
+      optional("global_batch_size", integer(1), nullptr,
+               "sequences per iteration over all data-parallel ranks; sets microbatches = global_batch_size / "
+               "(micro_batch_size x dp)"),
       optional("iterations", integer(1, 65535), 1, "training iterations to simulate"),
       optional("dtype", enumeration({"fp32", "tf32", "fp16", "bf16", "fp8"}), "bf16", "training data type"),
       optional("capacity_factor", number(0), 0.0, "expert capacity factor f (0: no capacity limit, no drops)"),
@@ -116,6 +119,27 @@ NodePtr scenario_schema() {
       optional("optimizer", enumeration({"gpu", "host"}), "gpu",
                "where the optimizer state lives and steps: on each GPU, or on its host's CPU (ZeRO-Offload: "
                "gradients copied over PCIe, CPU Adam, weights copied back; needs cluster.hosts)"),
+  });
+  static const NodePtr parallel = object({
+      optional("tp", integer(1, 1 << 16), 1, "tensor-parallel size: attention heads, projections, dense FFN and LM head split"),
+      optional("cp", integer(1, 1 << 16), 1, "context-parallel size: each sequence split over this many GPUs (ring K/V exchange)"),
+      optional("pp", integer(1, 1 << 16), 1, "pipeline-parallel stages"),
+      optional("vp", integer(1, 1 << 10), 1,
+               "virtual stages (model chunks) per pipeline rank; above 1 runs the interleaved 1F1B schedule"),
+      optional("ep", integer(0, 1 << 16), 0,
+               "expert-parallel size of the MoE blocks, folded over the GPUs of a stage (0: the strategy's, e.g. "
+               "strategy.ep_size, else every GPU of a stage)"),
+      optional("etp", integer(1, 1 << 16), 1, "expert tensor-parallel size (each expert's FFN columns split)"),
+      optional("sequence_parallel", boolean(), true,
+               "with tp > 1: all-gather / reduce-scatter around the TP blocks with the norms and MoE on s/tp tokens "
+               "(Megatron requires it for MoE with TP); false: an all-reduce after each block"),
+      optional("schedule", enumeration({"1f1b", "gpipe", "interleaved_1f1b"}), nullptr,
+               "pipeline schedule (default: interleaved_1f1b when vp > 1, else 1f1b)"),
+      optional("first_stage_layers", integer(0, 65536), nullptr,
+               "layers of the first (virtual) pipeline stage; the rest split evenly (Megatron's "
+               "decoder_first_pipeline_num_layers)"),
+      optional("last_stage_layers", integer(0, 65536), nullptr,
+               "layers of the last (virtual) pipeline stage (Megatron's decoder_last_pipeline_num_layers)"),
   });
   static const NodePtr routing = object({
       optional("kind", enumeration({"uniform", "zipf"}), "uniform", "token routing: uniform or skewed (Zipf)"),
@@ -158,6 +182,9 @@ NodePtr scenario_schema() {
       required("cluster", cluster_schema(), "the cluster, or {\"preset\": \"NAME\"} from topologies/"),
       required("model", model_schema(), "the MoE model, or {\"preset\": \"NAME\"} from models/"),
       required("training", training, "sequence length, batch, microbatches, dtype"),
+      optional("parallel", parallel, Json::object(),
+               "the parallel layout: tp, cp, pp (with vp), ep and etp folded over the GPUs in Megatron-Core's rank "
+               "order; dp is what is left"),
       optional("routing", routing, Json::object(), "token routing"),
       required("strategy", any(), "the parallel strategy, e.g. {\"name\": \"ep\"}"),
       optional("network", network, Json::object(), "communication model"),

@@ -3,6 +3,8 @@
 #include <map>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "sim/blocks/attention_block.hpp"
 #include "sim/blocks/dense_ffn_block.hpp"
 #include "sim/blocks/expert_fetch.hpp"
@@ -10,6 +12,7 @@
 #include "sim/blocks/moe_block.hpp"
 #include "sim/blocks/optimizer_step.hpp"
 #include "sim/blocks/vocabulary_block.hpp"
+#include "sim/core/error.hpp"
 #include "sim/schedule/schedule.hpp"
 
 namespace moesim::schedule {
@@ -17,89 +20,207 @@ namespace moesim::schedule {
 using blocks::Frontier;
 using engine::Phase;
 
-parallel::IterationOutcome write_iteration(blocks::ProgramBuilder& pb, const blocks::Context& ctx,
-                                           const parallel::PlanPtr& plan_ptr, int iteration) {
-  const parallel::IterationPlan& plan = *plan_ptr;
-  const auto& m = ctx.model;
-  const int layers = m.layers;
-  const int microbatches = ctx.training.microbatches;
-  const std::uint32_t gpus = ctx.topology.gpu_count();
-  parallel::IterationOutcome outcome;
-  outcome.iteration = iteration;
-  outcome.plan = plan_ptr;
-  outcome.tokens = plan.tokens;
-  outcome.expert_tokens.resize(layers);
-  blocks::Emission em{pb, ctx, plan, iteration, outcome};
+namespace {
 
-  // Each GPU's last task of the previous iteration: what this one starts after.
-  Frontier anchor(gpus);
-  for (std::uint32_t g = 0; g < gpus; ++g) anchor[g] = pb.engine().stream_tail(g, pb.stream(parallel::StreamRole::Compute));
-  std::vector<Frontier> fetched;
-  blocks::fetch_at_iteration_start(em, anchor, fetched);
-
-  std::vector<Frontier> front(microbatches, Frontier(gpus, engine::kNone));
-  std::map<std::pair<int, int>, blocks::LayerRouting> routing;  // (microbatch, layer), forward to backward
-  std::vector<Frontier> attention_done(layers), experts_done(layers);
-  Frontier end(gpus, engine::kNone);
-  blocks::GradientSync sync(gpus);
-
-  for (const WorkItem& item : order(plan.schedule, layers, microbatches)) {
-    const int l = item.layer, mb = item.microbatch;
-    Frontier& f = front[mb];
-    const parallel::MoeLayerPlan* moe = item.segment == Segment::Layer && l < layers ? plan.moe[l].get() : nullptr;
-    switch (item.work) {
-      case Work::Forward:
-        if (item.segment == Segment::Embedding) {
-          if (plan.vocabulary) blocks::embedding(em, Phase::Forward, mb, f);
-        } else if (item.segment == Segment::Head) {
-          if (plan.vocabulary) blocks::lm_head(em, Phase::Forward, mb, f);
-        } else {
-          blocks::attention(em, Phase::Forward, l, mb, f);
-          if (!moe) {
-            blocks::dense_ffn(em, Phase::Forward, l, mb, f);
-            break;
-          }
-          blocks::LayerRouting& rt = routing[{mb, l}] = blocks::route_layer(ctx, plan, *moe, iteration, l, mb);
-          outcome.routed_copies += rt.routed_copies;
-          outcome.dropped_copies += rt.dropped_copies;
-          auto& tokens = outcome.expert_tokens[l];
-          tokens.resize(rt.expert_tokens.size(), 0.0);
-          for (std::size_t e = 0; e < tokens.size(); ++e) tokens[e] += rt.expert_tokens[e];
-          if (moe->fetch && !moe->fetch->at_iteration_start && mb == 0) blocks::fetch_layer(em, *moe, l, f, fetched[l]);
-          blocks::moe_forward(em, *moe, l, mb, rt, moe->fetch ? &fetched[l] : nullptr, f);
-        }
-        break;
-      case Work::Backward:
-        if (item.segment == Segment::Embedding) {
-          if (plan.vocabulary) blocks::embedding(em, Phase::Backward, mb, f);
-          end = f;
-        } else if (item.segment == Segment::Head) {
-          if (plan.vocabulary) blocks::lm_head(em, Phase::Backward, mb, f);
-        } else {
-          if (moe) {
-            const auto it = routing.find({mb, l});
-            blocks::moe_backward(em, *moe, l, mb, it->second, f, experts_done[l]);
-            routing.erase(it);
-          } else {
-            blocks::dense_ffn(em, Phase::Backward, l, mb, f);
-          }
-          blocks::attention(em, Phase::Backward, l, mb, f);
-          attention_done[l] = f;
-        }
-        break;
-      case Work::SyncLayer:
-        if (plan.gradients.timing == parallel::GradientTiming::Overlap)
-          sync.layer(em, l, attention_done[l], experts_done[l].empty() ? attention_done[l] : experts_done[l]);
-        break;
-      case Work::SyncRest:
-        if (plan.gradients.timing == parallel::GradientTiming::AfterBackward)
-          for (int layer = layers - 1; layer >= 0; --layer) sync.layer(em, layer, end, end);
-        sync.embedding(em, end);
-        break;
-      case Work::Optimizer: blocks::optimizer_step(em, end, sync.last()); break;
-    }
+// One iteration being written: each work item's tasks on the current stage's GPUs.
+class Writer {
+ public:
+  Writer(blocks::ProgramBuilder& pb, const blocks::Context& ctx, const parallel::PlanPtr& plan, int iteration)
+      : plan_(*plan),
+        layers_(ctx.model.layers),
+        em_{pb, ctx, plan_, iteration, outcome_, 0, nullptr, {}},
+        front_(ctx.training.microbatches, Frontier(ctx.topology.gpu_count(), engine::kNone)),
+        attention_done_(layers_),
+        experts_done_(layers_),
+        end_(ctx.topology.gpu_count(), engine::kNone),
+        sync_(ctx.topology.gpu_count()) {
+    outcome_.iteration = iteration;
+    outcome_.plan = plan;
+    outcome_.tokens = plan_.tokens;
+    outcome_.expert_tokens.resize(layers_);
+    const std::uint32_t gpus = ctx.topology.gpu_count();
+    em_.stage_of.assign(gpus, 0);
+    for (std::size_t s = 0; s < plan_.pipeline.stage_gpus.size(); ++s)
+      for (const std::uint32_t g : plan_.pipeline.stage_gpus[s]) em_.stage_of[g] = static_cast<std::uint16_t>(s);
+    em_.enter_stage(0);
+    // Each GPU's last task of the previous iteration: what this one starts after.
+    Frontier anchor(gpus);
+    for (std::uint32_t g = 0; g < gpus; ++g) anchor[g] = pb.engine().stream_tail(g, pb.stream(parallel::StreamRole::Compute));
+    blocks::fetch_at_iteration_start(em_, anchor, fetched_);
   }
-  return outcome;
+
+  void run(const WorkItem& item);
+  // The pipeline: every stage's units, written in an order where each unit's input from another
+  // stage has been written before it.
+  void run_pipeline();
+  parallel::IterationOutcome take() { return std::move(outcome_); }
+
+ private:
+  void unit(int stage, const Unit& u);
+  void send(int from_virtual, int to_virtual, int mb, bool forward);
+  void sync_rest();
+
+  const parallel::IterationPlan& plan_;
+  const int layers_;
+  parallel::IterationOutcome outcome_;
+  blocks::Emission em_;
+  std::vector<Frontier> fetched_;
+  std::vector<Frontier> front_;                            // per microbatch
+  std::map<std::pair<int, int>, blocks::LayerRouting> routing_;  // (microbatch, layer), forward to backward
+  std::vector<Frontier> attention_done_, experts_done_;
+  Frontier end_;  // each GPU's frontier after its last backward
+  blocks::GradientSync sync_;
+};
+
+void Writer::run(const WorkItem& item) {
+  const int l = item.layer, mb = item.microbatch;
+  Frontier& f = front_[mb];
+  const parallel::MoeLayerPlan* moe = item.segment == Segment::Layer && l < layers_ ? plan_.moe[l].get() : nullptr;
+  switch (item.work) {
+    case Work::Forward:
+      if (item.segment == Segment::Embedding) {
+        if (plan_.vocabulary) blocks::embedding(em_, Phase::Forward, mb, f);
+      } else if (item.segment == Segment::Head) {
+        if (plan_.vocabulary) blocks::lm_head(em_, Phase::Forward, mb, f);
+      } else {
+        blocks::attention(em_, Phase::Forward, l, mb, f);
+        if (!moe) {
+          blocks::dense_ffn(em_, Phase::Forward, l, mb, f);
+          break;
+        }
+        blocks::LayerRouting& rt = routing_[{mb, l}] = blocks::route_layer(em_.ctx, plan_, *moe, em_.iteration, l, mb);
+        outcome_.routed_copies += rt.routed_copies;
+        outcome_.dropped_copies += rt.dropped_copies;
+        auto& tokens = outcome_.expert_tokens[l];
+        tokens.resize(rt.expert_tokens.size(), 0.0);
+        for (std::size_t e = 0; e < tokens.size(); ++e) tokens[e] += rt.expert_tokens[e];
+        if (moe->fetch && !moe->fetch->at_iteration_start && mb == 0) blocks::fetch_layer(em_, *moe, l, f, fetched_[l]);
+        blocks::moe_forward(em_, *moe, l, mb, rt, moe->fetch ? &fetched_[l] : nullptr, f);
+      }
+      break;
+    case Work::Backward:
+      if (item.segment == Segment::Embedding) {
+        if (plan_.vocabulary) blocks::embedding(em_, Phase::Backward, mb, f);
+      } else if (item.segment == Segment::Head) {
+        if (plan_.vocabulary) blocks::lm_head(em_, Phase::Backward, mb, f);
+      } else {
+        if (moe) {
+          const auto it = routing_.find({mb, l});
+          blocks::moe_backward(em_, *moe, l, mb, it->second, f, experts_done_[l]);
+          routing_.erase(it);
+        } else {
+          blocks::dense_ffn(em_, Phase::Backward, l, mb, f);
+        }
+        blocks::attention(em_, Phase::Backward, l, mb, f);
+        attention_done_[l] = f;
+      }
+      for (const std::uint32_t g : em_.active()) end_[g] = f[g];
+      break;
+    case Work::SyncLayer:
+      if (plan_.gradients.timing == parallel::GradientTiming::Overlap)
+        sync_.layer(em_, l, attention_done_[l], experts_done_[l].empty() ? attention_done_[l] : experts_done_[l]);
+      break;
+    case Work::SyncRest: sync_rest(); break;
+    case Work::Optimizer: blocks::optimizer_step(em_, end_, sync_.last()); break;
+  }
+}
+
+// What is left after the backward: the layers' gradients (when not overlapped), each on its
+// stage, then the embedding's and the LM head's (one bucket when one stage holds both).
+void Writer::sync_rest() {
+  const auto& p = plan_.pipeline;
+  if (plan_.gradients.timing == parallel::GradientTiming::AfterBackward)
+    for (int layer = layers_ - 1; layer >= 0; --layer) {
+      em_.enter_stage(p.stage_of_virtual(p.virtual_stage_of_layer(layer)));
+      sync_.layer(em_, layer, end_, end_);
+    }
+  const auto& gp = plan_.gradients;
+  const int last = p.stage_of_virtual(p.virtual_stages() - 1);
+  em_.enter_stage(0);
+  sync_.vocabulary(em_, "embedding_grads", last == 0 ? gp.embedding_params + gp.head_params : gp.embedding_params, end_);
+  if (last != 0) {
+    em_.enter_stage(last);
+    sync_.vocabulary(em_, "lm_head_grads", gp.head_params, end_);
+  }
+}
+
+void Writer::send(int from, int to, int mb, bool forward) {
+  const auto& p = plan_.pipeline;
+  const int s = p.stage_of_virtual(from), r = p.stage_of_virtual(to);
+  const auto label = em_.label(forward ? Phase::Forward : Phase::Backward, engine::WorkKind::P2P,
+                               forward ? "pipeline_activations" : "pipeline_gradients", p.first_layer[from], mb);
+  Frontier& f = front_[mb];
+  for (const auto& group : p.groups->groups)
+    f[group[r]] = em_.pb.p2p(group[s], group[r], p.activation_bytes, parallel::StreamRole::PipelineSend,
+                             forward ? parallel::StreamRole::PipelineRecv : parallel::StreamRole::PipelineRecvGrad, label,
+                             f[group[s]]);
+}
+
+void Writer::unit(int stage, const Unit& u) {
+  const auto& p = plan_.pipeline;
+  const int v = u.chunk * p.stages + stage, last = p.virtual_stages() - 1, mb = u.microbatch;
+  const int first_layer = p.first_layer[v], end_layer = p.first_layer[v + 1];
+  em_.enter_stage(stage);
+  if (u.forward) {
+    if (v == 0) run({Work::Forward, Segment::Embedding, 0, mb});
+    for (int l = first_layer; l < end_layer; ++l) run({Work::Forward, Segment::Layer, l, mb});
+    if (v == last) run({Work::Forward, Segment::Head, layers_, mb});
+    else send(v, v + 1, mb, true);
+    return;
+  }
+  // Every schedule runs a chunk's microbatches in order: its last backward ends its gradients.
+  const bool last_microbatch = mb + 1 == static_cast<int>(front_.size());
+  if (v == last) run({Work::Backward, Segment::Head, layers_, mb});
+  for (int l = end_layer - 1; l >= first_layer; --l) {
+    run({Work::Backward, Segment::Layer, l, mb});
+    if (last_microbatch) run({Work::SyncLayer, Segment::Layer, l, mb});
+  }
+  if (v == 0) run({Work::Backward, Segment::Embedding, 0, mb});
+  else send(v, v - 1, mb, false);
+}
+
+void Writer::run_pipeline() {
+  const auto& p = plan_.pipeline;
+  const int microbatches = static_cast<int>(front_.size());
+  std::vector<std::vector<Unit>> orders;
+  for (int s = 0; s < p.stages; ++s) orders.push_back(stage_order(p.schedule, s, p.stages, p.chunks, microbatches));
+  // written[forward][virtual stage][microbatch]
+  std::vector<std::vector<std::vector<char>>> written(
+      2, std::vector<std::vector<char>>(p.virtual_stages(), std::vector<char>(microbatches, 0)));
+  const int last = p.virtual_stages() - 1;
+  const auto ready = [&](int stage, const Unit& u) {
+    const int v = u.chunk * p.stages + stage;
+    if (u.forward) return v == 0 || written[1][v - 1][u.microbatch];
+    return v == last || written[0][v + 1][u.microbatch];
+  };
+  std::vector<std::size_t> next(p.stages, 0);
+  for (std::size_t left = p.stages * static_cast<std::size_t>(2 * p.chunks * microbatches); left > 0;) {
+    bool progress = false;
+    for (int s = 0; s < p.stages; ++s)
+      while (next[s] < orders[s].size() && ready(s, orders[s][next[s]])) {
+        const Unit& u = orders[s][next[s]++];
+        unit(s, u);
+        written[u.forward ? 1 : 0][u.chunk * p.stages + s][u.microbatch] = 1;
+        progress = true;
+        --left;
+      }
+    if (!progress) invariant_failed(fmt::format("the {} schedule of {} stages deadlocks", to_string(p.schedule), p.stages));
+  }
+  run({Work::SyncRest, Segment::Layer, 0, microbatches - 1});
+  em_.enter_stage(0);
+  run({Work::Optimizer, Segment::Layer, 0, microbatches - 1});
+}
+
+}  // namespace
+
+parallel::IterationOutcome write_iteration(blocks::ProgramBuilder& pb, const blocks::Context& ctx,
+                                           const parallel::PlanPtr& plan, int iteration) {
+  Writer w(pb, ctx, plan, iteration);
+  if (plan->schedule == parallel::ScheduleKind::LayerMajor)
+    for (const WorkItem& item : layer_major(ctx.model.layers, ctx.training.microbatches)) w.run(item);
+  else
+    w.run_pipeline();
+  return w.take();
 }
 
 }  // namespace moesim::schedule

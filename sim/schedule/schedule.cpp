@@ -1,26 +1,53 @@
 #include "sim/schedule/schedule.hpp"
 
+#include <algorithm>
+
 namespace moesim::schedule {
 
-namespace {
-std::vector<WorkItem> data_parallel(int layers, int microbatches) {
-  std::vector<WorkItem> items;
-  for (int mb = 0; mb < microbatches; ++mb) {
-    const bool last = mb + 1 == microbatches;
-    items.push_back({Work::Forward, Segment::Embedding, 0, mb});
-    for (int l = 0; l < layers; ++l) items.push_back({Work::Forward, Segment::Layer, l, mb});
-    items.push_back({Work::Forward, Segment::Head, layers, mb});
-    items.push_back({Work::Backward, Segment::Head, layers, mb});
-    for (int l = layers - 1; l >= 0; --l) {
-      items.push_back({Work::Backward, Segment::Layer, l, mb});
-      if (last) items.push_back({Work::SyncLayer, Segment::Layer, l, mb});
-    }
-    items.push_back({Work::Backward, Segment::Embedding, 0, mb});
+std::vector<Unit> stage_order(parallel::PipelineSchedule schedule, int s, int p, int v, int m) {
+  std::vector<Unit> out;
+  if (schedule == parallel::PipelineSchedule::GPipe) {
+    for (int mb = 0; mb < m; ++mb) out.push_back({true, 0, mb});
+    for (int mb = 0; mb < m; ++mb) out.push_back({false, 0, mb});
+    return out;
   }
-  items.push_back({Work::SyncRest, Segment::Layer, 0, microbatches - 1});
-  items.push_back({Work::Optimizer, Segment::Layer, 0, microbatches - 1});
-  return items;
+  if (schedule == parallel::PipelineSchedule::OneFOneB) v = 1;
+  const int total = m * v;
+  // The k-th forward or backward of this stage: its chunk and microbatch.
+  const auto unit = [&](int k, bool forward) {
+    const int in_group = (k / p) % v;
+    return Unit{forward, forward ? in_group : v - 1 - in_group, (k / (p * v)) * p + k % p};
+  };
+  int warmup = schedule == parallel::PipelineSchedule::OneFOneB ? p - s - 1 : (p - s - 1) * 2 + (v - 1) * p;
+  warmup = std::min(warmup, total);
+  if (schedule == parallel::PipelineSchedule::OneFOneB) {
+    // One chunk: the k-th unit is microbatch k.
+    for (int k = 0; k < warmup; ++k) out.push_back({true, 0, k});
+    for (int i = 0; i < total - warmup; ++i) {
+      out.push_back({true, 0, warmup + i});
+      out.push_back({false, 0, i});
+    }
+    for (int k = total - warmup; k < total; ++k) out.push_back({false, 0, k});
+    return out;
+  }
+  for (int k = 0; k < warmup; ++k) out.push_back(unit(k, true));
+  for (int i = 0; i < total - warmup; ++i) {
+    out.push_back(unit(warmup + i, true));
+    out.push_back(unit(i, false));
+  }
+  for (int k = total - warmup; k < total; ++k) out.push_back(unit(k, false));
+  return out;
 }
+
+int peak_in_flight(const std::vector<Unit>& order) {
+  int now = 0, peak = 0;
+  for (const Unit& u : order) {
+    now += u.forward ? 1 : -1;
+    peak = std::max(peak, now);
+  }
+  return peak;
+}
+
 std::vector<WorkItem> layer_major(int layers, int microbatches) {
   std::vector<WorkItem> items;
   const int last = layers - 1;
@@ -42,15 +69,6 @@ std::vector<WorkItem> layer_major(int layers, int microbatches) {
   items.push_back({Work::SyncRest, Segment::Layer, 0, microbatches - 1});
   items.push_back({Work::Optimizer, Segment::Layer, 0, microbatches - 1});
   return items;
-}
-}  // namespace
-
-std::vector<WorkItem> order(parallel::ScheduleKind kind, int layers, int microbatches) {
-  switch (kind) {
-    case parallel::ScheduleKind::DataParallel: return data_parallel(layers, microbatches);
-    case parallel::ScheduleKind::LayerMajor: return layer_major(layers, microbatches);
-  }
-  return data_parallel(layers, microbatches);
 }
 
 }  // namespace moesim::schedule

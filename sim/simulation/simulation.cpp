@@ -118,7 +118,8 @@ strategies::StrategyContext Simulation::context() const {
   return strategies::StrategyContext{{topology_, scenario_.model, scenario_.training, *routing_, compute_},
                                      scenario_.all_reduce,
                                      network_.get(),
-                                     scenario_.calibration.get()};
+                                     scenario_.calibration.get(),
+                                     scenario_.parallel};
 }
 
 double Simulation::host_memory_estimate() const {

@@ -16,6 +16,9 @@ struct StrategyInfo {
   std::string description;
   std::string paper;
   schema::NodePtr options;  // schema of the scenario's "strategy" object, "name" included
+  // Whether its paper allows a parallel layout (tensor and pipeline parallelism, parallel.ep);
+  // the loader refuses one for the others.
+  bool takes_layout = false;
   std::function<std::unique_ptr<Strategy>(const schema::Json& options)> make;
 };
 

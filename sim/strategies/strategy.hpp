@@ -25,6 +25,8 @@ struct StrategyContext : blocks::Context {
   // Algorithm 1) and the scenario's calibration profile; either may be null.
   const network::AnalyticModel* network = nullptr;
   const calibration::Profile* calibration = nullptr;
+  // The scenario's parallel layout, pipeline schedule and layer split (ep 0: the strategy's).
+  parallel::ParallelConfig parallel;
 };
 
 // A variant of the strategy's options that a run also simulates, so its results can say whether

@@ -16,15 +16,23 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   const double scale = b / 2.0;
   const double sbh = in.tokens * m.hidden;
   const double scores = in.flash_attention ? 0.0 : 5.0 * m.heads * t.sequence_length * in.tokens;
-  const double attention_and_norms = m.attention ? (11.0 / in.tensor_parallel + 4.0) * sbh + scores / in.tensor_parallel : 0.0;
+  const double attention_and_norms =
+      !m.attention             ? 0.0
+      : in.sequence_parallel ? 15.0 / in.tensor_parallel * sbh + scores / in.tensor_parallel
+                             : (11.0 / in.tensor_parallel + 4.0) * sbh + scores / in.tensor_parallel;
   const double expert_ffn = in.expert_ffn_hidden > 0 ? in.expert_ffn_hidden : m.ffn_hidden;
   // Dense MLP (19·sbh for a 4h FFN: input 2, fc1 out 8, activation 8, dropout mask 1), written
   // for FFN size d: 2h + 4d + h per token, plus 2d more for the gate of SwiGLU.
   const auto mlp_per_token = [&](double d) { return 3.0 * m.hidden + (m.ffn_gemms() == 3 ? 6.0 : 4.0) * d; };
   double layers_total = 0;
-  for (int l = 0; l < m.layers; ++l) {
+  int moe_layers = 0;
+  std::vector<int> all;
+  if (in.layers.empty())
+    for (int l = 0; l < m.layers; ++l) all.push_back(l);
+  for (const int l : in.layers.empty() ? all : in.layers) {
     layers_total += attention_and_norms;
     if (m.is_moe(l)) {
+      ++moe_layers;
       layers_total += in.expert_tokens_per_layer * mlp_per_token(expert_ffn);
       layers_total += m.shared_experts * in.tokens * mlp_per_token(m.ffn_hidden);
       layers_total += 2.0 * in.tokens * m.experts;  // router logits
@@ -32,7 +40,7 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
       layers_total += in.tokens * mlp_per_token(m.dense_ffn_hidden);
     }
   }
-  f.activations = layers_total * scale + m.moe_layers() * in.moe_buffer_bytes;
+  f.activations = in.in_flight * (layers_total * scale + moe_layers * in.moe_buffer_bytes);
   return f;
 }
 

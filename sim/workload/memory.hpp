@@ -4,9 +4,12 @@
 // Activation Recomputation in Large Transformer Models" (2022), §4.1: per layer
 // s·b·h·(34 + 5·a·s/h) bytes in 16-bit, of which 11·sbh attention, 19·sbh MLP, 4·sbh norms and
 // 5·a·s²·b the softmax scores (absent with FlashAttention). MoE blocks replace the MLP term by
-// the expert activations of the tokens a GPU actually receives. With the optimizer on the host
+// the expert activations of the tokens a GPU actually receives. A pipeline stage holds its own
+// layers' activations for as many microbatches as its schedule keeps in flight. With the optimizer on the host
 // (ZeRO-Offload) its state and a copy of the gradients live in host memory instead.
 #pragma once
+
+#include <vector>
 
 #include "sim/workload/model_shape.hpp"
 
@@ -29,6 +32,9 @@ struct MemoryInputs {
   int tensor_parallel = 1;              // attention split over this many GPUs (Korthikanti §4.2: 11·sbh/t)
   double expert_ffn_hidden = 0;         // FFN size of this GPU's expert slice (0: the model's ffn_hidden)
   double moe_buffer_bytes = 0;          // communication buffers per MoE layer kept for backward
+  bool sequence_parallel = false;       // the attention block's and norms' activations split over tp too (§4.2.2: 34·sbh/t)
+  std::vector<int> layers;              // the layers this GPU holds (empty: all)
+  double in_flight = 1;                 // microbatches whose activations it holds at once (the schedule's peak)
 };
 
 MemoryFootprint memory_footprint(const ModelShape& model, const TrainingConfig& training, const MemoryInputs& in);

@@ -48,6 +48,7 @@ parallel::MoeLayerPlan one_group(std::vector<std::uint32_t> gpus, std::vector<st
   parallel::MoeLayerPlan lp;
   lp.dispatch = {{std::move(gpus), table}};
   lp.expert_ffn_hidden = 512;
+  lp.gate_tokens = lp.combine_tokens = 1024;  // each GPU routes its microbatch of 1024 tokens
   return lp;
 }
 
@@ -132,7 +133,7 @@ class HandPlan : public strategies::Strategy {
     p->schedule = schedule;
     return p;
   }
-  parallel::ScheduleKind schedule = parallel::ScheduleKind::DataParallel;
+  parallel::ScheduleKind schedule = parallel::ScheduleKind::Pipeline;
 
  protected:
   virtual std::shared_ptr<const parallel::ReplicaTable> replicas(const strategies::StrategyContext& ctx,
@@ -254,11 +255,11 @@ TEST(Plan, APlanNamesItsScheduleTheLayerMajorOrderRunsTheSameWorkInAnotherOrder)
   auto doc = schema::Json::parse(test::kSmallEp);
   doc["training"]["microbatches"] = 2;
   std::map<parallel::ScheduleKind, std::unique_ptr<simulation::Simulation>> runs;
-  for (const auto kind : {parallel::ScheduleKind::DataParallel, parallel::ScheduleKind::LayerMajor}) {
+  for (const auto kind : {parallel::ScheduleKind::Pipeline, parallel::ScheduleKind::LayerMajor}) {
     runs[kind] = std::make_unique<simulation::Simulation>(test::scenario_from(doc.dump()), std::make_unique<EpInOrder>(kind));
     runs[kind]->run(test::with_task_log());
   }
-  const auto& dp = *runs[parallel::ScheduleKind::DataParallel];
+  const auto& dp = *runs[parallel::ScheduleKind::Pipeline];
   const auto& lm = *runs[parallel::ScheduleKind::LayerMajor];
   EXPECT_LT(attention_start(dp, 1, 0), attention_start(dp, 0, 1));
   EXPECT_LT(attention_start(lm, 0, 1), attention_start(lm, 1, 0));

@@ -43,6 +43,7 @@ StrategyInfo info() {
                    "all-to-all algorithm: direct, or hierarchical (2-D: inside the node, then across)"),
       gradient_sync_option(),
   });
+  s.takes_layout = true;
   s.make = [](const sc::Json& o) {
     EpOptions opt;
     opt.ep_size = o.at("ep_size").get<int>();
@@ -54,10 +55,39 @@ StrategyInfo info() {
 }
 
 int EpStrategy::ep_size(const StrategyContext& ctx) const {
-  return options_.ep_size == 0 ? static_cast<int>(ctx.topology.gpu_count()) : options_.ep_size;
+  const auto& s = ctx.parallel.sizes;
+  if (s.ep > 0) return s.ep;
+  if (options_.ep_size > 0) return options_.ep_size;
+  return static_cast<int>(ctx.topology.gpu_count() / static_cast<std::uint32_t>(s.pp * s.etp));
+}
+
+parallel::ParallelLayout EpStrategy::layout(const StrategyContext& ctx) const {
+  parallel::LayoutSizes sizes = ctx.parallel.sizes;
+  sizes.ep = ep_size(ctx);
+  return parallel::ParallelLayout(sizes, ctx.topology.gpu_count());
 }
 
 void EpStrategy::check(const StrategyContext& ctx) const {
+  const auto& sizes = ctx.parallel.sizes;
+  if (sizes.ep > 0 && options_.ep_size > 0 && sizes.ep != options_.ep_size)
+    throw InputError("", "$.parallel.ep", fmt::format("parallel.ep {} and strategy.ep_size {} disagree", sizes.ep, options_.ep_size),
+                     "give the expert-parallel size once");
+  if (sizes.cp > 1)
+    throw InputError("", "$.parallel.cp", "context parallelism (the ring exchange of K/V) is not simulated yet",
+                     "use cp 1 (fold the GPUs into dp or ep instead)");
+  if (sizes.etp > 1)
+    throw InputError("", "$.parallel.etp",
+                     "expert tensor parallelism (the tokens' all-gather and reduce-scatter around the split experts) is "
+                     "not simulated yet",
+                     "use etp 1 (Megatron-Core's recommendation for fine-grained MoE)");
+  if (!ctx.parallel.trivial() || sizes.ep > 0) {
+    parallel::LayoutSizes s = sizes;
+    s.ep = ep_size(ctx);
+    const auto problems = parallel::layout_problems(s, ctx.topology.gpu_count(), ctx.model.experts);
+    if (!problems.empty())
+      throw InputError("", "$.parallel." + problems[0].field, problems[0].problem, problems[0].fix);
+    return;
+  }
   const int n = ep_size(ctx);
   const int g = static_cast<int>(ctx.topology.gpu_count());
   const int e = ctx.model.experts;
@@ -87,7 +117,7 @@ void EpStrategy::check(const StrategyContext& ctx) const {
 }
 
 std::vector<workload::MemoryFootprint> EpStrategy::memory(const StrategyContext& ctx) const {
-  return ep::memory(ctx, ep_size(ctx));
+  return ep::memory(ctx, ep_size(ctx), layout(ctx));
 }
 
 std::size_t tasks_per_iteration(const StrategyContext& ctx, int chunks) {
@@ -104,26 +134,19 @@ std::size_t EpStrategy::tasks_per_iteration(const StrategyContext& ctx) const {
 parallel::PlanPtr EpStrategy::plan(const StrategyContext& ctx, int, const parallel::RunState&) {
   if (plan_) return plan_;
   const auto& m = ctx.model;
-  const std::uint32_t gpus = ctx.topology.gpu_count();
   const int n = ep_size(ctx);
+  const parallel::ParallelLayout lay = layout(ctx);
   ExpertParallelPlan in;
   in.streams = {parallel::StreamRole::Compute, parallel::StreamRole::Dispatch, parallel::StreamRole::Combine,
                 parallel::StreamRole::Gradient};
   const auto replicas = parallel::ReplicaTable::contiguous(m.experts, n);
-  for (std::uint32_t first = 0; first < gpus; first += static_cast<std::uint32_t>(n)) {
-    parallel::DispatchGroup g;
-    for (std::uint32_t r = 0; r < static_cast<std::uint32_t>(n); ++r) g.gpus.push_back(first + r);
-    g.replicas = replicas;
-    in.groups.push_back(std::move(g));
-  }
+  for (auto& gpus : lay.groups(parallel::Dim::Ep)) in.groups.push_back({std::move(gpus), replicas});
   in.all_to_all = options_.all_to_all;
   in.chunks = options_.pipelining_degree;
   in.timing = timing(options_);
-  // The expert-data-parallel group of EP rank r holds the GPUs with rank r in every EP group.
-  const int groups = static_cast<int>(gpus) / n;
-  std::vector<std::vector<std::uint32_t>> edp(n);
-  for (int r = 0; r < n; ++r)
-    for (int gi = 0; gi < groups; ++gi) edp[r].push_back(static_cast<std::uint32_t>(gi * n + r));
+  // The expert-data-parallel group of EP rank r holds the GPUs with rank r in every EP group of
+  // its stage.
+  auto edp = lay.groups(parallel::Dim::Edp);
   parallel::CollectiveStep expert_grads;
   expert_grads.name = "expert_grads";
   expert_grads.kind = network::CollectiveKind::AllReduce;
@@ -132,7 +155,8 @@ parallel::PlanPtr EpStrategy::plan(const StrategyContext& ctx, int, const parall
   expert_grads.groups = parallel::family(std::move(edp));
   expert_grads.stream = parallel::StreamRole::Gradient;
   if (expert_grads.bytes > 0) in.expert_gradients.push_back(std::move(expert_grads));
-  in.params_per_gpu = m.replicated_params() + m.moe_layers() * (m.experts / n) * m.expert_params();
+  in.experts_per_gpu = m.experts / n;
+  in.layout = lay;
   plan_ = make_plan(ctx, in);
   return plan_;
 }
@@ -141,9 +165,16 @@ schema::Json EpStrategy::describe(const StrategyContext& ctx) const {
   const int n = ep_size(ctx);
   schema::Json j;
   j["ep_size"] = n;
-  j["ep_groups"] = static_cast<int>(ctx.topology.gpu_count()) / n;
   j["experts_per_gpu"] = ctx.model.experts / n;
-  j["expert_data_parallel_size"] = static_cast<int>(ctx.topology.gpu_count()) / n;
+  const auto lay = layout(ctx);
+  j["expert_data_parallel_size"] = lay.edp();
+  j["ep_groups"] = static_cast<int>(lay.groups(parallel::Dim::Ep).size());
+  if (!ctx.parallel.trivial()) {
+    const auto& s = lay.sizes();
+    j["layout"] = {{"tp", s.tp}, {"cp", s.cp}, {"pp", s.pp}, {"vp", s.vp}, {"dp", lay.dp()}, {"ep", s.ep}, {"etp", s.etp},
+                   {"edp", lay.edp()}, {"sequence_parallel", ctx.parallel.sequence_parallel && s.tp > 1},
+                   {"schedule", std::string(parallel::to_string(ctx.parallel.schedule))}};
+  }
   j["pipelining_degree"] = options_.pipelining_degree;
   j["all_to_all"] = std::string(network::to_string(options_.all_to_all));
   j["gradient_sync"] = options_.overlap_gradient_sync ? "overlap" : "after_backward";

@@ -38,7 +38,9 @@ class EpStrategy final : public Strategy {
   parallel::PlanPtr plan(const StrategyContext& ctx, int iteration, const parallel::RunState& state) override;
   schema::Json describe(const StrategyContext& ctx) const override;
 
+  // parallel.ep, else the option ep_size, else every GPU of a pipeline stage (over etp).
   int ep_size(const StrategyContext& ctx) const;
+  parallel::ParallelLayout layout(const StrategyContext& ctx) const;
 
  private:
   EpOptions options_;

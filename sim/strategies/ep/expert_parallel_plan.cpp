@@ -1,45 +1,128 @@
 #include "sim/strategies/ep/expert_parallel_plan.hpp"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
+#include "sim/schedule/schedule.hpp"
+
 namespace moesim::strategies::ep {
+
+namespace {
+parallel::ParallelLayout layout_or_flat(const StrategyContext& ctx, const ExpertParallelPlan& in) {
+  return in.layout ? *in.layout : parallel::ParallelLayout({}, ctx.topology.gpu_count());
+}
+}  // namespace
+
+parallel::PipelinePlan pipeline_of(const StrategyContext& ctx, const parallel::ParallelLayout& layout) {
+  const auto& m = ctx.model;
+  const auto& s = layout.sizes();
+  parallel::PipelinePlan p;
+  p.stages = s.pp;
+  p.chunks = s.vp;
+  p.schedule = ctx.parallel.schedule;
+  if (s.pp == 1 && s.vp == 1) p.schedule = parallel::PipelineSchedule::OneFOneB;
+  const auto counts = parallel::stage_layers(m.layers, layout.virtual_stages(), ctx.parallel.first_stage_layers,
+                                             ctx.parallel.last_stage_layers);
+  p.first_layer.assign(1, 0);
+  for (int c : counts) p.first_layer.push_back(p.first_layer.back() + c);
+  for (int st = 0; st < s.pp; ++st) p.stage_gpus.push_back(layout.stage_gpus(st));
+  if (s.pp > 1) p.groups = parallel::family(layout.groups(parallel::Dim::Pp));
+  // Each GPU sends its share of the microbatch's hidden states: the sequence split over cp, and
+  // over tp with sequence parallelism (Megatron-Core's p2p_communication, tensor shape
+  // (s/cp/tp, b, h)).
+  const bool sp = ctx.parallel.sequence_parallel && s.tp > 1;
+  p.activation_bytes = ctx.training.tokens_per_microbatch() / s.cp / (sp ? s.tp : 1) * m.hidden * ctx.dtype_bytes();
+  return p;
+}
+
+double dense_params_on_stage(const workload::ModelShape& m, const parallel::PipelinePlan& pipeline, int stage, int tp) {
+  // In ModelShape::replicated_params' order, so one stage of every layer gives the same sum.
+  int layers = 0, moe = 0, dense = 0;
+  bool first = false, last = false;
+  for (int v = stage; v < pipeline.virtual_stages(); v += pipeline.stages) {
+    for (int l = pipeline.first_layer[v]; l < pipeline.first_layer[v + 1]; ++l) {
+      ++layers;
+      (m.is_moe(l) ? moe : dense) += 1;
+    }
+    first = first || v == 0;
+    last = last || v == pipeline.virtual_stages() - 1;
+  }
+  const double per_layer = m.attention_params() / tp + m.norm_params();
+  const double moe_extra = m.gate_params() + m.shared_experts * m.expert_params() / tp;
+  const double vocabulary = m.embedding_params() / 2 / tp;
+  return layers * per_layer + moe * moe_extra + dense * (m.dense_ffn_params() / tp) + (first ? vocabulary : 0) +
+         (last ? vocabulary : 0);
+}
 
 parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan& in) {
   const auto& m = ctx.model;
   const auto& t = ctx.training;
   const std::uint32_t gpus = ctx.topology.gpu_count();
+  const parallel::ParallelLayout layout = layout_or_flat(ctx, in);
+  const auto& sizes = layout.sizes();
   auto plan = std::make_shared<parallel::IterationPlan>();
   plan->optimizer = optimizer_placement(ctx);
-  plan->streams = parallel::streams_for(in.streams, plan->optimizer);
+  plan->pipeline = pipeline_of(ctx, layout);
+  auto roles = in.streams;
+  if (sizes.pp > 1)
+    roles.insert(roles.end(), {parallel::StreamRole::PipelineSend, parallel::StreamRole::PipelineRecv,
+                               parallel::StreamRole::PipelineRecvGrad});
+  plan->streams = parallel::streams_for(roles, plan->optimizer);
   plan->vocabulary = m.vocab > 0;
+  if (sizes.tp > 1) {
+    auto& tp = plan->tensor_parallel;
+    tp.size = sizes.tp;
+    tp.groups = parallel::family(layout.groups(parallel::Dim::Tp));
+    tp.algorithm = ctx.all_reduce_algorithm;
+    tp.sequence_parallel = ctx.parallel.sequence_parallel;
+  }
 
-  auto moe = std::make_shared<parallel::MoeLayerPlan>();
-  moe->dispatch = in.groups;
-  moe->all_to_all = in.all_to_all;
-  moe->chunks = in.chunks;
-  moe->gate_tokens = moe->combine_tokens = t.tokens_per_microbatch();
-  moe->expert_ffn_hidden = m.ffn_hidden;
-  moe->fetch = in.fetch;
-  moe->expert_gradients = in.expert_gradients;
+  // One MoE layer plan per stage, with the all-to-all groups inside it.
+  const bool sp = ctx.parallel.sequence_parallel && sizes.tp > 1;
+  std::vector<std::shared_ptr<parallel::MoeLayerPlan>> per_stage(sizes.pp);
+  for (int s = 0; s < sizes.pp; ++s) {
+    auto moe = std::make_shared<parallel::MoeLayerPlan>();
+    for (const auto& g : in.groups)
+      if (layout.stage_of(g.gpus.front()) == s) moe->dispatch.push_back(g);
+    moe->all_to_all = in.all_to_all;
+    moe->chunks = in.chunks;
+    // With sequence parallelism each TP rank routes its s/tp tokens (Megatron-Core's MoE layer);
+    // context parallelism splits the sequence too.
+    moe->gate_tokens = moe->combine_tokens = t.tokens_per_microbatch() / sizes.cp / (sp ? sizes.tp : 1);
+    moe->expert_ffn_hidden = m.ffn_hidden / sizes.etp;
+    moe->fetch = in.fetch;
+    moe->expert_gradients = in.expert_gradients;
+    per_stage[s] = std::move(moe);
+  }
   plan->moe.resize(m.layers);
   for (int l = 0; l < m.layers; ++l)
-    if (m.is_moe(l)) plan->moe[l] = moe;
+    if (m.is_moe(l))
+      plan->moe[l] = per_stage[plan->pipeline.stage_of_virtual(plan->pipeline.virtual_stage_of_layer(l))];
 
-  // Dense parameters are replicated on every GPU: one data-parallel group.
-  std::vector<std::uint32_t> all(gpus);
-  std::iota(all.begin(), all.end(), 0u);
+  // Dense parameters are replicated over each stage's data-parallel (and context-parallel) groups.
   auto& gp = plan->gradients;
   gp.timing = in.timing;
-  gp.dense_groups = parallel::family({std::move(all)});
+  gp.dense_groups = parallel::family(layout.groups(parallel::Dim::DpCp));
   gp.algorithm = ctx.all_reduce_algorithm;
-  const double layer_dense = m.attention_params() + m.norm_params();
-  const double moe_dense = m.gate_params() + m.shared_experts * m.expert_params() + in.extra_moe_dense_params;
-  for (int l = 0; l < m.layers; ++l) gp.dense_params.push_back(layer_dense + (m.is_moe(l) ? moe_dense : m.dense_ffn_params()));
-  gp.embedding_params = m.embedding_params();
+  const double layer_dense = m.attention_params() / sizes.tp + m.norm_params();
+  const double moe_dense = m.gate_params() + m.shared_experts * m.expert_params() / sizes.tp + in.extra_moe_dense_params;
+  for (int l = 0; l < m.layers; ++l)
+    gp.dense_params.push_back(layer_dense + (m.is_moe(l) ? moe_dense : m.dense_ffn_params() / sizes.tp));
+  gp.embedding_params = gp.head_params = m.embedding_params() / 2 / sizes.tp;
 
   plan->optimizer_params.assign(gpus, in.params_per_gpu);
-  plan->tokens = static_cast<double>(gpus) * t.tokens_per_microbatch() * t.microbatches;
+  if (in.params_per_gpu <= 0) {
+    const double expert = in.experts_per_gpu * m.expert_params() / sizes.etp;
+    for (int s = 0; s < sizes.pp; ++s) {
+      int moe_layers = 0;
+      for (int l = 0; l < m.layers; ++l)
+        if (m.is_moe(l) && plan->pipeline.stage_of_virtual(plan->pipeline.virtual_stage_of_layer(l)) == s) ++moe_layers;
+      const double params = dense_params_on_stage(m, plan->pipeline, s, sizes.tp) + moe_layers * expert;
+      for (const std::uint32_t g : plan->pipeline.stage_gpus[s]) plan->optimizer_params[g] = params;
+    }
+  }
+  plan->tokens = static_cast<double>(layout.dp()) * t.tokens_per_microbatch() * t.microbatches;
   return plan;
 }
 
@@ -47,10 +130,15 @@ parallel::OptimizerPlacement optimizer_placement(const StrategyContext& ctx) {
   return ctx.training.optimizer_on_host ? parallel::OptimizerPlacement::Host : parallel::OptimizerPlacement::Gpu;
 }
 
-std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n) {
+std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n,
+                                              const std::optional<parallel::ParallelLayout>& layout_in) {
   const auto& m = ctx.model;
+  const parallel::ParallelLayout layout = layout_in ? *layout_in : parallel::ParallelLayout({}, ctx.topology.gpu_count());
+  const auto& sizes = layout.sizes();
+  const parallel::PipelinePlan pipeline = pipeline_of(ctx, layout);
   const int per_rank = m.experts / n;
-  const double tokens = ctx.training.tokens_per_microbatch();
+  const bool sp = ctx.parallel.sequence_parallel && sizes.tp > 1;
+  const double tokens = ctx.training.tokens_per_microbatch() / sizes.cp / (sp ? sizes.tp : 1);
   // The busiest rank's routed token copies per MoE layer, over the first iteration's routing.
   double busiest = 0;
   for (int layer = m.dense_layers; layer < m.layers; ++layer) {
@@ -62,13 +150,28 @@ std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n)
     }
   }
   std::vector<workload::MemoryFootprint> out(ctx.topology.gpu_count());
-  for (std::uint32_t g = 0; g < ctx.topology.gpu_count(); ++g) {
+  for (int s = 0; s < sizes.pp; ++s) {
+    const auto order = schedule::stage_order(pipeline.schedule, s, pipeline.stages, pipeline.chunks, ctx.training.microbatches);
     workload::MemoryInputs in;
-    in.params = m.replicated_params() + m.moe_layers() * per_rank * m.expert_params();
-    in.tokens = tokens;
+    int moe_layers = 0, layers = 0;
+    for (int v = s; v < pipeline.virtual_stages(); v += pipeline.stages)
+      for (int l = pipeline.first_layer[v]; l < pipeline.first_layer[v + 1]; ++l) {
+        in.layers.push_back(l);
+        ++layers;
+        moe_layers += m.is_moe(l) ? 1 : 0;
+      }
+    in.params = dense_params_on_stage(m, pipeline, s, sizes.tp) + moe_layers * per_rank * m.expert_params() / sizes.etp;
+    in.tokens = ctx.training.tokens_per_microbatch() / sizes.cp;
     in.expert_tokens_per_layer = busiest;
-    in.flash_attention = ctx.topology.gpu(g).flash_attention;
-    out[g] = workload::memory_footprint(m, ctx.training, in);
+    in.tensor_parallel = sizes.tp;
+    in.sequence_parallel = sp;
+    in.expert_ffn_hidden = m.ffn_hidden / sizes.etp;
+    // Units in flight hold one chunk each: the stage's layers over its chunks.
+    in.in_flight = schedule::peak_in_flight(order) / static_cast<double>(pipeline.chunks);
+    for (const std::uint32_t g : pipeline.stage_gpus[s]) {
+      in.flash_attention = ctx.topology.gpu(g).flash_attention;
+      out[g] = workload::memory_footprint(m, ctx.training, in);
+    }
   }
   return out;
 }

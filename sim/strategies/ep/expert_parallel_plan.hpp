@@ -1,25 +1,33 @@
 // The plan of expert parallelism over all-to-all groups, shared by the strategies built on it
 // (`ep`, and `hybridep`, whose p = 1 is exactly `ep`): every GPU runs attention and its experts;
 // per MoE layer the dispatch groups with each expert's replicas, the pipelining degree and the
-// all-to-all algorithm; dense gradients all-reduced over all GPUs (replicated parameters: attention,
-// norms, router, shared experts and whatever the strategy adds to the bucket), expert gradients as
-// the strategy says; the optimizer over the parameters each GPU holds.
+// all-to-all algorithm; dense gradients all-reduced over the data-parallel groups (replicated
+// parameters: attention, norms, router, shared experts and whatever the strategy adds to the
+// bucket), expert gradients as the strategy says; the optimizer over the parameters each GPU holds.
+// With a parallel layout (sim/parallel/layout.hpp) the GPUs form pipeline stages of consecutive
+// layers, attention and dense blocks split over tensor-parallel groups, and each stage's MoE
+// layers exchange tokens in that stage's all-to-all groups.
 #pragma once
 
+#include <optional>
+
+#include "sim/parallel/layout.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace moesim::strategies::ep {
 
 struct ExpertParallelPlan {
-  std::vector<parallel::StreamRole> streams;  // the optimizer's are added when it steps on the host
-  std::vector<parallel::DispatchGroup> groups;
+  std::vector<parallel::StreamRole> streams;  // the optimizer's and the pipeline's are added as needed
+  std::vector<parallel::DispatchGroup> groups;  // the all-to-all groups of every stage
   network::Algorithm all_to_all = network::Algorithm::Direct;
   int chunks = 1;
   parallel::GradientTiming timing = parallel::GradientTiming::Overlap;
   std::vector<parallel::CollectiveStep> expert_gradients;
   std::shared_ptr<const parallel::ExpertFetch> fetch;
   double extra_moe_dense_params = 0;  // per MoE layer, replicated on every GPU, in the dense bucket
-  double params_per_gpu = 0;          // what each GPU's optimizer steps over
+  double params_per_gpu = 0;          // what each GPU's optimizer steps over (0: from the layout and experts_per_gpu)
+  double experts_per_gpu = 0;         // routed experts each GPU holds per MoE layer (with params_per_gpu 0)
+  std::optional<parallel::ParallelLayout> layout;  // none: one stage of every GPU, no tensor parallelism
 };
 
 parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan& in);
@@ -27,8 +35,19 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
 // Where the scenario's training steps the optimizer (training.optimizer).
 parallel::OptimizerPlacement optimizer_placement(const StrategyContext& ctx);
 
-// The expert-parallel memory of every GPU: replicated parameters and `experts_per_gpu` experts
-// per MoE layer; activations of the busiest rank's routed tokens (the first iteration's routing).
-std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int ep_size);
+// The parameters a GPU of pipeline stage `stage` holds besides its routed experts: its layers'
+// attention (split over tp), norms, routers, shared experts and dense FFNs (split over tp), the
+// embedding on the first stage and the LM head on the last.
+double dense_params_on_stage(const workload::ModelShape& m, const parallel::PipelinePlan& pipeline, int stage, int tp);
+
+// The pipeline of a layout: stages, chunks, layer split, schedule and the activation bytes sent
+// between stages.
+parallel::PipelinePlan pipeline_of(const StrategyContext& ctx, const parallel::ParallelLayout& layout);
+
+// The expert-parallel memory of every GPU: the dense parameters of its stage and `experts_per_gpu`
+// experts per MoE layer of it; activations of the busiest rank's routed tokens (the first
+// iteration's routing) times the microbatches its stage holds at once under the schedule.
+std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int ep_size,
+                                              const std::optional<parallel::ParallelLayout>& layout = std::nullopt);
 
 }  // namespace moesim::strategies::ep

@@ -314,6 +314,7 @@ parallel::PlanPtr ParmStrategy::plan(const StrategyContext& ctx, int, const para
   plan->streams = parallel::streams_for(
       {StreamRole::Compute, StreamRole::Dispatch, StreamRole::Combine, StreamRole::Gradient, StreamRole::Side}, plan->optimizer);
   plan->vocabulary = m.vocab > 0;
+  plan->pipeline = parallel::single_stage(gpus, m.layers);
   // Attention and dense FFNs are tensor-parallel over the MP group (Megatron-LM).
   plan->tensor_parallel = {mp, mp > 1 ? mp_family : nullptr, ctx.all_reduce_algorithm, StreamRole::Dispatch, "MP-AllReduce"};
 
@@ -399,7 +400,7 @@ parallel::PlanPtr ParmStrategy::plan(const StrategyContext& ctx, int, const para
   for (int l = 0; l < m.layers; ++l)
     gp.dense_params.push_back(m.attention_params() / mp + m.norm_params() +
                               (m.is_moe(l) ? m.gate_params() : m.dense_ffn_params() / mp));
-  gp.embedding_params = m.embedding_params() / mp;
+  gp.embedding_params = gp.head_params = m.embedding_params() / 2 / mp;  // one stage: synchronised as one bucket
   plan->optimizer_params.assign(gpus, params_on_gpu(ctx));
   plan->tokens = static_cast<double>(gpus / static_cast<std::uint32_t>(mp)) * tokens * t.microbatches;
   plan_ = plan;
