@@ -657,3 +657,71 @@ TEST_F(BadInput, RunThatWouldNotFitInMemoryIsRefusedUpFront) {
 
 }  // namespace
 }  // namespace moesim_cli
+
+namespace moesim_cli {
+namespace {
+
+// The two-node cluster (16 GPUs) with GPT-Medium MoE (12 layers, 16 heads, 32 experts) and a
+// "parallel" layout, to be broken one field at a time.
+std::string layout_scenario(const std::string& parallel, const std::string& training = R"({"sequence_length": 1024})",
+                            const std::string& strategy = R"({"name": "ep"})") {
+  std::string text = scenario_text(kTwoNodes, R"({"preset": "gpt-medium-moe"})", training, strategy);
+  text.insert(text.rfind('}'), fmt::format(",\n  \"parallel\": {}\n", parallel));
+  return text;
+}
+
+TEST_F(BadInput, LayoutWhoseProductDoesNotDivideTheGpus) {
+  expect_rejected_by_run_and_validate("layout-product.json", layout_scenario(R"({"tp": 2, "pp": 3})"),
+                                      {"$.parallel", "tp 2 x cp 1 x pp 3 = 6", "16 GPUs", "dp is the GPUs left"});
+}
+
+TEST_F(BadInput, TensorParallelThatDoesNotSplitTheHeads) {
+  // tp 16 fits the 16 GPUs, but 8 heads cannot split over it.
+  std::string text = layout_scenario(R"({"tp": 16})");
+  const std::string preset = R"({"preset": "gpt-medium-moe"})";
+  text.replace(text.find(preset), preset.size(), R"({"preset": "gpt-medium-moe", "heads": 8, "kv_heads": 8})");
+  expect_rejected_by_run_and_validate("layout-heads.json", text,
+                                      {"$.parallel.tp", "8 heads (8 key/value heads) do not split over tp 16"});
+}
+
+TEST_F(BadInput, LayersThatDoNotSplitOverTheVirtualStages) {
+  // 12 layers over pp 4 × vp 2 = 8 virtual stages: 12/8 is not whole.
+  expect_rejected_by_run_and_validate(
+      "layout-layers.json", layout_scenario(R"({"pp": 4, "vp": 2})", R"({"sequence_length": 1024, "microbatches": 4})"),
+      {"$.parallel.pp", "12 layers do not fit pp 4 x vp 2", "12 layers do not split evenly over 8 virtual stages",
+       "first_stage_layers"});
+}
+
+TEST_F(BadInput, InterleavedScheduleWithMicrobatchesNotAMultipleOfPp) {
+  expect_rejected_by_run_and_validate("layout-mb.json",
+                                      layout_scenario(R"({"pp": 4, "vp": 3})", R"({"sequence_length": 1024, "microbatches": 6})"),
+                                      {"$.training.microbatches", "groups of pp = 4", "use a multiple of 4"});
+}
+
+TEST_F(BadInput, GlobalBatchThatIsNotWholeMicrobatches) {
+  // pp 2: dp 8, micro_batch_size 2: a step takes 16 sequences; 100 is not a multiple.
+  expect_rejected_by_run_and_validate(
+      "layout-gbs.json",
+      layout_scenario(R"({"pp": 2})", R"({"sequence_length": 1024, "micro_batch_size": 2, "global_batch_size": 100})"),
+      {"$.training.global_batch_size", "100 sequences", "8 data-parallel ranks", "multiple of micro_batch_size x dp = 16"});
+}
+
+TEST_F(BadInput, ExpertParallelThatDoesNotFitAStage) {
+  // pp 2 leaves 8 GPUs per stage: ep 16 cannot fold over them.
+  expect_rejected_by_run_and_validate("layout-ep.json", layout_scenario(R"({"pp": 2, "ep": 16})"),
+                                      {"$.parallel.ep", "16 does not divide the 8 GPUs of a pipeline stage"});
+}
+
+TEST_F(BadInput, LayoutForAStrategyWhosePaperHasNone) {
+  expect_rejected_by_run_and_validate(
+      "layout-hybridep.json", layout_scenario(R"({"pp": 2})", R"({"sequence_length": 1024})", R"({"name": "hybridep"})"),
+      {"$.parallel", "strategy hybridep runs as its paper does", "use a strategy that takes one: ep"});
+}
+
+TEST_F(BadInput, ContextParallelismIsRefusedUntilItIsSimulated) {
+  expect_rejected_by_run_and_validate("layout-cp.json", layout_scenario(R"({"cp": 2})"),
+                                      {"$.parallel.cp", "not simulated yet", "use cp 1"});
+}
+
+}  // namespace
+}  // namespace moesim_cli

@@ -1,0 +1,183 @@
+// Pipeline schedules: GPipe, 1F1B and interleaved 1F1B simulated on stages of equal work with no
+// communication time, against the bubble fractions of Narayanan et al., "Efficient Large-Scale
+// Language Model Training on GPU Clusters Using Megatron-LM" (SC'21), §2.2.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "sim/schedule/schedule.hpp"
+#include "test_support.hpp"
+
+namespace moesim {
+namespace {
+
+// p GPUs, one per stage, joined by links so fast that a stage's activations (128 tokens × 256 ×
+// 2 B = 64 KiB) cross in 6.6e-17 s, which rounds to 0 ps, with no latency: communication takes no
+// time. ep 1 keeps every expert on its GPU (no all-to-all); dp 1 leaves no gradient to
+// synchronise; no vocabulary: every stage runs the same layers' work.
+schema::Json pipelined(int p, int layers, int microbatches, const std::string& schedule, int vp = 1) {
+  auto doc = schema::Json::parse(test::kSmallEp);
+  doc["cluster"]["levels"][0]["count"] = p;
+  doc["cluster"]["levels"][0]["bandwidth"] = "1000000000TB/s";
+  doc["cluster"]["levels"][0]["latency"] = "0us";
+  doc["network"] = {{"model", "analytic"}};
+  doc["model"]["layers"] = layers;
+  doc["training"]["microbatches"] = microbatches;
+  doc["parallel"] = {{"pp", p}, {"vp", vp}, {"ep", 1}, {"schedule", schedule}};
+  return doc;
+}
+
+struct Timeline {
+  Time forward = 0, backward = 0;  // one stage's compute for one microbatch, all its chunks
+  Time end = 0;                    // the last backward's end on any GPU
+  std::map<int, int> peak;         // per GPU: most microbatch-chunks begun forward, not yet backward
+};
+
+Timeline timeline(const schema::Json& doc) {
+  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  sim.run(test::with_task_log());
+  Timeline out;
+  for (const auto& t : sim.task_log().tasks()) {
+    if (t.end < 0 || t.type != engine::TaskType::Compute || t.gpu != 0 || t.label.microbatch != 0) continue;
+    if (t.label.phase == engine::Phase::Forward) out.forward += t.end - t.start;
+    if (t.label.phase == engine::Phase::Backward) out.backward += t.end - t.start;
+  }
+  for (const auto& t : sim.task_log().tasks())
+    if (t.end >= 0 && t.label.phase == engine::Phase::Backward) out.end = std::max(out.end, t.end);
+  return out;
+}
+
+TEST(Pipeline, OneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
+  // p = 4 stages of 2 layers, m = 8 microbatches. With forward tf and backward tb per stage and
+  // microbatch, the first stage starts microbatch 0's forward at 0; the last stage can only start
+  // once p − 1 stages have run it, and the first stage's last backward waits for p − 1 stages'
+  // backwards: the pipeline ends at (m + p − 1)(tf + tb) (§2.2.1), of which m(tf + tb) is work:
+  // the bubble fraction is (p − 1)/(m + p − 1) = 3/11.
+  const int p = 4, m = 8;
+  const Timeline t = timeline(pipelined(p, 2 * p, m, "1f1b"));
+  ASSERT_GT(t.forward, 0);
+  EXPECT_EQ(t.end, (m + p - 1) * (t.forward + t.backward));
+  const double bubble = 1.0 - static_cast<double>(m * (t.forward + t.backward)) / static_cast<double>(t.end);
+  EXPECT_NEAR(bubble, 3.0 / 11.0, 1e-12);
+}
+
+TEST(Pipeline, GPipeHasTheSameBubbleAsOneFOneB) {
+  // GPipe runs every forward, then every backward: (m + p − 1)·tf + (m + p − 1)·tb (§2.2.1).
+  const int p = 4, m = 8;
+  const Timeline t = timeline(pipelined(p, 2 * p, m, "gpipe"));
+  EXPECT_EQ(t.end, (m + p - 1) * (t.forward + t.backward));
+}
+
+TEST(Pipeline, InterleavedBubbleShrinksByTheChunks) {
+  // v = 2 chunks of 1 layer per stage (8 layers over 4 stages × 2): each chunk takes tf/v and
+  // tb/v, so the bubble is (p − 1)(tf + tb)/v and the pipeline ends at m(tf + tb) + that
+  // (§2.2.2): fraction (p − 1)/(v·m + p − 1) = 3/19.
+  const int p = 4, m = 8, v = 2;
+  const Timeline t = timeline(pipelined(p, 2 * p, m, "interleaved_1f1b", v));
+  const Time work = m * (t.forward + t.backward);
+  EXPECT_EQ(t.end * v, work * v + (p - 1) * (t.forward + t.backward));
+  const double bubble = 1.0 - static_cast<double>(work) / static_cast<double>(t.end);
+  EXPECT_NEAR(bubble, 3.0 / 19.0, 1e-12);
+}
+
+TEST(Pipeline, OneFOneBHoldsPMinusIMicrobatchesOnStageI) {
+  // Stage i runs p − i − 1 warm-up forwards, then one more before its first backward: p − i in
+  // flight (§2.2.1: at most p, against GPipe's m).
+  const int p = 4, m = 8;
+  for (int s = 0; s < p; ++s) {
+    EXPECT_EQ(schedule::peak_in_flight(schedule::stage_order(parallel::PipelineSchedule::OneFOneB, s, p, 1, m)), p - s);
+    EXPECT_EQ(schedule::peak_in_flight(schedule::stage_order(parallel::PipelineSchedule::GPipe, s, p, 1, m)), m);
+  }
+  // Interleaved, v = 2: (p − s − 1)·2 + (v − 1)·p warm-up units of one chunk, one more before
+  // the first backward: 4·… = 11 for stage 0, 5 for stage 3 (microbatch-chunks).
+  EXPECT_EQ(schedule::peak_in_flight(schedule::stage_order(parallel::PipelineSchedule::Interleaved, 0, p, 2, m)), 11);
+  EXPECT_EQ(schedule::peak_in_flight(schedule::stage_order(parallel::PipelineSchedule::Interleaved, 3, p, 2, m)), 5);
+}
+
+TEST(Pipeline, EachStageRunsItsOwnLayersAndSendsActivationsToTheNext) {
+  // 4 stages of 2 layers: GPU 2 runs the forward attention of layers 4 and 5 only; every
+  // microbatch crosses 3 stage boundaries each way: 2·3·m transfers of 64 KiB.
+  const int p = 4, m = 8;
+  simulation::Simulation sim(test::scenario_from(pipelined(p, 2 * p, m, "1f1b").dump()));
+  sim.run(test::with_task_log());
+  std::map<int, int> layers_on_gpu2;
+  int p2p = 0;
+  for (const auto& t : sim.task_log().tasks()) {
+    if (t.end < 0) continue;
+    if (t.gpu == 2 && t.label.kind == engine::WorkKind::Attention && t.label.phase == engine::Phase::Forward)
+      ++layers_on_gpu2[t.label.layer];
+    if (t.label.kind == engine::WorkKind::P2P) ++p2p;
+  }
+  EXPECT_EQ(layers_on_gpu2, (std::map<int, int>{{4, m}, {5, m}}));
+  EXPECT_EQ(p2p, 2 * (2 * (p - 1) * m));  // two member tasks per transfer
+  const auto r = sim.results_json();
+  EXPECT_DOUBLE_EQ(r["network"]["bytes_by_level"]["gpu"].get<double>(), 2.0 * (p - 1) * m * 128 * 256 * 2);
+}
+
+}  // namespace
+}  // namespace moesim
+
+namespace moesim {
+namespace {
+
+// Two GPUs in one tensor-parallel group (dp 1, ep 2 over the same GPUs): layer 0 dense, layer 1
+// MoE; 128 tokens of H 256 in bf16: a block's output is 128·256·2 = 65536 B.
+schema::Json tensor_parallel(bool sequence_parallel) {
+  auto doc = schema::Json::parse(test::kSmallEp);
+  doc["cluster"]["levels"][0]["count"] = 2;
+  doc["model"]["dense_layers"] = 1;
+  doc["parallel"] = {{"tp", 2}, {"sequence_parallel", sequence_parallel}};
+  return doc;
+}
+
+TEST(TensorParallel, AttentionSplitsHeadsAndColumnsAndAllReducesEachBlock) {
+  // Without sequence parallelism (Megatron-LM, Shoeybi et al. 2019 §3): the QKV projection's
+  // columns (H + 2·kv·d = 768) and the output projection's rows split over tp = 2, as do the
+  // heads of the attention core; an all-reduce of the 65536 B output after each block: layer 0's
+  // attention and dense FFN, layer 1's attention, each forward and backward: 6 all-reduces.
+  const auto doc = tensor_parallel(false);
+  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  sim.run(test::with_task_log());
+  const auto sc = test::scenario_from(doc.dump());
+  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  const double tokens = 128, h = 256;
+  const Time expected = cm.gemm(tokens, 768.0 / 2, h) + cm.gemm(tokens, h, h / 2) + cm.memory_bound(2 * tokens * h * 2) +
+                        cm.attention(1, 4.0 / 2, 128, 64, true);
+  int attention = 0;
+  for (const auto& t : sim.task_log().tasks())
+    if (t.end >= 0 && t.label.kind == engine::WorkKind::Attention && t.label.phase == engine::Phase::Forward) {
+      EXPECT_EQ(t.end - t.start, expected);
+      ++attention;
+    }
+  EXPECT_EQ(attention, 2 * 2);  // 2 layers on 2 GPUs
+  const auto c = sim.results_json()["network"]["collectives"];
+  EXPECT_EQ(c["all_reduce"]["count"].get<double>(), 6);
+  // A ring all-reduce of 2 ranks: each sends 2(n − 1)/n of the 65536 B buffer: 131072 B per one.
+  EXPECT_DOUBLE_EQ(c["all_reduce"]["bytes"].get<double>(), 6 * 131072.0);
+  EXPECT_FALSE(c.contains("all_gather"));
+  EXPECT_EQ(c["all_to_all"]["count"].get<double>(), 4);  // layer 1: dispatch and combine, forward and backward
+}
+
+TEST(TensorParallel, SequenceParallelismReplacesEachAllReduceByAnAllGatherAndAReduceScatter) {
+  // Korthikanti et al. 2022 §4.2.2: g (all-gather of the s/tp shards, 32768 B per rank) before each
+  // block and ḡ (reduce-scatter of the 65536 B output) after it, the backward the same pair: 6 of
+  // each. The MoE layer routes each GPU's 64 tokens: its all-to-alls carry half the bytes.
+  simulation::Simulation plain(test::scenario_from(tensor_parallel(false).dump()));
+  plain.run();
+  simulation::Simulation sp(test::scenario_from(tensor_parallel(true).dump()));
+  sp.run();
+  const auto c = sp.results_json()["network"]["collectives"];
+  EXPECT_FALSE(c.contains("all_reduce"));
+  EXPECT_EQ(c["all_gather"]["count"].get<double>(), 6);
+  EXPECT_EQ(c["reduce_scatter"]["count"].get<double>(), 6);
+  // Each rank sends (n − 1) shards of 32768 B: 65536 B per collective, half an all-reduce's.
+  EXPECT_DOUBLE_EQ(c["all_gather"]["bytes"].get<double>(), 6 * 65536.0);
+  EXPECT_DOUBLE_EQ(c["reduce_scatter"]["bytes"].get<double>(), 6 * 65536.0);
+  const auto p = plain.results_json()["network"]["collectives"];
+  // Without: each GPU sends the half of its 128 tokens routed to the other's experts (64·256·2 B).
+  EXPECT_DOUBLE_EQ(p["all_to_all"]["bytes"].get<double>(), 4 * 2 * 32768.0);
+  EXPECT_DOUBLE_EQ(c["all_to_all"]["bytes"].get<double>(), 4 * 2 * 16384.0);
+}
+
+}  // namespace
+}  // namespace moesim
