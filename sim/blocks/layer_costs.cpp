@@ -14,7 +14,8 @@ Time attention_projections(const compute::ComputeModel& cm, const workload::Mode
   const double tokens = t.tokens_per_microbatch();
   const double h = m.hidden;
   const Time norm = cm.memory_bound(2 * tokens * h * cluster::dtype_bytes(t.dtype));  // read and write the activations
-  return cm.gemm(tokens, (h + 2 * m.kv_heads * m.head_dim()) / tp, h) + cm.gemm(tokens, h, h / tp) + norm;
+  return cm.gemm(tokens, (m.query_width() + 2 * m.kv_heads * m.head_dim()) / tp, h) + cm.gemm(tokens, h, m.query_width() / tp) +
+         norm;
 }
 }  // namespace
 

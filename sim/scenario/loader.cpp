@@ -360,9 +360,10 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   if (s.model.top_k > s.model.experts)
     throw InputError(file, "$.model.top_k", fmt::format("top_k {} exceeds the {} experts", s.model.top_k, s.model.experts),
                      "use top_k <= experts");
-  if (static_cast<int>(s.model.hidden) % s.model.heads != 0)
+  if (m.contains("head_dim")) s.model.explicit_head_dim = m.at("head_dim").get<double>();
+  if (!m.contains("head_dim") && static_cast<int>(s.model.hidden) % s.model.heads != 0)
     throw InputError(file, "$.model.heads", fmt::format("hidden size {} is not divisible by {} heads", s.model.hidden, s.model.heads),
-                     "choose heads dividing hidden");
+                     "choose heads dividing hidden, or give model.head_dim");
   if (s.model.heads % s.model.kv_heads != 0)
     throw InputError(file, "$.model.kv_heads", fmt::format("{} heads are not divisible by {} kv_heads", s.model.heads, s.model.kv_heads),
                      "choose kv_heads dividing heads");

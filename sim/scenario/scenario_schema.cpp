@@ -97,6 +97,7 @@ NodePtr model_schema() {
       optional("expert_kind", enumeration({"mlp", "swiglu"}), "mlp", "2-GeMM MLP or 3-GeMM SwiGLU experts"),
       required("heads", integer(1, 1 << 16), "attention heads"),
       optional("kv_heads", integer(1, 1 << 16), nullptr, "key/value heads (default: heads)"),
+      optional("head_dim", integer(1, 1 << 16), nullptr, "width of one attention head (default: hidden / heads)"),
       optional("vocab", integer(0, 1 << 26), 0, "vocabulary size (embedding and LM head)"),
       optional("attention", boolean(), true,
                "false: a bare MoE layer without attention and norms, as the layer benchmarks of Parm Table III"),

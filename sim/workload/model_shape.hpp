@@ -27,13 +27,19 @@ struct ModelShape {
   // false: a bare MoE layer without attention (the layer benchmarks of Parm Table III, FasterMoE).
   bool attention = true;
 
-  double head_dim() const { return hidden / heads; }
+  double explicit_head_dim = 0;  // 0: hidden / heads (Qwen3 MoE uses 128 with hidden 2048 and 32 heads)
+
+  double head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
+  double query_width() const { return heads * head_dim(); }  // columns of Q (and rows of the output projection)
   int ffn_gemms() const { return expert_kind == ExpertKind::SwiGlu ? 3 : 2; }
   int moe_layers() const { return layers - dense_layers; }
   bool is_moe(int layer) const { return layer >= dense_layers; }
 
   double expert_params() const { return ffn_gemms() * hidden * ffn_hidden; }  // P_E of HybridEP
-  double attention_params() const { return !attention ? 0 : hidden * (hidden + 2 * kv_heads * head_dim()) + hidden * hidden; }
+  // Q, K, V projections (GQA: kv_heads key/value heads) and the output projection.
+  double attention_params() const {
+    return !attention ? 0 : hidden * (query_width() + 2 * kv_heads * head_dim()) + query_width() * hidden;
+  }
   double gate_params() const { return hidden * experts; }
   double dense_ffn_params() const { return ffn_gemms() * hidden * dense_ffn_hidden; }
   double norm_params() const { return 2 * hidden; }
