@@ -45,11 +45,29 @@ void attention(Emission& em, engine::Phase direction, int layer, int mb, Frontie
   for (const std::uint32_t g : em.active()) {
     if (!em.runs_attention(g)) continue;
     const auto& cm = em.ctx.compute_of(g);
-    const Time t = direction == engine::Phase::Forward ? attention_time(cm, m, em.ctx.training, tp)
+    const Time t = direction != engine::Phase::Backward ? attention_time(cm, m, em.ctx.training, tp)
                                                        : attention_backward_time(cm, m, em.ctx.training, tp);
     f[g] = em.pb.compute(g, t, label, f[g]);
   }
   tensor_parallel_all_reduce(em, direction, layer, mb, f);
+}
+
+}  // namespace moesim::blocks
+
+namespace moesim::blocks {
+
+void recompute_attention_core(Emission& em, int layer, int mb, Frontier& f) {
+  const auto& m = em.ctx.model;
+  if (!m.attention) return;
+  const auto& t = em.ctx.training;
+  const int tp = em.plan.tensor_parallel.size;
+  const auto label = em.label(engine::Phase::Recompute, engine::WorkKind::Attention, "attention_core", layer, mb);
+  for (const std::uint32_t g : em.active()) {
+    if (!em.runs_attention(g) || em.ctx.topology.gpu(g).flash_attention) continue;
+    const auto& cm = em.ctx.compute_of(g);
+    f[g] = em.pb.compute(g, cm.attention(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length, m.head_dim(), t.causal),
+                         label, f[g]);
+  }
 }
 
 }  // namespace moesim::blocks

@@ -10,6 +10,9 @@
 namespace moesim::blocks {
 
 void attention(Emission& em, engine::Phase direction, int layer, int microbatch, Frontier& f);
+// Selective recomputation (Korthikanti et al. 2022 §5): the attention core's forward again before
+// its backward, on GPUs without FlashAttention (whose backward recomputes it anyway).
+void recompute_attention_core(Emission& em, int layer, int microbatch, Frontier& f);
 // The tensor-parallel collectives around a block (nothing with one GPU per group): with sequence
 // parallelism (Korthikanti et al. 2022 §4.2.2) an all-gather of the sequence shards before it
 // (each rank brings s/tp tokens) and a reduce-scatter of its output after it; without, an

@@ -13,7 +13,7 @@ void dense_ffn(Emission& em, engine::Phase direction, int layer, int mb, Frontie
     if (!em.runs_attention(g)) continue;
     const auto& cm = em.ctx.compute_of(g);
     const Time forward = dense_ffn_time(cm, em.ctx.model, tokens, em.ctx.dtype_bytes(), em.plan.tensor_parallel.size);
-    f[g] = em.pb.compute(g, direction == engine::Phase::Forward ? forward : cm.backward(forward), label, f[g]);
+    f[g] = em.pb.compute(g, direction != engine::Phase::Backward ? forward : cm.backward(forward), label, f[g]);
   }
   tensor_parallel_all_reduce(em, direction, layer, mb, f);
 }

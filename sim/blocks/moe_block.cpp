@@ -138,7 +138,7 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
   const auto& m = em.ctx.model;
   const std::uint32_t gpus = em.gpus();
   const double b = em.ctx.dtype_bytes();
-  const bool forward = pass.phase == Phase::Forward;
+  const bool forward = pass.phase != Phase::Backward;
   const bool comm = exchanges(p);
   const auto kernel = [&](std::uint32_t g, bool gate) {
     const auto& cm = em.ctx.compute_of(g);
@@ -167,7 +167,7 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
       all_to_all(em, p, rt.dispatch, pass.first_stream,
                  em.label(pass.phase, WorkKind::AllToAll, pass.first_exchange, layer, mb, c), before, cur);
     const auto le = em.label(pass.phase, WorkKind::Expert, "experts", layer, mb, c);
-    const bool first = mb == 0 && c == 0;
+    const bool first = mb == 0 && c == 0 && pass.phase != Phase::Recompute;
     for (const std::uint32_t g : em.active()) {
       if (!em.runs_experts(g)) continue;
       const auto& cm = em.ctx.compute_of(g);
@@ -193,9 +193,11 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
 }  // namespace
 
 void moe_forward(Emission& em, const parallel::MoeLayerPlan& p, int layer, int mb, const LayerRouting& rt,
-                 const Frontier* fetched, Frontier& f) {
+                 const Frontier* fetched, Frontier& f, Phase phase) {
   Frontier experts;
-  moe(em, kForward, p, layer, mb, rt, fetched, f, experts);
+  Pass pass = kForward;
+  pass.phase = phase;
+  moe(em, pass, p, layer, mb, rt, fetched, f, experts);
 }
 
 void moe_backward(Emission& em, const parallel::MoeLayerPlan& p, int layer, int mb, const LayerRouting& rt, Frontier& f,

@@ -21,8 +21,10 @@
 namespace moesim::blocks {
 
 // `fetched`: per GPU, the task the layer's expert weights arrive with (null: none).
+// `phase` Recompute: the same forward again during the backward (activation recomputation; the
+// fetch's prologue is not paid twice).
 void moe_forward(Emission& em, const parallel::MoeLayerPlan& plan, int layer, int microbatch, const LayerRouting& routing,
-                 const Frontier* fetched, Frontier& f);
+                 const Frontier* fetched, Frontier& f, engine::Phase phase = engine::Phase::Forward);
 // `experts_done`: per GPU, the layer's last expert-backward task (its expert gradients are ready).
 void moe_backward(Emission& em, const parallel::MoeLayerPlan& plan, int layer, int microbatch, const LayerRouting& routing,
                   Frontier& f, Frontier& experts_done);

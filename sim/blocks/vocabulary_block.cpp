@@ -13,7 +13,7 @@ void on_token_holders(Emission& em, engine::Phase direction, std::string_view na
     if (!em.runs_attention(g)) continue;
     const auto& cm = em.ctx.compute_of(g);
     const Time forward = cost(cm);
-    f[g] = em.pb.compute(g, direction == engine::Phase::Forward ? forward : cm.backward(forward), label, f[g]);
+    f[g] = em.pb.compute(g, direction != engine::Phase::Backward ? forward : cm.backward(forward), label, f[g]);
   }
 }
 }  // namespace

@@ -43,6 +43,7 @@ std::string_view to_string(Phase phase) {
     case Phase::Backward: return "bwd";
     case Phase::GradSync: return "grad_sync";
     case Phase::Optimizer: return "optimizer";
+    case Phase::Recompute: return "recompute";
   }
   return "?";
 }

@@ -37,7 +37,8 @@ bool is_communication(WorkKind kind);
 bool on_gpu_compute(WorkKind kind);
 std::string_view to_string(WorkKind kind);
 
-enum class Phase : std::uint8_t { Forward, Backward, GradSync, Optimizer };
+// Recompute: a forward run again during the backward (activation recomputation).
+enum class Phase : std::uint8_t { Forward, Backward, GradSync, Optimizer, Recompute };
 std::string_view to_string(Phase phase);
 
 struct Label {

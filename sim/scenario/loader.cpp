@@ -381,6 +381,9 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.training.capacity_factor = t.at("capacity_factor").get<double>();
   s.training.causal = t.at("causal").get<bool>();
   s.training.optimizer_on_host = t.at("optimizer") == "host";
+  s.training.recompute = t.at("recompute") == "full"        ? workload::Recompute::Full
+                         : t.at("recompute") == "selective" ? workload::Recompute::Selective
+                                                            : workload::Recompute::None;
   if (s.training.optimizer_on_host && !s.hosts)
     throw InputError(file, "$.training.optimizer",
                      "the optimizer steps on the host, but the cluster describes no hosts (memory, CPU optimizer rate, "

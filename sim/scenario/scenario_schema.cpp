@@ -117,6 +117,10 @@ NodePtr scenario_schema() {
       optional("dtype", enumeration({"fp32", "tf32", "fp16", "bf16", "fp8"}), "bf16", "training data type"),
       optional("capacity_factor", number(0), 0.0, "expert capacity factor f (0: no capacity limit, no drops)"),
       optional("causal", boolean(), true, "causal attention mask"),
+      optional("recompute", enumeration({"none", "selective", "full"}), "none",
+               "activation recomputation: none; selective (the attention core, Korthikanti et al. 2022; free with "
+               "FlashAttention, which recomputes it anyway); full (each layer's forward, its all-to-alls included, "
+               "run again before its backward; only layer inputs kept)"),
       optional("optimizer", enumeration({"gpu", "host"}), "gpu",
                "where the optimizer state lives and steps: on each GPU, or on its host's CPU (ZeRO-Offload: "
                "gradients copied over PCIe, CPU Adam, weights copied back; needs cluster.hosts)"),

@@ -104,13 +104,21 @@ void Writer::run(const WorkItem& item) {
       } else if (item.segment == Segment::Head) {
         if (plan_.vocabulary) blocks::lm_head(em_, Phase::Backward, mb, f);
       } else {
+        const auto it = routing_.find({mb, l});
+        if (em_.ctx.training.recompute == workload::Recompute::Full) {
+          // The layer's forward again from its kept input: attention, and the MoE block with its
+          // exchanges (the routing drawn at the forward) or the dense FFN.
+          blocks::attention(em_, Phase::Recompute, l, mb, f);
+          if (moe) blocks::moe_forward(em_, *moe, l, mb, it->second, moe->fetch ? &fetched_[l] : nullptr, f, Phase::Recompute);
+          else blocks::dense_ffn(em_, Phase::Recompute, l, mb, f);
+        }
         if (moe) {
-          const auto it = routing_.find({mb, l});
           blocks::moe_backward(em_, *moe, l, mb, it->second, f, experts_done_[l]);
           routing_.erase(it);
         } else {
           blocks::dense_ffn(em_, Phase::Backward, l, mb, f);
         }
+        if (em_.ctx.training.recompute == workload::Recompute::Selective) blocks::recompute_attention_core(em_, l, mb, f);
         blocks::attention(em_, Phase::Backward, l, mb, f);
         attention_done_[l] = f;
       }

@@ -1,5 +1,7 @@
 #include "sim/workload/memory.hpp"
 
+#include <algorithm>
+
 namespace moesim::workload {
 
 MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, const MemoryInputs& in) {
@@ -15,7 +17,10 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   // Korthikanti et al. count bytes for 16-bit activations; scale by b/2 for other dtypes.
   const double scale = b / 2.0;
   const double sbh = in.tokens * m.hidden;
-  const double scores = in.flash_attention ? 0.0 : 5.0 * m.heads * t.sequence_length * in.tokens;
+  // The attention scores (5·a·s²·b) are kept unless FlashAttention or selective recomputation
+  // recomputes them in the backward.
+  const bool keep_scores = !in.flash_attention && t.recompute == Recompute::None;
+  const double scores = keep_scores ? 5.0 * m.heads * t.sequence_length * in.tokens : 0.0;
   const double attention_and_norms =
       !m.attention             ? 0.0
       : in.sequence_parallel ? 15.0 / in.tensor_parallel * sbh + scores / in.tensor_parallel
@@ -24,23 +29,35 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   // Dense MLP (19·sbh for a 4h FFN: input 2, fc1 out 8, activation 8, dropout mask 1), written
   // for FFN size d: 2h + 4d + h per token, plus 2d more for the gate of SwiGLU.
   const auto mlp_per_token = [&](double d) { return 3.0 * m.hidden + (m.ffn_gemms() == 3 ? 6.0 : 4.0) * d; };
-  double layers_total = 0;
-  int moe_layers = 0;
+  // One microbatch's activations of layer l (bytes).
+  const auto layer_bytes = [&](int l) {
+    double a = attention_and_norms;
+    if (m.is_moe(l)) {
+      a += in.expert_tokens_per_layer * mlp_per_token(expert_ffn);
+      a += m.shared_experts * in.tokens * mlp_per_token(m.ffn_hidden);
+      a += 2.0 * in.tokens * m.experts;  // router logits
+      return a * scale + in.moe_buffer_bytes;
+    }
+    return (a + in.tokens * mlp_per_token(m.dense_ffn_hidden)) * scale;
+  };
   std::vector<int> all;
   if (in.layers.empty())
     for (int l = 0; l < m.layers; ++l) all.push_back(l);
+  double layers_total = 0, largest = 0;
   for (const int l : in.layers.empty() ? all : in.layers) {
-    layers_total += attention_and_norms;
-    if (m.is_moe(l)) {
-      ++moe_layers;
-      layers_total += in.expert_tokens_per_layer * mlp_per_token(expert_ffn);
-      layers_total += m.shared_experts * in.tokens * mlp_per_token(m.ffn_hidden);
-      layers_total += 2.0 * in.tokens * m.experts;  // router logits
-    } else {
-      layers_total += in.tokens * mlp_per_token(m.dense_ffn_hidden);
-    }
+    const double bytes = layer_bytes(l);
+    layers_total += bytes;
+    largest = std::max(largest, bytes);
   }
-  f.activations = in.in_flight * (layers_total * scale + moe_layers * in.moe_buffer_bytes);
+  if (t.recompute == Recompute::Full) {
+    // Each layer keeps its input, 2·sbh (split over tp with sequence parallelism), for every
+    // microbatch in flight; the layer being recomputed holds its whole activations once.
+    const double inputs = 2.0 * sbh / (in.sequence_parallel ? in.tensor_parallel : 1) * scale;
+    const auto held = static_cast<double>(in.layers.empty() ? all.size() : in.layers.size());
+    f.activations = in.in_flight * held * inputs + largest;
+  } else {
+    f.activations = in.in_flight * layers_total;
+  }
   return f;
 }
 

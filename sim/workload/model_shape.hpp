@@ -50,6 +50,12 @@ struct ModelShape {
   double total_params() const { return replicated_params() + routed_expert_params(); }
 };
 
+// Activation recomputation (Korthikanti et al. 2022 §5): none; selective (the attention core's
+// softmax, dropout and QK^T recomputed in the backward instead of kept: the 5·a·s/h term of the
+// activations; FlashAttention always does this); full (each layer's input kept, the whole layer's
+// forward run again before its backward: Megatron's --recompute-granularity full, uniform, 1 layer).
+enum class Recompute : std::uint8_t { None, Selective, Full };
+
 struct TrainingConfig {
   int sequence_length = 1;
   int micro_batch_size = 1;  // sequences per GPU per microbatch
@@ -58,7 +64,8 @@ struct TrainingConfig {
   cluster::Dtype dtype = cluster::Dtype::bf16;
   double capacity_factor = 0;  // 0: no capacity limit (dropless)
   bool causal = true;
-  bool optimizer_on_host = false;  // the optimizer state lives and steps on the host (ZeRO-Offload)
+  bool optimizer_on_host = false;
+  Recompute recompute = Recompute::None;  // the optimizer state lives and steps on the host (ZeRO-Offload)
   double tokens_per_microbatch() const { return static_cast<double>(sequence_length) * micro_batch_size; }
 };
 
