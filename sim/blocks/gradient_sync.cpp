@@ -9,7 +9,7 @@ void GradientSync::dense(Emission& em, std::string_view name, int layer, double 
   if (gp.timing == parallel::GradientTiming::None || params <= 0 || !gp.dense_groups) return;
   parallel::CollectiveStep step;
   step.name = name;
-  step.kind = network::CollectiveKind::AllReduce;
+  step.kind = gp.sharded ? network::CollectiveKind::ReduceScatter : network::CollectiveKind::AllReduce;
   step.algorithm = gp.algorithm;
   step.bytes = params * em.ctx.dtype_bytes();
   step.groups = gp.dense_groups;
@@ -31,6 +31,28 @@ void GradientSync::layer(Emission& em, int layer, const Frontier& dense_after, c
 
 void GradientSync::vocabulary(Emission& em, std::string_view name, double params, const Frontier& after) {
   dense(em, name, 0, params, after);
+}
+
+void gather_parameters(Emission& em, const Frontier& anchor, std::vector<Frontier>& gathered) {
+  const auto& gp = em.plan.gradients;
+  const auto& p = em.plan.pipeline;
+  gathered.assign(em.plan.moe.size(), {});
+  if (!gp.sharded) return;
+  for (std::size_t l = 0; l < gathered.size(); ++l) {
+    const int layer = static_cast<int>(l);
+    em.enter_stage(p.stage_of_virtual(p.virtual_stage_of_layer(layer)));
+    Frontier& chain = gathered[l] = anchor;
+    parallel::CollectiveStep step;
+    step.name = "param_gather";
+    step.kind = network::CollectiveKind::AllGather;
+    step.algorithm = gp.algorithm;
+    step.bytes = gp.dense_params[l] * em.ctx.dtype_bytes() / gp.shards;
+    step.groups = gp.dense_groups;
+    step.stream = parallel::StreamRole::Gradient;
+    if (step.bytes > 0 && gp.dense_groups) run_step(em, step, engine::Phase::Optimizer, layer, 0, chain, chain);
+    if (em.plan.moe[l]) run_steps(em, em.plan.moe[l]->expert_param_gather, engine::Phase::Optimizer, layer, 0, chain);
+  }
+  em.enter_stage(0);
 }
 
 }  // namespace moesim::blocks

@@ -9,6 +9,12 @@
 
 namespace moesim::blocks {
 
+// The distributed optimizer's parameter all-gathers at the start of an iteration, after `anchor`
+// (each GPU's optimizer step): per layer, its dense parameters over the dense groups, then the
+// plan's expert parameter gathers; `gathered[layer]` is what the layer's first forward waits for.
+// Nothing without sharding.
+void gather_parameters(Emission& em, const Frontier& anchor, std::vector<Frontier>& gathered);
+
 class GradientSync {
  public:
   explicit GradientSync(std::uint32_t gpus) : last_(gpus, engine::kNone) {}

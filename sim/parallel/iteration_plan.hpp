@@ -149,6 +149,8 @@ struct MoeLayerPlan {
   // Expert gradients after the layer's last backward, step by step (expert-data-parallel
   // all-reduce; HybridEP's reduce-scatters back to the owners).
   std::vector<CollectiveStep> expert_gradients;
+  // Expert parameters all-gathered before the layer's first forward (distributed optimizer).
+  std::vector<CollectiveStep> expert_param_gather;
 };
 
 struct TensorParallel {
@@ -171,6 +173,11 @@ struct GradientPlan {
   std::vector<double> dense_params;  // per layer, per GPU
   double embedding_params = 0;       // per GPU of the first stage: the input embedding
   double head_params = 0;            // per GPU of the last stage: the LM head
+  // The distributed optimizer: gradients reduce-scattered over the dense groups (and the experts'
+  // as their steps say), and at the start of the next iteration each layer's updated parameters
+  // all-gathered (1/shards of them per rank) before its first forward.
+  bool sharded = false;
+  int shards = 1;  // ranks of a dense group
 };
 
 // The order of an iteration's work on every GPU (sim/schedule/schedule.hpp): a pipeline schedule

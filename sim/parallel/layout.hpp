@@ -71,13 +71,20 @@ class ParallelLayout {
 enum class PipelineSchedule : std::uint8_t { OneFOneB, GPipe, Interleaved };
 std::string_view to_string(PipelineSchedule schedule);
 
+// How parameters and optimizer state are spread over the data-parallel ranks: replicated (DDP:
+// gradients all-reduced), or Megatron-Core's distributed optimizer (ZeRO-1, Rajbhandari et al.
+// 2020): gradients reduce-scattered, each rank steps its 1/dp of the optimizer state, updated
+// parameters all-gathered, each layer's before its first forward (overlap_param_gather).
+enum class Sharding : std::uint8_t { None, DistributedOptimizer };
+
 // What a scenario's "parallel" says.
 struct ParallelConfig {
+  Sharding sharding = Sharding::None;
   LayoutSizes sizes;  // ep 0: the strategy's choice
   bool sequence_parallel = true;
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   int first_stage_layers = -1, last_stage_layers = -1;  // -1: an even split
-  bool trivial() const { return sizes.tp == 1 && sizes.cp == 1 && sizes.pp == 1 && sizes.vp == 1 && sizes.etp == 1; }
+  bool trivial() const { return sharding == Sharding::None && sizes.tp == 1 && sizes.cp == 1 && sizes.pp == 1 && sizes.vp == 1 && sizes.etp == 1; }
 };
 
 // The layers of each virtual stage (index c·PP + s for chunk c of pipeline rank s), first and last

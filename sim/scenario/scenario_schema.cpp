@@ -140,6 +140,11 @@ NodePtr scenario_schema() {
                "(Megatron requires it for MoE with TP); false: an all-reduce after each block"),
       optional("schedule", enumeration({"1f1b", "gpipe", "interleaved_1f1b"}), nullptr,
                "pipeline schedule (default: interleaved_1f1b when vp > 1, else 1f1b)"),
+      optional("sharding", enumeration({"none", "distributed_optimizer"}), "none",
+               "none: parameters, gradients and optimizer state replicated over dp (gradients all-reduced); "
+               "distributed_optimizer: Megatron-Core's distributed optimizer / ZeRO-1 (gradients reduce-scattered, "
+               "optimizer state split over dp, and over edp for experts; parameters all-gathered before each layer's "
+               "first forward)"),
       optional("first_stage_layers", integer(0, 65536), nullptr,
                "layers of the first (virtual) pipeline stage; the rest split evenly (Megatron's "
                "decoder_first_pipeline_num_layers)"),

@@ -47,6 +47,7 @@ class Writer {
     Frontier anchor(gpus);
     for (std::uint32_t g = 0; g < gpus; ++g) anchor[g] = pb.engine().stream_tail(g, pb.stream(parallel::StreamRole::Compute));
     blocks::fetch_at_iteration_start(em_, anchor, fetched_);
+    blocks::gather_parameters(em_, anchor, gathered_);
   }
 
   void run(const WorkItem& item);
@@ -65,6 +66,7 @@ class Writer {
   parallel::IterationOutcome outcome_;
   blocks::Emission em_;
   std::vector<Frontier> fetched_;
+  std::vector<Frontier> gathered_;  // per layer: its parameters' all-gather (distributed optimizer)
   std::vector<Frontier> front_;                            // per microbatch
   std::map<std::pair<int, int>, blocks::LayerRouting> routing_;  // (microbatch, layer), forward to backward
   std::vector<Frontier> attention_done_, experts_done_;
@@ -83,6 +85,15 @@ void Writer::run(const WorkItem& item) {
       } else if (item.segment == Segment::Head) {
         if (plan_.vocabulary) blocks::lm_head(em_, Phase::Forward, mb, f);
       } else {
+        if (mb == 0 && !gathered_[l].empty()) {
+          // The layer's first forward waits for its parameters' all-gather.
+          const auto label = em_.label(Phase::Forward, engine::WorkKind::Wait, "params_ready", l, mb);
+          for (const std::uint32_t g : em_.active()) {
+            const engine::TaskId wait = em_.pb.compute(g, 0, label, f[g]);
+            em_.pb.depend(gathered_[l][g], wait);
+            f[g] = wait;
+          }
+        }
         blocks::attention(em_, Phase::Forward, l, mb, f);
         if (!moe) {
           blocks::dense_ffn(em_, Phase::Forward, l, mb, f);

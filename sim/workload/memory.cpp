@@ -9,7 +9,7 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   const double b = cluster::dtype_bytes(t.dtype);
   f.weights = in.params * b;
   f.gradients = in.params * b;
-  f.optimizer = in.params * (b < 4 ? 12.0 : 8.0);
+  f.optimizer = (in.optimizer_params >= 0 ? in.optimizer_params : in.params) * (b < 4 ? 12.0 : 8.0);
   if (t.optimizer_on_host) {
     f.host = f.optimizer + f.gradients;
     f.optimizer = 0;

@@ -154,6 +154,15 @@ parallel::PlanPtr EpStrategy::plan(const StrategyContext& ctx, int, const parall
   expert_grads.bytes = (m.experts / n) * m.expert_params() * ctx.dtype_bytes();
   expert_grads.groups = parallel::family(std::move(edp));
   expert_grads.stream = parallel::StreamRole::Gradient;
+  if (ctx.parallel.sharding == parallel::Sharding::DistributedOptimizer && lay.edp() > 1) {
+    // Reduce-scattered to the rank that steps them; the updated slices all-gathered before use.
+    expert_grads.kind = network::CollectiveKind::ReduceScatter;
+    parallel::CollectiveStep gather = expert_grads;
+    gather.name = "expert_param_gather";
+    gather.kind = network::CollectiveKind::AllGather;
+    gather.bytes = expert_grads.bytes / lay.edp();
+    in.expert_param_gather.push_back(std::move(gather));
+  }
   if (expert_grads.bytes > 0) in.expert_gradients.push_back(std::move(expert_grads));
   in.experts_per_gpu = m.experts / n;
   in.layout = lay;

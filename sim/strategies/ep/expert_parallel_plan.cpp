@@ -93,6 +93,7 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
     moe->expert_ffn_hidden = m.ffn_hidden / sizes.etp;
     moe->fetch = in.fetch;
     moe->expert_gradients = in.expert_gradients;
+    moe->expert_param_gather = in.expert_param_gather;
     per_stage[s] = std::move(moe);
   }
   plan->moe.resize(m.layers);
@@ -110,6 +111,8 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
   for (int l = 0; l < m.layers; ++l)
     gp.dense_params.push_back(layer_dense + (m.is_moe(l) ? moe_dense : m.dense_ffn_params() / sizes.tp));
   gp.embedding_params = gp.head_params = m.embedding_params() / 2 / sizes.tp;
+  gp.sharded = ctx.parallel.sharding == parallel::Sharding::DistributedOptimizer;
+  gp.shards = layout.dp() * sizes.cp;
 
   plan->optimizer_params.assign(gpus, in.params_per_gpu);
   if (in.params_per_gpu <= 0) {
@@ -118,7 +121,10 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
       int moe_layers = 0;
       for (int l = 0; l < m.layers; ++l)
         if (m.is_moe(l) && plan->pipeline.stage_of_virtual(plan->pipeline.virtual_stage_of_layer(l)) == s) ++moe_layers;
-      const double params = dense_params_on_stage(m, plan->pipeline, s, sizes.tp) + moe_layers * expert;
+      // The distributed optimizer steps 1/(dp·cp) of the dense parameters and 1/edp of the experts'.
+      const double params = gp.sharded ? dense_params_on_stage(m, plan->pipeline, s, sizes.tp) / gp.shards +
+                                             moe_layers * expert / layout.edp()
+                                       : dense_params_on_stage(m, plan->pipeline, s, sizes.tp) + moe_layers * expert;
       for (const std::uint32_t g : plan->pipeline.stage_gpus[s]) plan->optimizer_params[g] = params;
     }
   }
@@ -160,7 +166,11 @@ std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n,
         ++layers;
         moe_layers += m.is_moe(l) ? 1 : 0;
       }
-    in.params = dense_params_on_stage(m, pipeline, s, sizes.tp) + moe_layers * per_rank * m.expert_params() / sizes.etp;
+    const double dense = dense_params_on_stage(m, pipeline, s, sizes.tp);
+    const double experts = moe_layers * per_rank * m.expert_params() / sizes.etp;
+    in.params = dense + experts;
+    if (ctx.parallel.sharding == parallel::Sharding::DistributedOptimizer)
+      in.optimizer_params = dense / (layout.dp() * sizes.cp) + experts / layout.edp();
     in.tokens = ctx.training.tokens_per_microbatch() / sizes.cp;
     in.expert_tokens_per_layer = busiest;
     in.tensor_parallel = sizes.tp;

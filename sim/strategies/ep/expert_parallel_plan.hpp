@@ -23,6 +23,7 @@ struct ExpertParallelPlan {
   int chunks = 1;
   parallel::GradientTiming timing = parallel::GradientTiming::Overlap;
   std::vector<parallel::CollectiveStep> expert_gradients;
+  std::vector<parallel::CollectiveStep> expert_param_gather;  // distributed optimizer
   std::shared_ptr<const parallel::ExpertFetch> fetch;
   double extra_moe_dense_params = 0;  // per MoE layer, replicated on every GPU, in the dense bucket
   double params_per_gpu = 0;          // what each GPU's optimizer steps over (0: from the layout and experts_per_gpu)
