@@ -94,6 +94,25 @@ TEST(Pipeline, OneFOneBHoldsPMinusIMicrobatchesOnStageI) {
   EXPECT_EQ(schedule::peak_in_flight(schedule::stage_order(parallel::PipelineSchedule::Interleaved, 3, p, 2, m)), 5);
 }
 
+TEST(Pipeline, EachStageKeepsTheActivationsOfItsMicrobatchesInFlight) {
+  // Stages of 2 equal layers: under 1F1B stage i holds p − i microbatches (4, 3, 2, 1), under
+  // GPipe every stage holds all m = 8; weights are each stage's 2 layers, a quarter of the model.
+  const int p = 4, m = 8;
+  simulation::Simulation one(test::scenario_from(pipelined(p, 2 * p, m, "1f1b").dump()));
+  one.run();
+  simulation::Simulation gpipe(test::scenario_from(pipelined(p, 2 * p, m, "gpipe").dump()));
+  gpipe.run();
+  const double last = one.memory()[p - 1].activations;
+  ASSERT_GT(last, 0);
+  for (int s = 0; s < p; ++s) {
+    EXPECT_DOUBLE_EQ(one.memory()[s].activations, (p - s) * last) << s;
+    EXPECT_DOUBLE_EQ(gpipe.memory()[s].activations, m * last) << s;
+  }
+  simulation::Simulation flat(test::scenario_from(pipelined(1, 2 * p, m, "1f1b").dump()));
+  flat.run();
+  EXPECT_DOUBLE_EQ(one.memory()[0].weights * p, flat.memory()[0].weights);
+}
+
 TEST(Pipeline, EachStageRunsItsOwnLayersAndSendsActivationsToTheNext) {
   // 4 stages of 2 layers: GPU 2 runs the forward attention of layers 4 and 5 only; every
   // microbatch crosses 3 stage boundaries each way: 2·3·m transfers of 64 KiB.
