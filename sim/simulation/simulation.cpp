@@ -167,12 +167,21 @@ void Simulation::check() {
     const double have = topology_.gpu(g).memory_bytes;
     if (need > have) {
       const auto& f = memory_[g];
+      // The largest term, and what shrinks it.
+      const std::pair<double, const char*> terms[] = {
+          {f.activations, "activations: set training.recompute to \"full\" (or \"selective\"), a smaller "
+                          "micro_batch_size or sequence_length, or more pipeline stages (parallel.pp)"},
+          {f.optimizer, "optimizer state: set parallel.sharding to \"distributed_optimizer\", training.optimizer "
+                        "\"host\", or use more GPUs"},
+          {f.weights, "weights: use a larger ep, or tensor or pipeline parallelism (parallel.tp, parallel.pp)"},
+          {f.gradients, "gradients: use a larger ep, or tensor or pipeline parallelism (parallel.tp, parallel.pp)"}};
+      const auto largest = *std::max_element(std::begin(terms), std::end(terms),
+                                             [](const auto& a, const auto& b) { return a.first < b.first; });
       throw InfeasibleError(fmt::format(
           "{}: the model does not fit in GPU memory: GPU {} ({}) needs {} (weights {}, gradients {}, optimizer {}, "
-          "activations {}) but has {}; use more GPUs or a larger ep_size, a smaller micro_batch_size or "
-          "sequence_length, or fewer layers",
+          "activations {}) but has {}; the largest term is {}",
           scenario_.file, g, topology_.gpu(g).key, format_bytes(need), format_bytes(f.weights), format_bytes(f.gradients),
-          format_bytes(f.optimizer), format_bytes(f.activations), format_bytes(have)));
+          format_bytes(f.optimizer), format_bytes(f.activations), format_bytes(have), largest.second));
     }
   }
   // Host memory (the optimizer state offloaded there) per host.
