@@ -161,6 +161,11 @@ parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string
     throw InputError(file, "$.parallel.tp",
                      fmt::format("{} heads ({} key/value heads) do not split over tp {}", m.heads, m.kv_heads, c.sizes.tp),
                      "choose a tp dividing model.heads and model.kv_heads");
+  if (c.sizes.tp > 1 && !c.sequence_parallel)
+    throw InputError(file, "$.parallel.sequence_parallel",
+                     "MoE layers with tensor parallelism need sequence parallelism (Megatron-Core's MoELayer refuses "
+                     "to train without it: every TP rank would route the same tokens)",
+                     "set \"sequence_parallel\": true, or tp 1");
   const int seq = s.training.sequence_length;
   if (c.sizes.cp > 1 && seq % (2 * c.sizes.cp) != 0)
     throw InputError(file, "$.parallel.cp",

@@ -137,7 +137,7 @@ NodePtr scenario_schema() {
       optional("etp", integer(1, 1 << 16), 1, "expert tensor-parallel size (each expert's FFN columns split)"),
       optional("sequence_parallel", boolean(), true,
                "with tp > 1: all-gather / reduce-scatter around the TP blocks with the norms and MoE on s/tp tokens "
-               "(Megatron requires it for MoE with TP); false: an all-reduce after each block"),
+               "(Megatron-Core requires it for MoE with TP, so false is refused with tp > 1)"),
       optional("schedule", enumeration({"1f1b", "gpipe", "interleaved_1f1b"}), nullptr,
                "pipeline schedule (default: interleaved_1f1b when vp > 1, else 1f1b)"),
       optional("sharding", enumeration({"none", "distributed_optimizer"}), "none",

@@ -718,6 +718,11 @@ TEST_F(BadInput, LayoutForAStrategyWhosePaperHasNone) {
       {"$.parallel", "strategy hybridep runs as its paper does", "use a strategy that takes one: ep"});
 }
 
+TEST_F(BadInput, TensorParallelMoeWithoutSequenceParallelism) {
+  expect_rejected_by_run_and_validate("layout-sp.json", layout_scenario(R"({"tp": 2, "sequence_parallel": false})"),
+                                      {"$.parallel.sequence_parallel", "need sequence parallelism", "set \"sequence_parallel\": true"});
+}
+
 TEST_F(BadInput, ContextParallelismIsRefusedUntilItIsSimulated) {
   expect_rejected_by_run_and_validate("layout-cp.json", layout_scenario(R"({"cp": 2})"),
                                       {"$.parallel.cp", "not simulated yet", "use cp 1"});

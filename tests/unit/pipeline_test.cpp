@@ -139,22 +139,25 @@ TEST(Pipeline, EachStageRunsItsOwnLayersAndSendsActivationsToTheNext) {
 namespace moesim {
 namespace {
 
-// Two GPUs in one tensor-parallel group (dp 1, ep 2 over the same GPUs): layer 0 dense, layer 1
-// MoE; 128 tokens of H 256 in bf16: a block's output is 128·256·2 = 65536 B.
-schema::Json tensor_parallel(bool sequence_parallel) {
+// Two GPUs (layer 0 dense, layer 1 MoE), 128 tokens of H 256 in bf16: a block's output is
+// 128·256·2 = 65536 B. tp 2 puts both in one tensor-parallel group (dp 1, ep 2 over the same GPUs);
+// tp 1 makes them data-parallel (dp 2, ep 2).
+schema::Json two_gpus(int tp) {
   auto doc = schema::Json::parse(test::kSmallEp);
   doc["cluster"]["levels"][0]["count"] = 2;
   doc["model"]["dense_layers"] = 1;
-  doc["parallel"] = {{"tp", 2}, {"sequence_parallel", sequence_parallel}};
+  doc["parallel"] = {{"tp", tp}};
   return doc;
 }
 
-TEST(TensorParallel, AttentionSplitsHeadsAndColumnsAndAllReducesEachBlock) {
-  // Without sequence parallelism (Megatron-LM, Shoeybi et al. 2019 §3): the QKV projection's
-  // columns (H + 2·kv·d = 768) and the output projection's rows split over tp = 2, as do the
-  // heads of the attention core; an all-reduce of the 65536 B output after each block: layer 0's
-  // attention and dense FFN, layer 1's attention, each forward and backward: 6 all-reduces.
-  const auto doc = tensor_parallel(false);
+TEST(TensorParallel, AttentionSplitsHeadsAndColumnsBetweenAnAllGatherAndAReduceScatter) {
+  // Megatron-LM (Shoeybi et al. 2019 §3): the QKV projection's columns (H + 2·kv·d = 768) and the
+  // output projection's rows split over tp = 2, as do the heads of the attention core. With
+  // sequence parallelism (Korthikanti et al. 2022 §4.2.2), g — an all-gather of the s/tp shards
+  // (32768 B per rank) — before each block and ḡ — a reduce-scatter of the 65536 B output —
+  // after it, the backward the same pair: layer 0's attention and dense FFN and layer 1's
+  // attention, forward and backward: 6 of each.
+  const auto doc = two_gpus(2);
   simulation::Simulation sim(test::scenario_from(doc.dump()));
   sim.run(test::with_task_log());
   const auto sc = test::scenario_from(doc.dump());
@@ -170,32 +173,24 @@ TEST(TensorParallel, AttentionSplitsHeadsAndColumnsAndAllReducesEachBlock) {
     }
   EXPECT_EQ(attention, 2 * 2);  // 2 layers on 2 GPUs
   const auto c = sim.results_json()["network"]["collectives"];
-  EXPECT_EQ(c["all_reduce"]["count"].get<double>(), 6);
-  // A ring all-reduce of 2 ranks: each sends 2(n − 1)/n of the 65536 B buffer: 131072 B per one.
-  EXPECT_DOUBLE_EQ(c["all_reduce"]["bytes"].get<double>(), 6 * 131072.0);
-  EXPECT_FALSE(c.contains("all_gather"));
-  EXPECT_EQ(c["all_to_all"]["count"].get<double>(), 4);  // layer 1: dispatch and combine, forward and backward
-}
-
-TEST(TensorParallel, SequenceParallelismReplacesEachAllReduceByAnAllGatherAndAReduceScatter) {
-  // Korthikanti et al. 2022 §4.2.2: g (all-gather of the s/tp shards, 32768 B per rank) before each
-  // block and ḡ (reduce-scatter of the 65536 B output) after it, the backward the same pair: 6 of
-  // each. The MoE layer routes each GPU's 64 tokens: its all-to-alls carry half the bytes.
-  simulation::Simulation plain(test::scenario_from(tensor_parallel(false).dump()));
-  plain.run();
-  simulation::Simulation sp(test::scenario_from(tensor_parallel(true).dump()));
-  sp.run();
-  const auto c = sp.results_json()["network"]["collectives"];
-  EXPECT_FALSE(c.contains("all_reduce"));
+  EXPECT_FALSE(c.contains("all_reduce"));  // dp 1: no gradient all-reduce either
   EXPECT_EQ(c["all_gather"]["count"].get<double>(), 6);
   EXPECT_EQ(c["reduce_scatter"]["count"].get<double>(), 6);
-  // Each rank sends (n − 1) shards of 32768 B: 65536 B per collective, half an all-reduce's.
+  // Each rank sends (n − 1) shards of 32768 B: 65536 B per collective (a ring all-reduce's half).
   EXPECT_DOUBLE_EQ(c["all_gather"]["bytes"].get<double>(), 6 * 65536.0);
   EXPECT_DOUBLE_EQ(c["reduce_scatter"]["bytes"].get<double>(), 6 * 65536.0);
-  const auto p = plain.results_json()["network"]["collectives"];
-  // Without: each GPU sends the half of its 128 tokens routed to the other's experts (64·256·2 B).
-  EXPECT_DOUBLE_EQ(p["all_to_all"]["bytes"].get<double>(), 4 * 2 * 32768.0);
-  EXPECT_DOUBLE_EQ(c["all_to_all"]["bytes"].get<double>(), 4 * 2 * 16384.0);
+}
+
+TEST(TensorParallel, MoeLayersRouteEachRanksSequenceShard) {
+  // With tp 2 and sequence parallelism each GPU routes its 64 tokens, not 128: each sends the
+  // half routed to the other's experts, 32·256·2 B, where data parallelism sends 64·256·2 B;
+  // dispatch and combine, forward and backward.
+  simulation::Simulation tp(test::scenario_from(two_gpus(2).dump()));
+  tp.run();
+  simulation::Simulation dp(test::scenario_from(two_gpus(1).dump()));
+  dp.run();
+  EXPECT_DOUBLE_EQ(dp.results_json()["network"]["collectives"]["all_to_all"]["bytes"].get<double>(), 4 * 2 * 32768.0);
+  EXPECT_DOUBLE_EQ(tp.results_json()["network"]["collectives"]["all_to_all"]["bytes"].get<double>(), 4 * 2 * 16384.0);
 }
 
 }  // namespace

@@ -86,7 +86,6 @@ void EpStrategy::check(const StrategyContext& ctx) const {
     const auto problems = parallel::layout_problems(s, ctx.topology.gpu_count(), ctx.model.experts);
     if (!problems.empty())
       throw InputError("", "$.parallel." + problems[0].field, problems[0].problem, problems[0].fix);
-    return;
   }
   const int n = ep_size(ctx);
   const int g = static_cast<int>(ctx.topology.gpu_count());
