@@ -133,7 +133,8 @@ namespace {
 // The scenario's "parallel" (the layout's sizes, the pipeline's schedule and layer split) and
 // training.global_batch_size, which sets the microbatches per data-parallel rank. Checks what the
 // model and cluster decide; the expert-parallel size is the strategy's to check.
-parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string& file) {
+// `microbatches_given`: whether the scenario wrote training.microbatches (before defaults).
+parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string& file, bool microbatches_given) {
   const Json& p = doc.at("parallel");
   parallel::ParallelConfig c;
   c.sizes.tp = p.at("tp").get<int>();
@@ -198,7 +199,7 @@ parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string
                                    gbs, s.training.micro_batch_size, dp),
                        fmt::format("use a multiple of micro_batch_size x dp = {}", per_step));
     const int derived = static_cast<int>(gbs / per_step);
-    if (s.training.microbatches != 1 && s.training.microbatches != derived)
+    if (microbatches_given && s.training.microbatches != derived)
       throw InputError(file, "$.training.microbatches",
                        fmt::format("{} microbatches disagree with global_batch_size {} ({} on {} data-parallel ranks)",
                                    s.training.microbatches, gbs, derived, dp),
@@ -401,7 +402,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
       throw InputError(file, "$.training.dtype",
                        fmt::format("{} has no {} units in the catalogue", k.key, cluster::to_string(s.training.dtype)),
                        "pick a dtype every GPU of the cluster supports (e.g. fp16 on V100)");
-  s.parallel = read_parallel(doc, s, file);
+  s.parallel = read_parallel(doc, s, file, resolved.at("training").contains("microbatches"));
   const Json& r = doc.at("routing");
   s.routing.kind = r.at("kind") == "zipf" ? workload::RoutingKind::Zipf : workload::RoutingKind::Uniform;
   s.routing.zipf_exponent = r.at("zipf_exponent").get<double>();

@@ -706,6 +706,15 @@ TEST_F(BadInput, GlobalBatchThatIsNotWholeMicrobatches) {
       {"$.training.global_batch_size", "100 sequences", "8 data-parallel ranks", "multiple of micro_batch_size x dp = 16"});
 }
 
+TEST_F(BadInput, GlobalBatchThatDisagreesWithMicrobatches) {
+  // pp 2: dp 8; 64 sequences of 1 are 8 microbatches per rank, not the 1 written.
+  expect_rejected_by_run_and_validate(
+      "layout-gbs-mb.json",
+      layout_scenario(R"({"pp": 2})", R"({"sequence_length": 1024, "microbatches": 1, "global_batch_size": 64})"),
+      {"$.training.microbatches", "1 microbatches disagree with global_batch_size 64 (8 on 8 data-parallel ranks)",
+       "give one of microbatches and global_batch_size"});
+}
+
 TEST_F(BadInput, ExpertParallelThatDoesNotFitAStage) {
   // pp 2 leaves 8 GPUs per stage: ep 16 cannot fold over them.
   expect_rejected_by_run_and_validate("layout-ep.json", layout_scenario(R"({"pp": 2, "ep": 16})"),
