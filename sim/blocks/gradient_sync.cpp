@@ -40,7 +40,7 @@ void gather_parameters(Emission& em, const Frontier& anchor, std::vector<Frontie
   if (!gp.sharded) return;
   for (std::size_t l = 0; l < gathered.size(); ++l) {
     const int layer = static_cast<int>(l);
-    em.enter_stage(p.stage_of_virtual(p.virtual_stage_of_layer(layer)));
+    em.enter_stage(p.stage_of_layer(layer));
     Frontier& chain = gathered[l] = anchor;
     parallel::CollectiveStep step;
     step.name = "param_gather";

@@ -63,6 +63,13 @@ int PipelinePlan::virtual_stage_of_layer(int layer) const {
   return static_cast<int>(it - first_layer.begin()) - 1;
 }
 
+std::vector<int> PipelinePlan::layers_of_stage(int stage) const {
+  std::vector<int> out;
+  for (int v = stage; v < virtual_stages(); v += stages)
+    for (int l = first_layer[v]; l < first_layer[v + 1]; ++l) out.push_back(l);
+  return out;
+}
+
 PipelinePlan single_stage(std::uint32_t gpus, int layers) {
   PipelinePlan p;
   p.first_layer = {0, layers};

@@ -200,8 +200,11 @@ struct PipelinePlan {
   double activation_bytes = 0;       // per GPU, microbatch and boundary
   int virtual_stages() const { return stages * chunks; }
   int stage_of_virtual(int v) const { return v % stages; }
-  // The virtual stage a layer runs on.
+  // The virtual stage a layer runs on, and its pipeline stage.
   int virtual_stage_of_layer(int layer) const;
+  int stage_of_layer(int layer) const { return stage_of_virtual(virtual_stage_of_layer(layer)); }
+  // The layers pipeline stage `stage` holds, in order (all its chunks').
+  std::vector<int> layers_of_stage(int stage) const;
 };
 
 // Where the optimizer steps: on each GPU, or on its host's CPU (ZeRO-Offload): gradients copied

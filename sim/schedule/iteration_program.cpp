@@ -150,7 +150,7 @@ void Writer::sync_rest() {
   const auto& p = plan_.pipeline;
   if (plan_.gradients.timing == parallel::GradientTiming::AfterBackward)
     for (int layer = layers_ - 1; layer >= 0; --layer) {
-      em_.enter_stage(p.stage_of_virtual(p.virtual_stage_of_layer(layer)));
+      em_.enter_stage(p.stage_of_layer(layer));
       sync_.layer(em_, layer, end_, end_);
     }
   const auto& gp = plan_.gradients;

@@ -9,6 +9,10 @@
 namespace moesim::strategies::ep {
 
 namespace {
+int moe_layers_of(const workload::ModelShape& m, const std::vector<int>& layers) {
+  return static_cast<int>(std::count_if(layers.begin(), layers.end(), [&](int l) { return m.is_moe(l); }));
+}
+
 parallel::ParallelLayout layout_or_flat(const StrategyContext& ctx, const ExpertParallelPlan& in) {
   return in.layout ? *in.layout : parallel::ParallelLayout({}, ctx.topology.gpu_count());
 }
@@ -38,16 +42,9 @@ parallel::PipelinePlan pipeline_of(const StrategyContext& ctx, const parallel::P
 
 double dense_params_on_stage(const workload::ModelShape& m, const parallel::PipelinePlan& pipeline, int stage, int tp) {
   // In ModelShape::replicated_params' order, so one stage of every layer gives the same sum.
-  int layers = 0, moe = 0, dense = 0;
-  bool first = false, last = false;
-  for (int v = stage; v < pipeline.virtual_stages(); v += pipeline.stages) {
-    for (int l = pipeline.first_layer[v]; l < pipeline.first_layer[v + 1]; ++l) {
-      ++layers;
-      (m.is_moe(l) ? moe : dense) += 1;
-    }
-    first = first || v == 0;
-    last = last || v == pipeline.virtual_stages() - 1;
-  }
+  const std::vector<int> held = pipeline.layers_of_stage(stage);
+  const int layers = static_cast<int>(held.size()), moe = moe_layers_of(m, held), dense = layers - moe;
+  const bool first = stage == 0, last = pipeline.stage_of_virtual(pipeline.virtual_stages() - 1) == stage;
   const double per_layer = m.attention_params() / tp + m.norm_params();
   const double moe_extra = m.gate_params() + m.shared_experts * m.expert_params() / tp;
   const double vocabulary = m.embedding_params() / 2 / tp;
@@ -99,7 +96,7 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
   plan->moe.resize(m.layers);
   for (int l = 0; l < m.layers; ++l)
     if (m.is_moe(l))
-      plan->moe[l] = per_stage[plan->pipeline.stage_of_virtual(plan->pipeline.virtual_stage_of_layer(l))];
+      plan->moe[l] = per_stage[plan->pipeline.stage_of_layer(l)];
 
   // Dense parameters are replicated over each stage's data-parallel (and context-parallel) groups.
   auto& gp = plan->gradients;
@@ -118,9 +115,7 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
   if (in.params_per_gpu <= 0) {
     const double expert = in.experts_per_gpu * m.expert_params() / sizes.etp;
     for (int s = 0; s < sizes.pp; ++s) {
-      int moe_layers = 0;
-      for (int l = 0; l < m.layers; ++l)
-        if (m.is_moe(l) && plan->pipeline.stage_of_virtual(plan->pipeline.virtual_stage_of_layer(l)) == s) ++moe_layers;
+      const int moe_layers = moe_layers_of(m, plan->pipeline.layers_of_stage(s));
       // The distributed optimizer steps 1/(dp·cp) of the dense parameters and 1/edp of the experts'.
       const double params = gp.sharded ? dense_params_on_stage(m, plan->pipeline, s, sizes.tp) / gp.shards +
                                              moe_layers * expert / layout.edp()
@@ -159,13 +154,8 @@ std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n,
   for (int s = 0; s < sizes.pp; ++s) {
     const auto order = schedule::stage_order(pipeline.schedule, s, pipeline.stages, pipeline.chunks, ctx.training.microbatches);
     workload::MemoryInputs in;
-    int moe_layers = 0, layers = 0;
-    for (int v = s; v < pipeline.virtual_stages(); v += pipeline.stages)
-      for (int l = pipeline.first_layer[v]; l < pipeline.first_layer[v + 1]; ++l) {
-        in.layers.push_back(l);
-        ++layers;
-        moe_layers += m.is_moe(l) ? 1 : 0;
-      }
+    in.layers = pipeline.layers_of_stage(s);
+    const int moe_layers = moe_layers_of(m, in.layers);
     const double dense = dense_params_on_stage(m, pipeline, s, sizes.tp);
     const double experts = moe_layers * per_rank * m.expert_params() / sizes.etp;
     in.params = dense + experts;
