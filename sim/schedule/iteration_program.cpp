@@ -58,6 +58,8 @@ class Writer {
 
  private:
   void unit(int stage, const Unit& u);
+  void vocabulary(Phase phase, Segment segment, int mb, Frontier& f);
+  void layer_forward(Phase phase, int layer, int mb, const blocks::LayerRouting* routing, Frontier& f);
   void send(int from_virtual, int to_virtual, int mb, bool forward);
   void sync_rest();
 
@@ -74,55 +76,69 @@ class Writer {
   blocks::GradientSync sync_;
 };
 
+// The embedding or the LM head, in models with a vocabulary.
+void Writer::vocabulary(Phase phase, Segment segment, int mb, Frontier& f) {
+  if (!plan_.vocabulary) return;
+  if (segment == Segment::Embedding) blocks::embedding(em_, phase, mb, f);
+  else blocks::lm_head(em_, phase, mb, f);
+}
+
+// A layer's forward, or its recomputation before its backward: attention, then the MoE block with
+// the routing drawn at the forward (the layer's expert fetch first, when the plan fetches at the
+// layer) or the dense FFN.
+void Writer::layer_forward(Phase phase, int l, int mb, const blocks::LayerRouting* rt, Frontier& f) {
+  const parallel::MoeLayerPlan* moe = plan_.moe[l].get();
+  blocks::attention(em_, phase, l, mb, f);
+  if (!moe) {
+    blocks::dense_ffn(em_, phase, l, mb, f);
+    return;
+  }
+  if (phase == Phase::Forward && moe->fetch && !moe->fetch->at_iteration_start && mb == 0)
+    blocks::fetch_layer(em_, *moe, l, f, fetched_[l]);
+  blocks::moe_forward(em_, *moe, l, mb, *rt, moe->fetch ? &fetched_[l] : nullptr, f, phase);
+}
+
 void Writer::run(const WorkItem& item) {
   const int l = item.layer, mb = item.microbatch;
   Frontier& f = front_[mb];
-  const parallel::MoeLayerPlan* moe = item.segment == Segment::Layer && l < layers_ ? plan_.moe[l].get() : nullptr;
+  const bool vocabulary_end = item.segment != Segment::Layer;
+  const parallel::MoeLayerPlan* moe = vocabulary_end ? nullptr : plan_.moe[l].get();
   switch (item.work) {
-    case Work::Forward:
-      if (item.segment == Segment::Embedding) {
-        if (plan_.vocabulary) blocks::embedding(em_, Phase::Forward, mb, f);
-      } else if (item.segment == Segment::Head) {
-        if (plan_.vocabulary) blocks::lm_head(em_, Phase::Forward, mb, f);
-      } else {
-        if (mb == 0 && !gathered_[l].empty()) {
-          // The layer's first forward waits for its parameters' all-gather.
-          const auto label = em_.label(Phase::Forward, engine::WorkKind::Wait, "params_ready", l, mb);
-          for (const std::uint32_t g : em_.active()) {
-            const engine::TaskId wait = em_.pb.compute(g, 0, label, f[g]);
-            em_.pb.depend(gathered_[l][g], wait);
-            f[g] = wait;
-          }
-        }
-        blocks::attention(em_, Phase::Forward, l, mb, f);
-        if (!moe) {
-          blocks::dense_ffn(em_, Phase::Forward, l, mb, f);
-          break;
-        }
-        blocks::LayerRouting& rt = routing_[{mb, l}] = blocks::route_layer(em_.ctx, plan_, *moe, em_.iteration, l, mb);
-        outcome_.routed_copies += rt.routed_copies;
-        outcome_.dropped_copies += rt.dropped_copies;
-        auto& tokens = outcome_.expert_tokens[l];
-        tokens.resize(rt.expert_tokens.size(), 0.0);
-        for (std::size_t e = 0; e < tokens.size(); ++e) tokens[e] += rt.expert_tokens[e];
-        if (moe->fetch && !moe->fetch->at_iteration_start && mb == 0) blocks::fetch_layer(em_, *moe, l, f, fetched_[l]);
-        blocks::moe_forward(em_, *moe, l, mb, rt, moe->fetch ? &fetched_[l] : nullptr, f);
+    case Work::Forward: {
+      if (vocabulary_end) {
+        vocabulary(Phase::Forward, item.segment, mb, f);
+        break;
       }
+      if (mb == 0 && !gathered_[l].empty()) {
+        // The layer's first forward waits for its parameters' all-gather.
+        const auto label = em_.label(Phase::Forward, engine::WorkKind::Wait, "params_ready", l, mb);
+        for (const std::uint32_t g : em_.active()) {
+          const engine::TaskId wait = em_.pb.compute(g, 0, label, f[g]);
+          em_.pb.depend(gathered_[l][g], wait);
+          f[g] = wait;
+        }
+      }
+      const blocks::LayerRouting* rt = nullptr;
+      if (moe) {
+        // The routing is drawn here and kept for the backward (and a recomputation).
+        const blocks::LayerRouting& r = routing_[{mb, l}] = blocks::route_layer(em_.ctx, plan_, *moe, em_.iteration, l, mb);
+        outcome_.routed_copies += r.routed_copies;
+        outcome_.dropped_copies += r.dropped_copies;
+        auto& tokens = outcome_.expert_tokens[l];
+        tokens.resize(r.expert_tokens.size(), 0.0);
+        for (std::size_t e = 0; e < tokens.size(); ++e) tokens[e] += r.expert_tokens[e];
+        rt = &r;
+      }
+      layer_forward(Phase::Forward, l, mb, rt, f);
       break;
+    }
     case Work::Backward:
-      if (item.segment == Segment::Embedding) {
-        if (plan_.vocabulary) blocks::embedding(em_, Phase::Backward, mb, f);
-      } else if (item.segment == Segment::Head) {
-        if (plan_.vocabulary) blocks::lm_head(em_, Phase::Backward, mb, f);
+      if (vocabulary_end) {
+        vocabulary(Phase::Backward, item.segment, mb, f);
       } else {
         const auto it = routing_.find({mb, l});
-        if (em_.ctx.training.recompute == workload::Recompute::Full) {
-          // The layer's forward again from its kept input: attention, and the MoE block with its
-          // exchanges (the routing drawn at the forward) or the dense FFN.
-          blocks::attention(em_, Phase::Recompute, l, mb, f);
-          if (moe) blocks::moe_forward(em_, *moe, l, mb, it->second, moe->fetch ? &fetched_[l] : nullptr, f, Phase::Recompute);
-          else blocks::dense_ffn(em_, Phase::Recompute, l, mb, f);
-        }
+        const blocks::LayerRouting* rt = moe ? &it->second : nullptr;
+        if (em_.ctx.training.recompute == workload::Recompute::Full) layer_forward(Phase::Recompute, l, mb, rt, f);
         if (moe) {
           blocks::moe_backward(em_, *moe, l, mb, it->second, f, experts_done_[l]);
           routing_.erase(it);
