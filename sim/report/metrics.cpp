@@ -70,7 +70,8 @@ void MetricsRecorder::on_finish(const engine::Engine& engine, engine::TaskId, co
   Pending& p = pending_[t.gpu];
   if (engine::is_communication(t.label.kind)) p.communication.emplace_back(began, t.end);
   else if (engine::on_gpu_compute(t.label.kind)) p.compute.emplace_back(began, t.end);
-  if (p.compute.size() + p.communication.size() >= kSettleEvery) settle(t.gpu, engine.running_since(t.gpu));
+  if (p.compute.size() + p.communication.size() >= std::max(kSettleEvery, p.settle_at))
+    settle(t.gpu, engine.running_since(t.gpu));
 }
 
 void MetricsRecorder::settle(std::uint32_t g, Time until) {
@@ -78,12 +79,12 @@ void MetricsRecorder::settle(std::uint32_t g, Time until) {
   GpuMetrics& gm = m_.gpus[g];
   merge(p.compute);
   merge(p.communication);
-  std::vector<Interval> compute, communication;
-  split(p.compute, until, compute);
-  split(p.communication, until, communication);
-  gm.compute += merge(compute);
-  gm.communication += merge(communication);
-  gm.exposed_communication += uncovered(communication, compute);
+  split(p.compute, until, compute_before_);
+  split(p.communication, until, communication_before_);
+  gm.compute += merge(compute_before_);
+  gm.communication += merge(communication_before_);
+  gm.exposed_communication += uncovered(communication_before_, compute_before_);
+  p.settle_at = 2 * (p.compute.size() + p.communication.size());
 }
 
 Metrics MetricsRecorder::result(const engine::Engine& engine) {

@@ -42,12 +42,16 @@ class MetricsRecorder final : public engine::TaskObserver {
   using Interval = std::pair<Time, Time>;
   struct Pending {
     std::vector<Interval> compute, communication;
+    // Settles when this many intervals are pending: twice what the last settle kept, so a GPU
+    // whose oldest task stays open for long is not re-sorted at every finish (amortised n log n).
+    std::size_t settle_at = 0;
   };
   // Adds up the parts of GPU g's pending intervals before `until`; keeps the rest.
   void settle(std::uint32_t g, Time until);
 
   Metrics m_;
   std::vector<Pending> pending_;
+  std::vector<Interval> compute_before_, communication_before_;   // scratch of settle()
 };
 
 }  // namespace moesim::report
