@@ -18,6 +18,27 @@ RankReplicas by_rank(const parallel::ReplicaTable& table, std::size_t ranks) {
   return out;
 }
 
+// The experts of a group grouped by where they are placed: experts with the same replicas (ranks
+// and shares) in one bin, bins in order of their first expert.
+struct ExpertBins {
+  std::vector<std::vector<int>> experts;
+  std::vector<std::vector<parallel::Replica>> replicas;
+  ExpertBins() = default;
+  explicit ExpertBins(const parallel::ReplicaTable& table) {
+    std::map<std::vector<std::pair<std::uint32_t, double>>, std::size_t> index;
+    for (std::size_t e = 0; e < table.of_expert.size(); ++e) {
+      std::vector<std::pair<std::uint32_t, double>> key;
+      for (const parallel::Replica& r : table.of_expert[e]) key.emplace_back(r.rank, r.share);
+      auto [it, fresh] = index.try_emplace(std::move(key), experts.size());
+      if (fresh) {
+        experts.emplace_back();
+        replicas.push_back(table.of_expert[e]);
+      }
+      experts[it->second].push_back(static_cast<int>(e));
+    }
+  }
+};
+
 LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, int it, int layer) {
   const auto& m = ctx.model;
   const auto& t = ctx.training;
@@ -140,19 +161,55 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
     return out;
   }
   Rng rng = ctx.routing.sampler(it, layer, mb);
+  std::map<const parallel::ReplicaTable*, ExpertBins> bins_of_table;
   for (const auto& group : lp.dispatch) {
     const std::uint32_t n = static_cast<std::uint32_t>(group.gpus.size());
     const std::vector<bool> source = sources_of(group);
     std::vector<double> bytes(static_cast<std::size_t>(n) * n, 0.0), received(m.experts, 0.0);
-    for (std::uint32_t src = 0; src < n; ++src) {
-      if (!source[src]) continue;
-      const auto plan = workload::apply_capacity(workload::sample_copies(popularity, copies, rng), capacity);
-      out.dropped_copies += plan.dropped;
-      out.routed_copies += plan.kept + plan.dropped;
-      for (int e = 0; e < m.experts; ++e) {
-        for (const parallel::Replica& rep : group.replicas->of_expert[e])
-          bytes[static_cast<std::size_t>(src) * n + rep.rank] += plan.kept_per_expert[e] * rep.share * m.hidden * b / chunks;
-        received[e] += plan.kept_per_expert[e];
+    const double bytes_per_copy = m.hidden * b / chunks;
+    if (capacity > 0) {
+      // Capacity applies per source and expert: each source draws over the experts.
+      for (std::uint32_t src = 0; src < n; ++src) {
+        if (!source[src]) continue;
+        const auto plan = workload::apply_capacity(workload::sample_copies(popularity, copies, rng), capacity);
+        out.dropped_copies += plan.dropped;
+        out.routed_copies += plan.kept + plan.dropped;
+        for (int e = 0; e < m.experts; ++e) {
+          for (const parallel::Replica& rep : group.replicas->of_expert[e])
+            bytes[static_cast<std::size_t>(src) * n + rep.rank] += plan.kept_per_expert[e] * rep.share * bytes_per_copy;
+          received[e] += plan.kept_per_expert[e];
+        }
+      }
+    } else {
+      // Dropless: each source draws over the bins of experts placed alike (a rank's experts under
+      // EP), and each bin's copies from all sources are split over its experts in one draw. A
+      // multinomial's counts, grouped, are multinomial over the groups, and the sources' draws
+      // within a bin add up to one multinomial of their total, so this is the same distribution
+      // as a draw per source and expert, at (sources × bins + experts) draws instead of
+      // sources × experts.
+      auto [found, fresh] = bins_of_table.try_emplace(group.replicas.get());
+      if (fresh) found->second = ExpertBins(*group.replicas);
+      const ExpertBins& bins = found->second;
+      const std::size_t nb = bins.experts.size();
+      std::vector<double> bin_popularity(nb, 0.0), total(nb, 0.0);
+      for (std::size_t k = 0; k < nb; ++k)
+        for (int e : bins.experts[k]) bin_popularity[k] += popularity[e];
+      for (std::uint32_t src = 0; src < n; ++src) {
+        if (!source[src]) continue;
+        const std::vector<double> counts = workload::sample_copies(bin_popularity, copies, rng);
+        for (std::size_t k = 0; k < nb; ++k) {
+          out.routed_copies += counts[k];
+          total[k] += counts[k];
+          for (const parallel::Replica& rep : bins.replicas[k])
+            bytes[static_cast<std::size_t>(src) * n + rep.rank] += counts[k] * rep.share * bytes_per_copy;
+        }
+      }
+      for (std::size_t k = 0; k < nb; ++k) {
+        if (total[k] <= 0 || bin_popularity[k] <= 0) continue;
+        std::vector<double> within(bins.experts[k].size());
+        for (std::size_t i = 0; i < within.size(); ++i) within[i] = popularity[bins.experts[k][i]] / bin_popularity[k];
+        const std::vector<double> split = workload::sample_copies(within, total[k], rng);
+        for (std::size_t i = 0; i < within.size(); ++i) received[bins.experts[k][i]] += split[i];
       }
     }
     const RankReplicas& rr = replicas_of(group);

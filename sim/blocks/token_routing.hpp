@@ -6,6 +6,8 @@
 //     (MoeLayerPlan's ReplicaTable); a GPU computes each replica it holds on the copies it gets.
 //     Sources draw their routing per layer and microbatch (a dense matrix per group) or send their
 //     expected shares (one factored matrix shared by all groups), as RoutingModel::sampled says.
+//     Without a capacity, a source draws over bins of experts placed alike (a rank's experts) and
+//     each bin's total is split over its experts once: the same multinomial, fewer draws.
 //   - Padded (DeepSpeed's capacity padding, Parm): an even exchange of the plan's bytes and a
 //     fixed expert compute; drops are the capacity overflow of the routing over the gate's tokens.
 #pragma once

@@ -37,6 +37,23 @@ std::uint64_t Rng::below(std::uint64_t n) {
   return x % n;
 }
 
+double Rng::normal() {
+  if (has_spare_normal_) {
+    has_spare_normal_ = false;
+    return spare_normal_;
+  }
+  double u = 0, v = 0, s = 0;
+  do {
+    u = 2 * uniform() - 1;
+    v = 2 * uniform() - 1;
+    s = u * u + v * v;
+  } while (s >= 1 || s == 0);
+  const double f = std::sqrt(-2 * std::log(s) / s);
+  spare_normal_ = v * f;
+  has_spare_normal_ = true;
+  return u * f;
+}
+
 std::vector<double> zipf_weights(std::size_t n, double s) {
   std::vector<double> w(n);
   double sum = 0.0;

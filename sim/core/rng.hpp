@@ -18,6 +18,9 @@ class Rng {
 
   double uniform();                           // [0, 1), 53 random bits
   std::uint64_t below(std::uint64_t n);       // [0, n), unbiased
+  // Standard normal: Marsaglia's polar method (Marsaglia & Bray 1964), which needs no cosine; each
+  // accepted pair gives two values, the second kept for the next call.
+  double normal();
   template <typename T>
   void shuffle(std::vector<T>& v) {           // Fisher–Yates
     for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[below(i)]);
@@ -25,6 +28,8 @@ class Rng {
 
  private:
   std::mt19937_64 engine_;
+  double spare_normal_ = 0;
+  bool has_spare_normal_ = false;
 };
 
 // Zipf popularity over n items with exponent s (s = 0 is uniform), normalised to sum 1, item 0

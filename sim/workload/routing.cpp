@@ -56,9 +56,8 @@ double binomial(Rng& rng, double n, double p) {
     }
     return k;
   }
-  // Normal approximation with continuity correction (Box–Muller).
-  const double u1 = std::max(rng.uniform(), 1e-300), u2 = rng.uniform();
-  const double z = std::sqrt(-2 * std::log(u1)) * std::cos(2 * 3.141592653589793 * u2);
+  // Normal approximation with continuity correction.
+  const double z = rng.normal();
   return std::clamp(std::floor(mean + z * std::sqrt(mean * (1 - p)) + 0.5), 0.0, n);
 }
 

@@ -68,9 +68,12 @@ TEST(EpStrategy, CapacityFactorDropsTheHotExpertsOverflow) {
 
 TEST(EpStrategy, SkewedRoutingMakesTheHotGpuTheSlowest) {
   // With Zipf routing and no capacity limit the GPU holding the hottest expert computes most:
-  // its expert busy time exceeds the mean.
+  // its expert busy time exceeds the mean. Expected shares, so that the margin does not depend on
+  // one seed's draw: Zipf 1.2 over 4 experts gives the hottest 1/(1 + 2^-1.2 + 3^-1.2 + 4^-1.2) =
+  // 0.53 of the copies, 2.1× the mean; its GPU's expert time, not linear at 272 tokens, is still
+  // above 1.2× (sampled draws over 12 seeds give 1.15–1.52).
   auto doc = schema::Json::parse(kSmallEp);
-  doc["routing"] = {{"kind", "zipf"}, {"zipf_exponent", 1.2}};
+  doc["routing"] = {{"kind", "zipf"}, {"zipf_exponent", 1.2}, {"sampling", "expected"}};
   const auto r = run(doc.dump())->results_json();
   EXPECT_GT(r["busy_ms"]["expert"]["max"].get<double>(), 1.2 * r["busy_ms"]["expert"]["mean"].get<double>());
 }

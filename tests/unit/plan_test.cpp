@@ -87,6 +87,52 @@ TEST(Plan, SampledRoutingSplitsEachSourcesDrawByTheShares) {
   EXPECT_EQ(r.rt.expert_forward[1], r.ffn(e0 * 0.75) + r.ffn(e1));
 }
 
+TEST(Plan, DroplessSampledRoutingIsEachSourcesMultinomial) {
+  // Without a capacity a source draws over the ranks and each rank's copies are split over its
+  // experts once (token_routing.cpp). That must be the distribution of a draw per source and
+  // expert: 4 GPUs, 8 experts (2 per rank), Zipf 1 popularity, 1024 copies per source. Over 2000
+  // microbatches, source 0's copies to rank r are Binomial(1024, P_r) with P_r its experts' summed
+  // popularity, and expert e receives Binomial(4·1024, p_e) over the four sources. Means are
+  // checked to 4 standard errors (σ/√n), variances to 4 (σ²·√(2/(n−1))).
+  auto doc = small(4);
+  doc["model"]["experts"] = 8;
+  doc["routing"] = {{"kind", "zipf"}, {"zipf_exponent", 1.0}, {"sampling", "sampled"}};
+  const auto sc = test::scenario_from(doc.dump());
+  const cluster::Topology topo = sc.topology();
+  const std::vector<compute::ComputeModel> compute{compute::ComputeModel(topo.gpu(0), sc.compute)};
+  const workload::RoutingModel routing(sc.routing, sc.model.experts, sc.seed);
+  const blocks::Context ctx{topo, sc.model, sc.training, routing, compute};
+  parallel::MoeLayerPlan lp;
+  lp.dispatch = {{{0, 1, 2, 3}, parallel::ReplicaTable::contiguous(8, 4)}};
+  lp.expert_ffn_hidden = 512;
+  lp.gate_tokens = lp.combine_tokens = 1024;
+  const std::vector<double> p = routing.popularity(0, 0);
+  const int n = 2000;
+  const double bytes_per_copy = 256 * 2;
+  std::vector<double> s1(4 + 8, 0.0), s2(4 + 8, 0.0);
+  for (int mb = 0; mb < n; ++mb) {
+    const auto rt = blocks::route_layer(ctx, parallel::IterationPlan{}, lp, 0, 0, mb);
+    EXPECT_DOUBLE_EQ(rt.routed_copies, 4096);
+    for (int r = 0; r < 4; ++r) {
+      const double x = rt.dispatch[0]->at(r == 0 ? 1 : 0, r) / bytes_per_copy;
+      s1[r] += x;
+      s2[r] += x * x;
+    }
+    for (int e = 0; e < 8; ++e) {
+      s1[4 + e] += rt.expert_tokens[e];
+      s2[4 + e] += rt.expert_tokens[e] * rt.expert_tokens[e];
+    }
+  }
+  const auto check = [&](int i, double trials, double q, const std::string& what) {
+    const double mean = s1[i] / n, var = (s2[i] - s1[i] * s1[i] / n) / (n - 1);
+    const double want_mean = trials * q, want_var = trials * q * (1 - q);
+    EXPECT_NEAR(mean, want_mean, 4 * std::sqrt(want_var / n)) << what;
+    EXPECT_NEAR(var, want_var, 4 * want_var * std::sqrt(2.0 / (n - 1))) << what;
+  };
+  for (int r = 0; r < 4; ++r) check(r, 1024, p[2 * r] + p[2 * r + 1], "to rank " + std::to_string(r));
+  for (int e = 0; e < 8; ++e) check(4 + e, 4096, p[e], "expert " + std::to_string(e));
+}
+
 TEST(Plan, TwoSidedGroupSendsTokensOnlyFromAttentionGpusToExpertGpus) {
   // GPUs 0 and 1 run attention only, 2 and 3 experts only (expert 0 on rank 2, expert 1 on rank
   // 3): each attention GPU sends half its 1024 tokens to each expert GPU (262144 B), nothing else

@@ -50,7 +50,36 @@ TEST(Routing, SampledCopiesSumExactlyAndAverageToThePopularity) {
     const double mean = sum[e] / draws, sigma = std::sqrt(5000 * p[e] * (1 - p[e]));
     EXPECT_NEAR(mean, 5000 * p[e], 3 * sigma / std::sqrt(draws)) << "expert " << e;
   }
+  // The spread is the multinomial's too: expert 0 gets Binomial(5000, 0.5), variance 1250. The
+  // sample variance over 2000 draws has a standard error of about 1250·√(2/1999) ≈ 40; allow 4 of them.
+  {
+    Rng again(7);
+    double s1 = 0, s2 = 0;
+    for (int i = 0; i < draws; ++i) {
+      const double x = sample_copies(p, 5000, again)[0];
+      s1 += x;
+      s2 += x * x;
+    }
+    const double var = (s2 - s1 * s1 / draws) / (draws - 1);
+    EXPECT_NEAR(var, 1250, 160);
+  }
   // Small means use inversion: 10 copies over 64 experts still sum exactly.
   const auto small = sample_copies(std::vector<double>(64, 1.0 / 64), 10, rng);
   EXPECT_DOUBLE_EQ(std::accumulate(small.begin(), small.end(), 0.0), 10);
+}
+
+TEST(Routing, StandardNormalsHaveUnitVarianceAndReplay) {
+  // 200,000 polar-method normals: mean within 4/√n of 0, variance within 4·√(2/n) of 1 (the
+  // standard errors of a sample mean and variance of N(0,1)); the same seed gives the same values.
+  const int n = 200000;
+  Rng a(11), b(11);
+  double s1 = 0, s2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const double z = a.normal();
+    ASSERT_EQ(z, b.normal());
+    s1 += z;
+    s2 += z * z;
+  }
+  EXPECT_NEAR(s1 / n, 0.0, 4 / std::sqrt(n));
+  EXPECT_NEAR(s2 / n - (s1 / n) * (s1 / n), 1.0, 4 * std::sqrt(2.0 / n));
 }
