@@ -2,54 +2,70 @@
 
 #include "sim/blocks/collective_step.hpp"
 #include "sim/blocks/layer_costs.hpp"
+#include "sim/blocks/tensor_parallel_block.hpp"
 
 namespace moesim::blocks {
 
 namespace {
-void tensor_parallel_step(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f, network::CollectiveKind kind,
-                          const std::string& name) {
-  const auto& tp = em.plan.tensor_parallel;
-  parallel::CollectiveStep step;
-  step.name = name;
-  step.kind = kind;
-  step.algorithm = tp.algorithm;
-  const double block = em.ctx.training.tokens_per_microbatch() * em.ctx.model.hidden * em.ctx.dtype_bytes();
-  step.bytes = kind == network::CollectiveKind::AllGather ? block / tp.size : block;
-  step.groups = tp.groups;
-  step.stream = tp.stream;
-  run_step(em, step, direction, layer, mb, f, f);
+// The attention block over a context-parallel group: the projections of the rank's s/cp tokens,
+// and the core in cp steps, step i waiting for the K/V chunk the ring brought in step i − 1 while
+// the ring passes it on (the step's compute and the next transfer overlap, as Transformer Engine's
+// AttnFuncWithCPAndKVP2P does). Each step is 1/cp of the rank's core: with the causal load
+// balancing every step computes the same number of query-key blocks.
+void context_parallel_attention(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f) {
+  const auto& m = em.ctx.model;
+  const auto& t = em.ctx.training;
+  const auto& cpp = em.plan.context_parallel;
+  const int tp = em.plan.tensor_parallel.size, cp = cpp.size;
+  const bool backward = direction == engine::Phase::Backward;
+  const double tokens = em.rank_tokens(), b = em.ctx.dtype_bytes();
+  const auto l_proj = em.label(direction, engine::WorkKind::Attention, "attention", layer, mb);
+  const auto projection = [&](std::uint32_t g, bool qkv) {
+    const auto& cm = em.ctx.compute_of(g);
+    const Time fwd = qkv ? qkv_projection_time(cm, m, tokens, b, tp) : output_projection_time(cm, m, tokens, tp);
+    return backward ? cm.backward(fwd) : fwd;
+  };
+  // Forward: QKV projection, core, output projection; backward the reverse.
+  for (const std::uint32_t g : em.active())
+    if (em.runs_attention(g)) f[g] = em.pb.compute(g, projection(g, !backward), l_proj, f[g]);
+  Frontier kv = f;  // where each GPU's K/V chunk of the current step is: its own first
+  for (int i = 0; i < cp; ++i) {
+    Frontier next = kv;
+    if (i + 1 < cp) run_step(em, backward ? cpp.backward_ring : cpp.forward_ring, direction, layer, mb, kv, next);
+    const auto l_core = em.label(direction, engine::WorkKind::Attention, "attention_core", layer, mb, i);
+    for (const std::uint32_t g : em.active()) {
+      if (!em.runs_attention(g)) continue;
+      const auto& cm = em.ctx.compute_of(g);
+      const Time whole = backward ? attention_core_backward_time(cm, m, t, tp) : attention_core_time(cm, m, t, tp);
+      const engine::TaskId step = em.pb.compute(g, whole / (static_cast<Time>(cp) * cp), l_core, f[g]);
+      if (kv[g] != f[g]) em.pb.depend(kv[g], step);
+      f[g] = step;
+    }
+    kv = std::move(next);
+  }
+  for (const std::uint32_t g : em.active())
+    if (em.runs_attention(g)) f[g] = em.pb.compute(g, projection(g, backward), l_proj, f[g]);
 }
 }  // namespace
-
-void tensor_parallel_enter(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f) {
-  const auto& tp = em.plan.tensor_parallel;
-  if (tp.size > 1 && tp.sequence_parallel)
-    tensor_parallel_step(em, direction, layer, mb, f, network::CollectiveKind::AllGather, "TP-AllGather");
-}
-
-void tensor_parallel_all_reduce(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f) {
-  const auto& tp = em.plan.tensor_parallel;
-  if (tp.size <= 1) return;
-  if (tp.sequence_parallel)
-    tensor_parallel_step(em, direction, layer, mb, f, network::CollectiveKind::ReduceScatter, "TP-ReduceScatter");
-  else
-    tensor_parallel_step(em, direction, layer, mb, f, network::CollectiveKind::AllReduce, tp.all_reduce_name);
-}
 
 void attention(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f) {
   const auto& m = em.ctx.model;
   if (!m.attention) return;
   const int tp = em.plan.tensor_parallel.size;
-  const auto label = em.label(direction, engine::WorkKind::Attention, "attention", layer, mb);
   tensor_parallel_enter(em, direction, layer, mb, f);
-  for (const std::uint32_t g : em.active()) {
-    if (!em.runs_attention(g)) continue;
-    const auto& cm = em.ctx.compute_of(g);
-    const Time t = direction != engine::Phase::Backward ? attention_time(cm, m, em.ctx.training, tp)
-                                                       : attention_backward_time(cm, m, em.ctx.training, tp);
-    f[g] = em.pb.compute(g, t, label, f[g]);
+  if (em.plan.context_parallel.size > 1) {
+    context_parallel_attention(em, direction, layer, mb, f);
+  } else {
+    const auto label = em.label(direction, engine::WorkKind::Attention, "attention", layer, mb);
+    for (const std::uint32_t g : em.active()) {
+      if (!em.runs_attention(g)) continue;
+      const auto& cm = em.ctx.compute_of(g);
+      const Time t = direction != engine::Phase::Backward ? attention_time(cm, m, em.ctx.training, tp)
+                                                         : attention_backward_time(cm, m, em.ctx.training, tp);
+      f[g] = em.pb.compute(g, t, label, f[g]);
+    }
   }
-  tensor_parallel_all_reduce(em, direction, layer, mb, f);
+  tensor_parallel_exit(em, direction, layer, mb, f);
 }
 
 }  // namespace moesim::blocks
@@ -61,12 +77,14 @@ void recompute_attention_core(Emission& em, int layer, int mb, Frontier& f) {
   if (!m.attention) return;
   const auto& t = em.ctx.training;
   const int tp = em.plan.tensor_parallel.size;
+  const int cp = em.plan.context_parallel.size;
   const auto label = em.label(engine::Phase::Recompute, engine::WorkKind::Attention, "attention_core", layer, mb);
   for (const std::uint32_t g : em.active()) {
     if (!em.runs_attention(g) || em.ctx.topology.gpu(g).flash_attention) continue;
-    const auto& cm = em.ctx.compute_of(g);
-    f[g] = em.pb.compute(g, cm.attention(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length, m.head_dim(), t.causal),
-                         label, f[g]);
+    // The rank's share of the core: its s/cp queries against every key. With context parallelism
+    // the ring is not replayed (Transformer Engine runs CP only with fused attention, where
+    // selective recomputation adds nothing: such GPUs do not get here).
+    f[g] = em.pb.compute(g, attention_core_time(em.ctx.compute_of(g), m, t, tp) / cp, label, f[g]);
   }
 }
 

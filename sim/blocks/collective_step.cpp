@@ -14,8 +14,9 @@ void run_step(Emission& em, const parallel::CollectiveStep& step, engine::Phase 
     network::CollectiveOp op{step.kind, step.algorithm, id, step.bytes, nullptr};
     if (step.kind == network::CollectiveKind::AllToAll) {
       op.bytes = 0;
-      op.traffic = std::make_shared<network::TrafficMatrix>(
-          network::TrafficMatrix::uniform(static_cast<std::uint32_t>(gpus.size()), step.bytes));
+      op.traffic = step.traffic ? step.traffic
+                                : std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::uniform(
+                                      static_cast<std::uint32_t>(gpus.size()), step.bytes));
     }
     em.pb.collective(std::move(op), step.stream, label, members, &after);
     for (std::size_t r = 0; r < gpus.size(); ++r) out[gpus[r]] = members[r];

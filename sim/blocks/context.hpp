@@ -54,6 +54,9 @@ struct Emission {
     stage = s;
     stage_gpus = &plan.pipeline.stage_gpus[s];
   }
+  // The tokens of one microbatch a GPU holds between blocks: the sequence split over its
+  // context-parallel group (and over tp inside the sequence-parallel regions, which the blocks say).
+  double rank_tokens() const { return ctx.training.tokens_per_microbatch() / plan.context_parallel.size; }
   bool runs_attention(std::uint32_t g) const { return plan.role(g) & parallel::kRunsAttention; }
   bool runs_experts(std::uint32_t g) const { return plan.role(g) & parallel::kRunsExperts; }
 };

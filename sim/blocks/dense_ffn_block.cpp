@@ -1,13 +1,13 @@
 #include "sim/blocks/dense_ffn_block.hpp"
 
-#include "sim/blocks/attention_block.hpp"
+#include "sim/blocks/tensor_parallel_block.hpp"
 #include "sim/blocks/layer_costs.hpp"
 
 namespace moesim::blocks {
 
 void dense_ffn(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f) {
   const auto label = em.label(direction, engine::WorkKind::DenseFfn, "dense_ffn", layer, mb);
-  const double tokens = em.ctx.training.tokens_per_microbatch();
+  const double tokens = em.rank_tokens();
   tensor_parallel_enter(em, direction, layer, mb, f);
   for (const std::uint32_t g : em.active()) {
     if (!em.runs_attention(g)) continue;
@@ -15,7 +15,7 @@ void dense_ffn(Emission& em, engine::Phase direction, int layer, int mb, Frontie
     const Time forward = dense_ffn_time(cm, em.ctx.model, tokens, em.ctx.dtype_bytes(), em.plan.tensor_parallel.size);
     f[g] = em.pb.compute(g, direction != engine::Phase::Backward ? forward : cm.backward(forward), label, f[g]);
   }
-  tensor_parallel_all_reduce(em, direction, layer, mb, f);
+  tensor_parallel_exit(em, direction, layer, mb, f);
 }
 
 }  // namespace moesim::blocks

@@ -7,31 +7,49 @@ Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, do
   return (m.ffn_gemms() - 1) * cm.gemm(tokens, ffn, m.hidden) + cm.gemm(tokens, m.hidden, ffn);
 }
 
+Time qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double b, int tp) {
+  if (!m.attention) return 0;
+  const Time norm = cm.memory_bound(2 * tokens * m.hidden * b);  // read and write the activations
+  return cm.gemm(tokens, (m.query_width() + 2 * m.kv_heads * m.head_dim()) / tp, m.hidden) + norm;
+}
+
+Time output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
+  if (!m.attention) return 0;
+  return cm.gemm(tokens, m.hidden, m.query_width() / tp);
+}
+
+Time attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
+                         int tp) {
+  if (!m.attention) return 0;
+  return cm.attention(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length, m.head_dim(), t.causal);
+}
+
+Time attention_core_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                                  const workload::TrainingConfig& t, int tp) {
+  if (!m.attention) return 0;
+  return cm.attention_backward(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length, m.head_dim(),
+                               t.causal);
+}
+
 namespace {
-// The attention block without its core: QKV and output projections and the norm.
+// The attention block without its core.
 Time attention_projections(const compute::ComputeModel& cm, const workload::ModelShape& m,
                            const workload::TrainingConfig& t, int tp) {
   const double tokens = t.tokens_per_microbatch();
-  const double h = m.hidden;
-  const Time norm = cm.memory_bound(2 * tokens * h * cluster::dtype_bytes(t.dtype));  // read and write the activations
-  return cm.gemm(tokens, (m.query_width() + 2 * m.kv_heads * m.head_dim()) / tp, h) + cm.gemm(tokens, h, m.query_width() / tp) +
-         norm;
+  return qkv_projection_time(cm, m, tokens, cluster::dtype_bytes(t.dtype), tp) + output_projection_time(cm, m, tokens, tp);
 }
 }  // namespace
 
 Time attention_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
                     int tp) {
   if (!m.attention) return 0;
-  return attention_projections(cm, m, t, tp) +
-         cm.attention(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length, m.head_dim(), t.causal);
+  return attention_projections(cm, m, t, tp) + attention_core_time(cm, m, t, tp);
 }
 
 Time attention_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
                              const workload::TrainingConfig& t, int tp) {
   if (!m.attention) return 0;
-  return cm.backward(attention_projections(cm, m, t, tp)) +
-         cm.attention_backward(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length, m.head_dim(),
-                               t.causal);
+  return cm.backward(attention_projections(cm, m, t, tp)) + attention_core_backward_time(cm, m, t, tp);
 }
 
 Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double b) {

@@ -15,10 +15,21 @@ namespace moesim::blocks {
 // then ffn→H.
 Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn);
 
+// The attention block of one microbatch on one GPU (no context parallelism): projections, norm and core.
 Time attention_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
                     int tp = 1);
 Time attention_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
                              const workload::TrainingConfig& t, int tp = 1);
+// Its pieces, forward, for `tokens` tokens: the norm and the Q, K, V projections; the output projection.
+Time qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
+                         double dtype_bytes, int tp = 1);
+Time output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
+// The attention core (QK^T, softmax, PV) of a microbatch's whole sequence, heads split over tp,
+// forward and backward.
+Time attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
+                         int tp = 1);
+Time attention_core_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                                  const workload::TrainingConfig& t, int tp = 1);
 // Router GeMM, softmax/top-k and permuting the k copies into the send buffer, for `tokens` tokens.
 Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double dtype_bytes);
 // Un-permute, weighted sum of the k expert outputs, residual add (and the norm with attention).

@@ -2,6 +2,7 @@
 
 #include "sim/blocks/collective_step.hpp"
 #include "sim/blocks/layer_costs.hpp"
+#include "sim/blocks/tensor_parallel_block.hpp"
 
 namespace moesim::blocks {
 
@@ -67,7 +68,7 @@ void phased_all_to_all(Emission& em, const parallel::MoeLayerPlan& p, StreamRole
 Time shared_experts(const Emission& em, std::uint32_t g) {
   const auto& m = em.ctx.model;
   return m.shared_experts *
-         ffn_time(em.ctx.compute_of(g), m, em.ctx.training.tokens_per_microbatch(), m.ffn_hidden / em.plan.tensor_parallel.size);
+         ffn_time(em.ctx.compute_of(g), m, em.rank_tokens(), m.ffn_hidden / em.plan.tensor_parallel.size);
 }
 
 Time prologue(const Emission& em, const parallel::MoeLayerPlan& p, std::uint32_t g) {
@@ -149,13 +150,19 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
   const auto l_first = em.label(pass.phase, pass.first_kind, pass.first_name, layer, mb);
   for (const std::uint32_t g : em.active())
     if (em.runs_attention(g)) f[g] = em.pb.compute(g, kernel(g, pass.first_is_gate), l_first, f[g]);
+  // The shared experts beside the exchanges (Megatron-Core's moe_shared_expert_overlap): a
+  // tensor-parallel MLP over the rank's tokens, its collectives on the side stream.
+  Frontier shared;
   if (m.shared_experts > 0) {
+    shared = f;
     const auto ls = em.label(pass.phase, WorkKind::Expert, "shared_expert", layer, mb);
+    tensor_parallel_enter(em, pass.phase, layer, mb, shared, StreamRole::Side);
     for (const std::uint32_t g : em.active())
       if (em.runs_attention(g)) {
         const Time t = shared_experts(em, g);
-        em.pb.compute(g, forward ? t : em.ctx.compute_of(g).backward(t), ls);
+        shared[g] = em.pb.compute(g, forward ? t : em.ctx.compute_of(g).backward(t), ls, shared[g]);
       }
+    tensor_parallel_exit(em, pass.phase, layer, mb, shared, StreamRole::Side);
   }
   const Frontier before = f;
   experts_done.assign(gpus, engine::kNone);
@@ -185,8 +192,10 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
     run_steps(em, steps_at(p, pass.after_exchange), pass.phase, layer, mb, cur);
   }
   const auto l_last = em.label(pass.phase, pass.last_kind, pass.last_name, layer, mb);
-  for (const std::uint32_t g : em.active())
+  for (const std::uint32_t g : em.active()) {
     f[g] = em.runs_attention(g) ? after_chunks(em, g, kernel(g, !pass.first_is_gate), l_last, chunks, join) : chunks.back()[g];
+    if (m.shared_experts > 0 && em.plan.tensor_parallel.size > 1 && em.runs_attention(g)) em.pb.depend(shared[g], f[g]);
+  }
   run_steps(em, steps_at(p, pass.after), pass.phase, layer, mb, f);
 }
 

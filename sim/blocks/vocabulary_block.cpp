@@ -1,5 +1,6 @@
 #include "sim/blocks/vocabulary_block.hpp"
 
+#include "sim/blocks/tensor_parallel_block.hpp"
 #include "sim/blocks/layer_costs.hpp"
 
 namespace moesim::blocks {
@@ -19,16 +20,22 @@ void on_token_holders(Emission& em, engine::Phase direction, std::string_view na
 }  // namespace
 
 void embedding(Emission& em, engine::Phase direction, int mb, Frontier& f) {
-  const double tokens = em.ctx.training.tokens_per_microbatch();
+  const double tokens = em.rank_tokens();
+  const bool backward = direction == engine::Phase::Backward;
+  if (backward) tensor_parallel_enter(em, direction, 0, mb, f);
   on_token_holders(em, direction, "embedding", 0, mb, f,
                    [&](const compute::ComputeModel& cm) { return embedding_time(cm, em.ctx.model, tokens, em.ctx.dtype_bytes()); });
+  if (!backward) tensor_parallel_exit(em, direction, 0, mb, f);
 }
 
 void lm_head(Emission& em, engine::Phase direction, int mb, Frontier& f) {
-  const double tokens = em.ctx.training.tokens_per_microbatch();
-  const int tp = em.plan.tensor_parallel.size;
-  on_token_holders(em, direction, "lm_head", em.ctx.model.layers, mb, f,
+  const double tokens = em.rank_tokens();
+  const int tp = em.plan.tensor_parallel.size, layer = em.ctx.model.layers;
+  const bool backward = direction == engine::Phase::Backward;
+  if (!backward) tensor_parallel_enter(em, direction, layer, mb, f);
+  on_token_holders(em, direction, "lm_head", layer, mb, f,
                    [&](const compute::ComputeModel& cm) { return lm_head_time(cm, em.ctx.model, tokens, tp); });
+  if (backward) tensor_parallel_exit(em, direction, layer, mb, f);
 }
 
 }  // namespace moesim::blocks

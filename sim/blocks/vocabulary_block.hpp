@@ -1,7 +1,12 @@
 // The two ends of the model on the GPUs that hold the tokens: the embedding lookup (a gather of
 // the tokens' rows) and the LM head (logits over the vocabulary, split over the tensor-parallel
 // group as Megatron-LM's vocabulary-parallel head, and their fp32 softmax). Run only for models
-// with a vocabulary.
+// with a vocabulary. With tensor parallelism each rank looks the tokens up in its vocabulary shard
+// and the partial rows are summed (all-reduce, or reduce-scatter into sequence shards), and the
+// head's input is all-gathered from the sequence shards first (with sequence parallelism); the
+// backward runs the collectives' backward in reverse. The cross-entropy's all-reduces of s floats
+// per rank (max and sum over the vocabulary shards) are left out: s·4 bytes against the s·h·2 of
+// the block.
 #pragma once
 
 #include "sim/blocks/context.hpp"

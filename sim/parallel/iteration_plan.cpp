@@ -20,6 +20,7 @@ std::string_view to_string(StreamRole role) {
     case StreamRole::PipelineSend: return "pipeline_send";
     case StreamRole::PipelineRecv: return "pipeline_recv";
     case StreamRole::PipelineRecvGrad: return "pipeline_recv_grad";
+    case StreamRole::ContextParallel: return "context_parallel";
     case StreamRole::Count: break;
   }
   return "?";
@@ -37,6 +38,7 @@ std::string_view trace_name(StreamRole role) {
     case StreamRole::PipelineSend: return "comm: pipeline send";
     case StreamRole::PipelineRecv: return "comm: pipeline receive (activations)";
     case StreamRole::PipelineRecvGrad: return "comm: pipeline receive (gradients)";
+    case StreamRole::ContextParallel: return "comm: context-parallel K/V ring";
     case StreamRole::Count: break;
   }
   return "?";

@@ -30,7 +30,8 @@ namespace moesim::parallel {
 // stage sends on one stream in the order it computes, and receives activations and gradients on
 // one stream each, so every receive stream hears from one neighbour in that neighbour's order.
 enum class StreamRole : std::uint8_t {
-  Compute, Dispatch, Combine, Gradient, Side, HostCopy, HostCpu, PipelineSend, PipelineRecv, PipelineRecvGrad, Count
+  Compute, Dispatch, Combine, Gradient, Side, HostCopy, HostCpu, PipelineSend, PipelineRecv, PipelineRecvGrad,
+  ContextParallel, Count
 };
 inline constexpr int kStreamRoles = static_cast<int>(StreamRole::Count);
 std::string_view to_string(StreamRole role);
@@ -69,10 +70,11 @@ struct CollectiveStep {
   network::CollectiveKind kind = network::CollectiveKind::AllReduce;
   network::Algorithm algorithm = network::Algorithm::Ring;
   // AllGather: bytes each rank brings; AllReduce/ReduceScatter: the buffer; AllToAll: bytes each
-  // rank sends to every rank (an even exchange).
+  // rank sends to every rank (an even exchange) unless `traffic` says who sends what to whom.
   double bytes = 0;
   FamilyPtr groups;
   StreamRole stream = StreamRole::Dispatch;
+  network::TrafficPtr traffic;  // AllToAll: the exchange over each group's ranks (all groups alike)
 };
 
 // One replica of an expert in an all-to-all group: the rank that computes it and the share of
@@ -164,6 +166,18 @@ struct TensorParallel {
   bool sequence_parallel = false;
 };
 
+// Context parallelism (Megatron-Core with Transformer Engine's p2p ring, Liu et al. 2023 "Ring
+// Attention"): each rank of a CP group holds s/cp tokens of every sequence (2·cp chunks, rank r
+// holding chunks r and 2·cp − 1 − r so causal work balances). Its attention core runs in cp steps,
+// step i against the K/V chunk of rank r − i, while the K/V it holds moves on to rank r + 1; in
+// the backward the K/V and their gradients travel together (twice the bytes).
+struct ContextParallel {
+  int size = 1;
+  FamilyPtr groups;  // null when size is 1
+  StreamRole stream = StreamRole::ContextParallel;
+  CollectiveStep forward_ring, backward_ring;  // one step of the ring, over each group
+};
+
 enum class GradientTiming : std::uint8_t { Overlap, AfterBackward, None };
 
 struct GradientPlan {
@@ -217,6 +231,7 @@ struct IterationPlan {
   ScheduleKind schedule = ScheduleKind::Pipeline;
   PipelinePlan pipeline;  // with one stage of every GPU unless the plan pipelines
   TensorParallel tensor_parallel;
+  ContextParallel context_parallel;
   // Whether the vocabulary ends (embedding lookup, LM head) run: models with a vocabulary.
   bool vocabulary = true;
   std::vector<std::shared_ptr<const MoeLayerPlan>> moe;  // per layer (null for dense layers)

@@ -31,6 +31,7 @@ struct ModelShape {
 
   double head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
   double query_width() const { return heads * head_dim(); }  // columns of Q (and rows of the output projection)
+  double kv_width() const { return kv_heads * head_dim(); }   // columns of K (and of V)
   int ffn_gemms() const { return expert_kind == ExpertKind::SwiGlu ? 3 : 2; }
   int moe_layers() const { return layers - dense_layers; }
   bool is_moe(int layer) const { return layer >= dense_layers; }

@@ -732,9 +732,12 @@ TEST_F(BadInput, TensorParallelMoeWithoutSequenceParallelism) {
                                       {"$.parallel.sequence_parallel", "need sequence parallelism", "set \"sequence_parallel\": true"});
 }
 
-TEST_F(BadInput, ContextParallelismIsRefusedUntilItIsSimulated) {
-  expect_rejected_by_run_and_validate("layout-cp.json", layout_scenario(R"({"cp": 2})"),
-                                      {"$.parallel.cp", "not simulated yet", "use cp 1"});
+TEST_F(BadInput, ContextParallelThatCannotBalanceTheSequence) {
+  // 1000 tokens over cp 4: 8 chunks of 125 would do, but 1000 over cp 16 needs 32 chunks.
+  expect_rejected_by_run_and_validate("layout-cp.json",
+                                      layout_scenario(R"({"cp": 16})", R"({"sequence_length": 1000})"),
+                                      {"$.parallel.cp", "1000 tokens does not split into 2 x cp = 32 chunks",
+                                       "divisible by 2·cp"});
 }
 
 }  // namespace

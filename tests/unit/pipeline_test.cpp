@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
 
 #include "sim/schedule/schedule.hpp"
 #include "test_support.hpp"
@@ -181,6 +182,48 @@ TEST(TensorParallel, AttentionSplitsHeadsAndColumnsBetweenAnAllGatherAndAReduceS
   EXPECT_DOUBLE_EQ(c["reduce_scatter"]["bytes"].get<double>(), 6 * 65536.0);
 }
 
+TEST(TensorParallel, VocabularyEndsAddTheirSequenceParallelPair) {
+  // With a vocabulary the embedding's partial rows (each rank looks the tokens up in its half of
+  // the vocabulary) are reduce-scattered into sequence shards, and the LM head's input is
+  // all-gathered from them (Megatron-LM's VocabParallelEmbedding and its head under sequence
+  // parallelism); the backward runs each collective's backward: one more all-gather and one more
+  // reduce-scatter per end over the 6 of the layers, of the same 65536 B block.
+  auto doc = two_gpus(2);
+  doc["model"]["vocab"] = 1000;
+  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  sim.run();
+  const auto c = sim.results_json()["network"]["collectives"];
+  EXPECT_EQ(c["all_gather"]["count"].get<double>(), 6 + 2);
+  EXPECT_EQ(c["reduce_scatter"]["count"].get<double>(), 6 + 2);
+  EXPECT_DOUBLE_EQ(c["all_gather"]["bytes"].get<double>(), 8 * 65536.0);
+}
+
+TEST(TensorParallel, SharedExpertsAreATensorParallelMlpBesideTheExchanges) {
+  // A shared expert is an MLP over the rank's tokens with its columns split over tp (Megatron-
+  // Core's SharedExpertMLP): its own all-gather and reduce-scatter of the 65536 B block around
+  // it, forward and backward, on the side stream so that they overlap the dispatch; the MoE
+  // layer's last kernel waits for them.
+  auto doc = two_gpus(2);
+  doc["model"]["shared_experts"] = 1;
+  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  sim.run(test::with_task_log());
+  const auto c = sim.results_json()["network"]["collectives"];
+  EXPECT_EQ(c["all_gather"]["count"].get<double>(), 6 + 2);
+  EXPECT_EQ(c["reduce_scatter"]["count"].get<double>(), 6 + 2);
+  const auto sc = test::scenario_from(doc.dump());
+  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  Time shared_end = -1, output_start = -1;
+  for (const auto& t : sim.task_log().tasks()) {
+    if (t.end < 0 || t.gpu != 0 || t.label.phase != engine::Phase::Forward || t.label.layer != 1) continue;
+    const std::string name = sim.engine().names()[t.label.name];
+    if (name == "shared_expert") EXPECT_EQ(t.end - t.start, cm.gemm(128, 256, 256) + cm.gemm(128, 256, 256));  // 128 tokens, H→M/2, M/2→H
+    if (name == "TP-ReduceScatter" && t.stream == sim.engine().stream_specs().size() - 1) shared_end = t.end;
+    if (name == "combine_output") output_start = t.start;
+  }
+  EXPECT_GE(output_start, shared_end);
+  EXPECT_GT(shared_end, 0);
+}
+
 TEST(TensorParallel, MoeLayersRouteEachRanksSequenceShard) {
   // With tp 2 and sequence parallelism each GPU routes its 64 tokens, not 128: each sends the
   // half routed to the other's experts, 32·256·2 B, where data parallelism sends 64·256·2 B;
@@ -191,6 +234,50 @@ TEST(TensorParallel, MoeLayersRouteEachRanksSequenceShard) {
   dp.run();
   EXPECT_DOUBLE_EQ(dp.results_json()["network"]["collectives"]["all_to_all"]["bytes"].get<double>(), 4 * 2 * 32768.0);
   EXPECT_DOUBLE_EQ(tp.results_json()["network"]["collectives"]["all_to_all"]["bytes"].get<double>(), 4 * 2 * 16384.0);
+}
+
+}  // namespace
+}  // namespace moesim
+
+namespace moesim {
+namespace {
+
+TEST(ContextParallel, AttentionRunsAsARingOverTheSequenceShards) {
+  // cp 2 over the two GPUs (dp 1, ep 2 over the same GPUs): each holds 64 of the 128 tokens
+  // (Megatron-Core splits the sequence into 2·cp chunks, two per rank). Its attention is the QKV
+  // projection of 64 tokens (768 columns) with the norm, then the core in cp = 2 steps of a
+  // quarter of the whole sequence's core each (the rank's half of the causal work, split over
+  // the steps), then the output projection of 64 tokens. Between the steps the ring passes K and
+  // V of 64 tokens, 4 heads of 64: 2·64·256·2 = 65536 B per rank; the backward passes their
+  // gradients too, 131072 B. Two layers: 2 forward and 2 backward ring steps over 2 ranks, and
+  // the MoE layer's 4 exchanges of the 32 tokens each GPU routes to the other (32·256·2 B).
+  auto doc = two_gpus(1);
+  doc["parallel"] = {{"cp", 2}};
+  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  sim.run(test::with_task_log());
+  const auto sc = test::scenario_from(doc.dump());
+  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  const double tokens = 64, h = 256;
+  const Time qkv = cm.gemm(tokens, 768, h) + cm.memory_bound(2 * tokens * h * 2), out = cm.gemm(tokens, h, h);
+  const Time step = cm.attention(1, 4, 128, 64, true) / 4;
+  std::map<std::string, int> forward;
+  Time ring_end = -1, second_step_start = -1;
+  for (const auto& t : sim.task_log().tasks()) {
+    if (t.end < 0 || t.gpu != 0 || t.label.layer != 0 || t.label.phase != engine::Phase::Forward) continue;
+    const std::string name = sim.engine().names()[t.label.name];
+    if (name == "attention") EXPECT_TRUE(t.end - t.start == qkv || t.end - t.start == out) << t.end - t.start;
+    if (name == "attention_core") EXPECT_EQ(t.end - t.start, step);
+    if (name == "CP-KV") ring_end = t.end;
+    if (name == "attention_core" && t.label.chunk == 1) second_step_start = t.start;
+    ++forward[name];
+  }
+  EXPECT_EQ(forward["attention"], 2);
+  EXPECT_EQ(forward["attention_core"], 2);
+  EXPECT_EQ(forward["CP-KV"], 1);
+  EXPECT_GE(second_step_start, ring_end);  // the second step computes on the K/V the ring brought
+  const auto c = sim.results_json()["network"]["collectives"];
+  EXPECT_EQ(c["all_to_all"]["count"].get<double>(), 2 * 2 + 4);
+  EXPECT_DOUBLE_EQ(c["all_to_all"]["bytes"].get<double>(), 2 * 2 * 65536.0 + 2 * 2 * 131072.0 + 4 * 2 * 16384.0);
 }
 
 }  // namespace

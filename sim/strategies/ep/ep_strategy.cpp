@@ -72,9 +72,6 @@ void EpStrategy::check(const StrategyContext& ctx) const {
   if (sizes.ep > 0 && options_.ep_size > 0 && sizes.ep != options_.ep_size)
     throw InputError("", "$.parallel.ep", fmt::format("parallel.ep {} and strategy.ep_size {} disagree", sizes.ep, options_.ep_size),
                      "give the expert-parallel size once");
-  if (sizes.cp > 1)
-    throw InputError("", "$.parallel.cp", "context parallelism (the ring exchange of K/V) is not simulated yet",
-                     "use cp 1 (fold the GPUs into dp or ep instead)");
   if (sizes.etp > 1)
     throw InputError("", "$.parallel.etp",
                      "expert tensor parallelism (the tokens' all-gather and reduce-scatter around the split experts) is "

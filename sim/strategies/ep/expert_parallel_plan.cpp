@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 #include "sim/schedule/schedule.hpp"
 
@@ -40,6 +41,31 @@ parallel::PipelinePlan pipeline_of(const StrategyContext& ctx, const parallel::P
   return p;
 }
 
+parallel::ContextParallel context_parallel_of(const StrategyContext& ctx, const parallel::ParallelLayout& layout) {
+  const auto& m = ctx.model;
+  const auto& s = layout.sizes();
+  parallel::ContextParallel cp;
+  cp.size = s.cp;
+  cp.groups = parallel::family(layout.groups(parallel::Dim::Cp));
+  // Each step a rank passes on the K and V of s/cp tokens, its kv_heads/tp heads (Transformer
+  // Engine's p2p ring); the backward passes their gradients with them.
+  const double kv = 2 * ctx.training.tokens_per_microbatch() / s.cp * m.kv_width() / s.tp * ctx.dtype_bytes();
+  std::vector<double> ring(static_cast<std::size_t>(s.cp) * s.cp, 0.0);
+  for (int r = 0; r < s.cp; ++r) ring[static_cast<std::size_t>(r) * s.cp + (r + 1) % s.cp] = kv;
+  auto forward = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(static_cast<std::uint32_t>(s.cp), ring));
+  for (double& x : ring) x *= 2;
+  auto backward = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(static_cast<std::uint32_t>(s.cp), ring));
+  for (auto [step, traffic, name] : {std::tuple{&cp.forward_ring, forward, "CP-KV"}, {&cp.backward_ring, backward, "CP-KV-grad"}}) {
+    step->name = name;
+    step->kind = network::CollectiveKind::AllToAll;
+    step->algorithm = network::Algorithm::Direct;
+    step->groups = cp.groups;
+    step->stream = cp.stream;
+    step->traffic = traffic;
+  }
+  return cp;
+}
+
 double dense_params_on_stage(const workload::ModelShape& m, const parallel::PipelinePlan& pipeline, int stage, int tp) {
   // In ModelShape::replicated_params' order, so one stage of every layer gives the same sum.
   const std::vector<int> held = pipeline.layers_of_stage(stage);
@@ -62,6 +88,8 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
   plan->optimizer = optimizer_placement(ctx);
   plan->pipeline = pipeline_of(ctx, layout);
   auto roles = in.streams;
+  if (sizes.tp > 1 && m.shared_experts > 0) roles.push_back(parallel::StreamRole::Side);
+  if (sizes.cp > 1) roles.push_back(parallel::StreamRole::ContextParallel);
   if (sizes.pp > 1)
     roles.insert(roles.end(), {parallel::StreamRole::PipelineSend, parallel::StreamRole::PipelineRecv,
                                parallel::StreamRole::PipelineRecvGrad});
@@ -74,6 +102,7 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
     tp.algorithm = ctx.all_reduce_algorithm;
     tp.sequence_parallel = ctx.parallel.sequence_parallel;
   }
+  if (sizes.cp > 1) plan->context_parallel = context_parallel_of(ctx, layout);
 
   // One MoE layer plan per stage, with the all-to-all groups inside it.
   const bool sp = ctx.parallel.sequence_parallel && sizes.tp > 1;

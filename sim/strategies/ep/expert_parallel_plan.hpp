@@ -44,6 +44,8 @@ double dense_params_on_stage(const workload::ModelShape& m, const parallel::Pipe
 // The pipeline of a layout: stages, chunks, layer split, schedule and the activation bytes sent
 // between stages.
 parallel::PipelinePlan pipeline_of(const StrategyContext& ctx, const parallel::ParallelLayout& layout);
+// The context-parallel groups of a layout and the two steps of their K/V ring.
+parallel::ContextParallel context_parallel_of(const StrategyContext& ctx, const parallel::ParallelLayout& layout);
 
 // The expert-parallel memory of every GPU: the dense parameters of its stage and `experts_per_gpu`
 // experts per MoE layer of it; activations of the busiest rank's routed tokens (the first
