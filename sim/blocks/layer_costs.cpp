@@ -10,25 +10,37 @@ Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, do
 Time qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double b, int tp) {
   if (!m.attention) return 0;
   const Time norm = cm.memory_bound(2 * tokens * m.hidden * b);  // read and write the activations
-  return cm.gemm(tokens, (m.query_width() + 2 * m.kv_heads * m.head_dim()) / tp, m.hidden) + norm;
+  if (!m.mla) return cm.gemm(tokens, (m.query_width() + m.key_width() + m.value_width()) / tp, m.hidden) + norm;
+  // MLA: the down projections whole on every rank, each latent normed, the up projections of this
+  // rank's heads.
+  const workload::LatentAttention& a = *m.mla;
+  const double heads = m.heads / static_cast<double>(tp);
+  const Time q = a.q_lora_rank > 0 ? cm.gemm(tokens, a.q_lora_rank, m.hidden) +
+                                         cm.memory_bound(2 * tokens * a.q_lora_rank * b) +
+                                         cm.gemm(tokens, heads * m.qk_head_dim(), a.q_lora_rank)
+                                   : cm.gemm(tokens, heads * m.qk_head_dim(), m.hidden);
+  const Time kv = cm.gemm(tokens, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden) +
+                  cm.memory_bound(2 * tokens * a.kv_lora_rank * b) +
+                  cm.gemm(tokens, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank);
+  return q + kv + norm;
 }
 
 Time output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
   if (!m.attention) return 0;
-  return cm.gemm(tokens, m.hidden, m.query_width() / tp);
+  return cm.gemm(tokens, m.hidden, m.output_width() / tp);
 }
 
 Time attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
                          int tp) {
   if (!m.attention) return 0;
-  return cm.attention(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length, m.head_dim(), t.causal);
+  return cm.attention(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length, m.core_head_dim(), t.causal);
 }
 
 Time attention_core_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
                                   const workload::TrainingConfig& t, int tp) {
   if (!m.attention) return 0;
-  return cm.attention_backward(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length, m.head_dim(),
-                               t.causal);
+  return cm.attention_backward(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length,
+                               m.core_head_dim(), t.causal);
 }
 
 namespace {

@@ -368,7 +368,21 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
     throw InputError(file, "$.model.top_k", fmt::format("top_k {} exceeds the {} experts", s.model.top_k, s.model.experts),
                      "use top_k <= experts");
   if (m.contains("head_dim")) s.model.explicit_head_dim = m.at("head_dim").get<double>();
-  if (!m.contains("head_dim") && static_cast<int>(s.model.hidden) % s.model.heads != 0)
+  if (m.contains("mla")) {
+    if (m.contains("head_dim"))
+      throw InputError(file, "$.model.head_dim", "a model with latent attention (mla) has no single head_dim",
+                       "give the head widths in model.mla (qk_nope_head_dim, qk_rope_head_dim, v_head_dim) only");
+    if (s.model.kv_heads != s.model.heads)
+      throw InputError(file, "$.model.kv_heads",
+                       fmt::format("latent attention up-projects keys and values for every head: kv_heads {} is not "
+                                   "heads {}", s.model.kv_heads, s.model.heads),
+                       "leave kv_heads out (or equal to heads) with mla");
+    const Json& a = m.at("mla");
+    s.model.mla = workload::LatentAttention{a.at("q_lora_rank").get<double>(), a.at("kv_lora_rank").get<double>(),
+                                            a.at("qk_nope_head_dim").get<double>(), a.at("qk_rope_head_dim").get<double>(),
+                                            a.at("v_head_dim").get<double>()};
+  }
+  if (!m.contains("head_dim") && !s.model.mla && static_cast<int>(s.model.hidden) % s.model.heads != 0)
     throw InputError(file, "$.model.heads", fmt::format("hidden size {} is not divisible by {} heads", s.model.hidden, s.model.heads),
                      "choose heads dividing hidden, or give model.head_dim");
   if (s.model.heads % s.model.kv_heads != 0)

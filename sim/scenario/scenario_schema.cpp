@@ -83,6 +83,13 @@ NodePtr cluster_schema() {
 }
 
 NodePtr model_schema() {
+  static const NodePtr mla = object({
+      optional("q_lora_rank", integer(0, 1 << 20), 0, "rank of the query latent (0: queries straight from the hidden state)"),
+      required("kv_lora_rank", integer(1, 1 << 20), "rank of the key/value latent"),
+      required("qk_nope_head_dim", integer(1, 1 << 16), "per-head query/key width without rotary embedding"),
+      required("qk_rope_head_dim", integer(0, 1 << 16), "per-head query/key width with rotary embedding (the key's shared by heads)"),
+      required("v_head_dim", integer(1, 1 << 16), "per-head value width"),
+  });
   static const NodePtr s = object({
       optional("name", string(), nullptr, "model name"),
       optional("source", string(), nullptr, "where the shape comes from"),
@@ -98,6 +105,8 @@ NodePtr model_schema() {
       required("heads", integer(1, 1 << 16), "attention heads"),
       optional("kv_heads", integer(1, 1 << 16), nullptr, "key/value heads (default: heads)"),
       optional("head_dim", integer(1, 1 << 16), nullptr, "width of one attention head (default: hidden / heads)"),
+      optional("mla", mla, nullptr,
+               "multi-head latent attention (DeepSeek-V2/V3) instead of multi-head attention; kv_heads = heads"),
       optional("vocab", integer(0, 1 << 26), 0, "vocabulary size (embedding and LM head)"),
       optional("attention", boolean(), true,
                "false: a bare MoE layer without attention and norms, as the layer benchmarks of Parm Table III"),

@@ -2,6 +2,7 @@
 // settings that turn it into work per GPU. Presets in models/ cite their papers.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "sim/cluster/gpu_spec.hpp"
@@ -9,6 +10,20 @@
 namespace moesim::workload {
 
 enum class ExpertKind { Mlp, SwiGlu };
+
+// Multi-head latent attention (DeepSeek-V2 §2.1, DeepSeek-V3 §2.1.1): queries through a
+// q_lora_rank latent (or straight from the hidden state when 0), keys and values through one
+// kv_lora_rank latent plus a shared rotary key of qk_rope_head_dim; each head's query and key are
+// qk_nope_head_dim + qk_rope_head_dim wide, its value v_head_dim. The down projections are whole
+// on every tensor-parallel rank, the up projections and the output projection split by heads
+// (Megatron-Core's MLASelfAttention).
+struct LatentAttention {
+  double q_lora_rank = 0;
+  double kv_lora_rank = 0;
+  double qk_nope_head_dim = 0;
+  double qk_rope_head_dim = 0;
+  double v_head_dim = 0;
+};
 
 struct ModelShape {
   std::string name;
@@ -28,19 +43,26 @@ struct ModelShape {
   bool attention = true;
 
   double explicit_head_dim = 0;  // 0: hidden / heads (Qwen3 MoE uses 128 with hidden 2048 and 32 heads)
+  std::optional<LatentAttention> mla;  // multi-head latent attention instead of (grouped-query) multi-head
 
   double head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
-  double query_width() const { return heads * head_dim(); }  // columns of Q (and rows of the output projection)
-  double kv_width() const { return kv_heads * head_dim(); }   // columns of K (and of V)
+  // Width of one head's query and key, and of its value.
+  double qk_head_dim() const { return mla ? mla->qk_nope_head_dim + mla->qk_rope_head_dim : head_dim(); }
+  double v_head_dim() const { return mla ? mla->v_head_dim : head_dim(); }
+  // The head width the attention core's work follows: QK^T over qk_head_dim, PV over v_head_dim.
+  double core_head_dim() const { return (qk_head_dim() + v_head_dim()) / 2; }
+  double query_width() const { return heads * qk_head_dim(); }   // columns of Q
+  double output_width() const { return heads * v_head_dim(); }   // rows of the output projection
+  double key_width() const { return kv_heads * qk_head_dim(); }  // columns of K (per head with MLA)
+  double value_width() const { return kv_heads * v_head_dim(); } // columns of V
   int ffn_gemms() const { return expert_kind == ExpertKind::SwiGlu ? 3 : 2; }
   int moe_layers() const { return layers - dense_layers; }
   bool is_moe(int layer) const { return layer >= dense_layers; }
 
   double expert_params() const { return ffn_gemms() * hidden * ffn_hidden; }  // P_E of HybridEP
-  // Q, K, V projections (GQA: kv_heads key/value heads) and the output projection.
-  double attention_params() const {
-    return !attention ? 0 : hidden * (query_width() + 2 * kv_heads * head_dim()) + query_width() * hidden;
-  }
+  // Q, K, V projections (GQA: kv_heads key/value heads; MLA: down and up projections and the
+  // latents' norms) and the output projection.
+  double attention_params() const;
   double gate_params() const { return hidden * experts; }
   double dense_ffn_params() const { return ffn_gemms() * hidden * dense_ffn_hidden; }
   double norm_params() const { return 2 * hidden; }

@@ -742,3 +742,29 @@ TEST_F(BadInput, ContextParallelThatCannotBalanceTheSequence) {
 
 }  // namespace
 }  // namespace moesim_cli
+
+namespace moesim_cli {
+namespace {
+
+TEST_F(BadInput, LatentAttentionWithASingleHeadDim) {
+  // MLA heads have a query/key width and a value width: a head_dim beside them is ambiguous.
+  std::string text = layout_scenario(R"({"tp": 1})");
+  const std::string preset = R"({"preset": "gpt-medium-moe"})";
+  text.replace(text.find(preset), preset.size(),
+               R"({"preset": "gpt-medium-moe", "head_dim": 64, "mla": {"kv_lora_rank": 512, "qk_nope_head_dim": 128, )"
+               R"("qk_rope_head_dim": 64, "v_head_dim": 128}})");
+  expect_rejected_by_run_and_validate("mla-head-dim.json", text,
+                                      {"$.model.head_dim", "no single head_dim", "qk_nope_head_dim"});
+}
+
+TEST_F(BadInput, LatentAttentionWithFewerKeyValueHeads) {
+  std::string text = layout_scenario(R"({"tp": 1})");
+  const std::string preset = R"({"preset": "gpt-medium-moe"})";
+  text.replace(text.find(preset), preset.size(),
+               R"({"preset": "gpt-medium-moe", "kv_heads": 4, "mla": {"kv_lora_rank": 512, "qk_nope_head_dim": 128, )"
+               R"("qk_rope_head_dim": 64, "v_head_dim": 128}})");
+  expect_rejected_by_run_and_validate("mla-kv-heads.json", text, {"$.model.kv_heads", "kv_heads 4 is not heads 16"});
+}
+
+}  // namespace
+}  // namespace moesim_cli

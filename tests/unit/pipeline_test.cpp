@@ -182,6 +182,33 @@ TEST(TensorParallel, AttentionSplitsHeadsAndColumnsBetweenAnAllGatherAndAReduceS
   EXPECT_DOUBLE_EQ(c["reduce_scatter"]["bytes"].get<double>(), 6 * 65536.0);
 }
 
+TEST(TensorParallel, LatentAttentionSplitsItsUpProjectionsByHeads) {
+  // MLA (DeepSeek-V2 §2.1) on 4 heads over tp 2, 128 tokens of H 256: the query down projection
+  // (256 → 64) and the key/value one (256 → 32 + 16 rotary) whole on each rank, each latent
+  // normed (read and write of 128·64 and 128·32 bf16 values); the up projections of the rank's 2
+  // heads: 64 → 2·(32 + 16) for queries, 32 → 2·(32 + 32) for keys and values; the output
+  // projection from 2·32 value columns; the block's norm; and the core over 2 heads whose
+  // QK^T is 48 wide and PV 32: the work of a head of (48 + 32)/2 = 40.
+  auto doc = two_gpus(2);
+  doc["model"]["mla"] = {{"q_lora_rank", 64}, {"kv_lora_rank", 32}, {"qk_nope_head_dim", 32},
+                         {"qk_rope_head_dim", 16}, {"v_head_dim", 32}};
+  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  sim.run(test::with_task_log());
+  const auto sc = test::scenario_from(doc.dump());
+  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  const double t = 128;
+  const Time q = cm.gemm(t, 64, 256) + cm.memory_bound(2 * t * 64 * 2) + cm.gemm(t, 2 * 48, 64);
+  const Time kv = cm.gemm(t, 48, 256) + cm.memory_bound(2 * t * 32 * 2) + cm.gemm(t, 2 * 64, 32);
+  const Time expected = q + kv + cm.memory_bound(2 * t * 256 * 2) + cm.gemm(t, 256, 2 * 32) + cm.attention(1, 2, 128, 40, true);
+  int attention = 0;
+  for (const auto& task : sim.task_log().tasks())
+    if (task.end >= 0 && task.label.kind == engine::WorkKind::Attention && task.label.phase == engine::Phase::Forward) {
+      EXPECT_EQ(task.end - task.start, expected);
+      ++attention;
+    }
+  EXPECT_EQ(attention, 2 * 2);
+}
+
 TEST(TensorParallel, VocabularyEndsAddTheirSequenceParallelPair) {
   // With a vocabulary the embedding's partial rows (each rank looks the tokens up in its half of
   // the vocabulary) are reduce-scattered into sequence shards, and the LM head's input is

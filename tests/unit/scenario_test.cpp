@@ -141,6 +141,13 @@ TEST(Scenario, ModelPresetsHaveTheirPublishedSizes) {
   doc["model"] = schema::Json{{"preset", "mixtral-8x7b"}};
   EXPECT_NEAR(test::scenario_from(doc.dump()).model.total_params() / 1e9, 46.7, 0.5);
   doc["model"] = schema::Json{{"preset", "deepseek-v3"}};
-  EXPECT_NEAR(test::scenario_from(doc.dump()).model.total_params() / 1e9, 671, 10);
+  const auto ds = test::scenario_from(doc.dump()).model;
+  EXPECT_NEAR(ds.total_params() / 1e9, 671, 1);
+  // Its latent attention per layer: query down 7168·1536 and its norm 1536, query up
+  // 1536·(128 heads · 192); key/value down 7168·(512 + 64) and its norm 512, up 512·(128 · 256);
+  // output 128·128 · 7168.
+  EXPECT_DOUBLE_EQ(ds.attention_params(), 7168.0 * 1536 + 1536 + 1536.0 * 128 * 192 + 7168.0 * 576 + 512 +
+                                              512.0 * 128 * 256 + 128.0 * 128 * 7168);
+  EXPECT_DOUBLE_EQ(ds.attention_params(), 187107328.0);
   EXPECT_DOUBLE_EQ(test::scenario_from(kBase).model.expert_params(), 2.0 * 1024 * 4096);
 }

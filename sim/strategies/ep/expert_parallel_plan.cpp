@@ -48,8 +48,9 @@ parallel::ContextParallel context_parallel_of(const StrategyContext& ctx, const 
   cp.size = s.cp;
   cp.groups = parallel::family(layout.groups(parallel::Dim::Cp));
   // Each step a rank passes on the K and V of s/cp tokens, its kv_heads/tp heads (Transformer
-  // Engine's p2p ring); the backward passes their gradients with them.
-  const double kv = 2 * ctx.training.tokens_per_microbatch() / s.cp * m.kv_width() / s.tp * ctx.dtype_bytes();
+  // Engine's p2p ring; with MLA the up-projected per-head keys and values); the backward passes
+  // their gradients with them.
+  const double kv = ctx.training.tokens_per_microbatch() / s.cp * (m.key_width() + m.value_width()) / s.tp * ctx.dtype_bytes();
   std::vector<double> ring(static_cast<std::size_t>(s.cp) * s.cp, 0.0);
   for (int r = 0; r < s.cp; ++r) ring[static_cast<std::size_t>(r) * s.cp + (r + 1) % s.cp] = kv;
   auto forward = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(static_cast<std::uint32_t>(s.cp), ring));
