@@ -33,26 +33,44 @@ void GradientSync::vocabulary(Emission& em, std::string_view name, double params
   dense(em, name, 0, params, after);
 }
 
+namespace {
+// One layer's parameters all-gathered on `stream`, its dense ones over the dense groups and then
+// the experts' as its MoE plan says, each after `chain` (updated).
+void gather_layer(Emission& em, int layer, engine::Phase phase, int mb, parallel::StreamRole stream, Frontier& chain) {
+  const auto& gp = em.plan.gradients;
+  parallel::CollectiveStep step;
+  step.name = "param_gather";
+  step.kind = network::CollectiveKind::AllGather;
+  step.algorithm = gp.algorithm;
+  step.bytes = gp.dense_params[layer] * em.ctx.dtype_bytes() / gp.shards;
+  step.groups = gp.dense_groups;
+  step.stream = stream;
+  if (step.bytes > 0 && gp.dense_groups) run_step(em, step, phase, layer, mb, chain, chain);
+  if (!em.plan.moe[layer]) return;
+  for (parallel::CollectiveStep expert : em.plan.moe[layer]->expert_param_gather) {
+    expert.stream = stream;
+    run_step(em, expert, phase, layer, mb, chain, chain);
+  }
+}
+}  // namespace
+
 void gather_parameters(Emission& em, const Frontier& anchor, std::vector<Frontier>& gathered) {
   const auto& gp = em.plan.gradients;
   const auto& p = em.plan.pipeline;
   gathered.assign(em.plan.moe.size(), {});
-  if (!gp.sharded) return;
+  if (!gp.sharded || gp.fsdp) return;
   for (std::size_t l = 0; l < gathered.size(); ++l) {
     const int layer = static_cast<int>(l);
     em.enter_stage(p.stage_of_layer(layer));
-    Frontier& chain = gathered[l] = anchor;
-    parallel::CollectiveStep step;
-    step.name = "param_gather";
-    step.kind = network::CollectiveKind::AllGather;
-    step.algorithm = gp.algorithm;
-    step.bytes = gp.dense_params[l] * em.ctx.dtype_bytes() / gp.shards;
-    step.groups = gp.dense_groups;
-    step.stream = parallel::StreamRole::Gradient;
-    if (step.bytes > 0 && gp.dense_groups) run_step(em, step, engine::Phase::Optimizer, layer, 0, chain, chain);
-    if (em.plan.moe[l]) run_steps(em, em.plan.moe[l]->expert_param_gather, engine::Phase::Optimizer, layer, 0, chain);
+    gathered[l] = anchor;
+    gather_layer(em, layer, engine::Phase::Optimizer, 0, parallel::StreamRole::Gradient, gathered[l]);
   }
   em.enter_stage(0);
+}
+
+void gather_layer_parameters(Emission& em, int layer, engine::Phase phase, int mb, const Frontier& after, Frontier& out) {
+  out = after;
+  gather_layer(em, layer, phase, mb, parallel::StreamRole::ParamGather, out);
 }
 
 }  // namespace moesim::blocks

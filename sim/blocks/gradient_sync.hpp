@@ -14,6 +14,10 @@ namespace moesim::blocks {
 // plan's expert parameter gathers; `gathered[layer]` is what the layer's first forward waits for.
 // Nothing without sharding.
 void gather_parameters(Emission& em, const Frontier& anchor, std::vector<Frontier>& gathered);
+// FSDP: one layer's parameters all-gathered on the ParamGather stream after `after`, for its
+// forward or backward of one microbatch; `out` is when they are whole.
+void gather_layer_parameters(Emission& em, int layer, engine::Phase phase, int microbatch, const Frontier& after,
+                             Frontier& out);
 
 class GradientSync {
  public:

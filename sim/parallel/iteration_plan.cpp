@@ -21,6 +21,7 @@ std::string_view to_string(StreamRole role) {
     case StreamRole::PipelineRecv: return "pipeline_recv";
     case StreamRole::PipelineRecvGrad: return "pipeline_recv_grad";
     case StreamRole::ContextParallel: return "context_parallel";
+    case StreamRole::ParamGather: return "param_gather";
     case StreamRole::Count: break;
   }
   return "?";
@@ -39,6 +40,7 @@ std::string_view trace_name(StreamRole role) {
     case StreamRole::PipelineRecv: return "comm: pipeline receive (activations)";
     case StreamRole::PipelineRecvGrad: return "comm: pipeline receive (gradients)";
     case StreamRole::ContextParallel: return "comm: context-parallel K/V ring";
+    case StreamRole::ParamGather: return "comm: parameter all-gather (FSDP)";
     case StreamRole::Count: break;
   }
   return "?";

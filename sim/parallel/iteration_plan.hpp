@@ -31,7 +31,7 @@ namespace moesim::parallel {
 // one stream each, so every receive stream hears from one neighbour in that neighbour's order.
 enum class StreamRole : std::uint8_t {
   Compute, Dispatch, Combine, Gradient, Side, HostCopy, HostCpu, PipelineSend, PipelineRecv, PipelineRecvGrad,
-  ContextParallel, Count
+  ContextParallel, ParamGather, Count
 };
 inline constexpr int kStreamRoles = static_cast<int>(StreamRole::Count);
 std::string_view to_string(StreamRole role);
@@ -192,6 +192,10 @@ struct GradientPlan {
   // all-gathered (1/shards of them per rank) before its first forward.
   bool sharded = false;
   int shards = 1;  // ranks of a dense group
+  // FSDP: the parameters stay sharded between uses; each layer's are all-gathered (on the
+  // ParamGather stream) before its forward and its backward of every microbatch, the next layer's
+  // while the current one runs, and its gradients reduce-scattered after every backward.
+  bool fsdp = false;
 };
 
 // The order of an iteration's work on every GPU (sim/schedule/schedule.hpp): a pipeline schedule

@@ -74,8 +74,12 @@ std::string_view to_string(PipelineSchedule schedule);
 // How parameters and optimizer state are spread over the data-parallel ranks: replicated (DDP:
 // gradients all-reduced), or Megatron-Core's distributed optimizer (ZeRO-1, Rajbhandari et al.
 // 2020): gradients reduce-scattered, each rank steps its 1/dp of the optimizer state, updated
-// parameters all-gathered, each layer's before its first forward (overlap_param_gather).
-enum class Sharding : std::uint8_t { None, DistributedOptimizer };
+// parameters all-gathered, each layer's before its first forward (overlap_param_gather); or
+// fully sharded data parallelism (FSDP, ZeRO-3: PyTorch FSDP2 as torchtitan runs it, Zhao et al.
+// 2023): parameters sharded too, each layer's all-gathered before its forward and again before its
+// backward of every microbatch (the next layer's prefetched during the current one), its gradients
+// reduce-scattered after each microbatch's backward.
+enum class Sharding : std::uint8_t { None, DistributedOptimizer, Fsdp };
 
 // What a scenario's "parallel" says.
 struct ParallelConfig {

@@ -144,7 +144,9 @@ parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string
   c.sizes.ep = p.at("ep").get<int>();
   c.sizes.etp = p.at("etp").get<int>();
   c.sequence_parallel = p.at("sequence_parallel").get<bool>();
-  c.sharding = p.at("sharding") == "distributed_optimizer" ? parallel::Sharding::DistributedOptimizer : parallel::Sharding::None;
+  c.sharding = p.at("sharding") == "distributed_optimizer" ? parallel::Sharding::DistributedOptimizer
+               : p.at("sharding") == "fsdp"                ? parallel::Sharding::Fsdp
+                                                           : parallel::Sharding::None;
   const std::string schedule = p.value("schedule", std::string(c.sizes.vp > 1 ? "interleaved_1f1b" : "1f1b"));
   c.schedule = schedule == "gpipe"              ? parallel::PipelineSchedule::GPipe
                : schedule == "interleaved_1f1b" ? parallel::PipelineSchedule::Interleaved

@@ -149,7 +149,7 @@ NodePtr scenario_schema() {
                "(Megatron-Core requires it for MoE with TP, so false is refused with tp > 1)"),
       optional("schedule", enumeration({"1f1b", "gpipe", "interleaved_1f1b"}), nullptr,
                "pipeline schedule (default: interleaved_1f1b when vp > 1, else 1f1b)"),
-      optional("sharding", enumeration({"none", "distributed_optimizer"}), "none",
+      optional("sharding", enumeration({"none", "distributed_optimizer", "fsdp"}), "none",
                "none: parameters, gradients and optimizer state replicated over dp (gradients all-reduced); "
                "distributed_optimizer: Megatron-Core's distributed optimizer / ZeRO-1 (gradients reduce-scattered, "
                "optimizer state split over dp, and over edp for experts; parameters all-gathered before each layer's "

@@ -61,6 +61,8 @@ class Writer {
   void vocabulary(Phase phase, Segment segment, int mb, Frontier& f);
   void layer_forward(Phase phase, int layer, int mb, const blocks::LayerRouting* routing, Frontier& f);
   void send(int from_virtual, int to_virtual, int mb, bool forward);
+  void wait_for(const Frontier& ready, Phase phase, int layer, int mb, Frontier& f);
+  void fsdp_gather(Phase phase, int layer, int mb, Frontier& f);
   void sync_rest();
 
   const parallel::IterationPlan& plan_;
@@ -69,6 +71,7 @@ class Writer {
   blocks::Emission em_;
   std::vector<Frontier> fetched_;
   std::vector<Frontier> gathered_;  // per layer: its parameters' all-gather (distributed optimizer)
+  std::map<int, Frontier> prefetched_;  // FSDP: the next layer's all-gather, issued with the current layer
   std::vector<Frontier> front_;                            // per microbatch
   std::map<std::pair<int, int>, blocks::LayerRouting> routing_;  // (microbatch, layer), forward to backward
   std::vector<Frontier> attention_done_, experts_done_;
@@ -109,15 +112,9 @@ void Writer::run(const WorkItem& item) {
         vocabulary(Phase::Forward, item.segment, mb, f);
         break;
       }
-      if (mb == 0 && !gathered_[l].empty()) {
-        // The layer's first forward waits for its parameters' all-gather.
-        const auto label = em_.label(Phase::Forward, engine::WorkKind::Wait, "params_ready", l, mb);
-        for (const std::uint32_t g : em_.active()) {
-          const engine::TaskId wait = em_.pb.compute(g, 0, label, f[g]);
-          em_.pb.depend(gathered_[l][g], wait);
-          f[g] = wait;
-        }
-      }
+      // The layer's first forward waits for its parameters' all-gather (distributed optimizer).
+      if (mb == 0 && !gathered_[l].empty()) wait_for(gathered_[l], Phase::Forward, l, mb, f);
+      fsdp_gather(Phase::Forward, l, mb, f);
       const blocks::LayerRouting* rt = nullptr;
       if (moe) {
         // The routing is drawn here and kept for the backward (and a recomputation).
@@ -138,6 +135,7 @@ void Writer::run(const WorkItem& item) {
       } else {
         const auto it = routing_.find({mb, l});
         const blocks::LayerRouting* rt = moe ? &it->second : nullptr;
+        fsdp_gather(Phase::Backward, l, mb, f);  // for the recomputation too
         if (em_.ctx.training.recompute == workload::Recompute::Full) layer_forward(Phase::Recompute, l, mb, rt, f);
         if (moe) {
           blocks::moe_backward(em_, *moe, l, mb, it->second, f, experts_done_[l]);
@@ -158,6 +156,35 @@ void Writer::run(const WorkItem& item) {
     case Work::SyncRest: sync_rest(); break;
     case Work::Optimizer: blocks::optimizer_step(em_, end_, sync_.last()); break;
   }
+}
+
+// Each GPU's work waits for `ready` (a zero-length wait task on its compute stream).
+void Writer::wait_for(const Frontier& ready, Phase phase, int l, int mb, Frontier& f) {
+  const auto label = em_.label(phase, engine::WorkKind::Wait, "params_ready", l, mb);
+  for (const std::uint32_t g : em_.active()) {
+    const engine::TaskId wait = em_.pb.compute(g, 0, label, f[g]);
+    if (ready[g] != f[g]) em_.pb.depend(ready[g], wait);
+    f[g] = wait;
+  }
+}
+
+// FSDP: the layer's parameters all-gathered (unless the layer before prefetched them) and the
+// next layer's, in the direction of the pass and within the same model chunk, issued now, so
+// that they travel while this layer computes (FSDP2's prefetch of one layer ahead).
+void Writer::fsdp_gather(Phase phase, int l, int mb, Frontier& f) {
+  if (!plan_.gradients.fsdp) return;
+  const auto& p = plan_.pipeline;
+  Frontier ready;
+  if (const auto it = prefetched_.find(l); it != prefetched_.end()) {
+    ready = std::move(it->second);
+    prefetched_.erase(it);
+  } else {
+    blocks::gather_layer_parameters(em_, l, phase, mb, f, ready);
+  }
+  const int next = phase == Phase::Forward ? l + 1 : l - 1;
+  if (next >= 0 && next < layers_ && p.virtual_stage_of_layer(next) == p.virtual_stage_of_layer(l))
+    blocks::gather_layer_parameters(em_, next, phase, mb, f, prefetched_[next]);
+  wait_for(ready, phase, l, mb, f);
 }
 
 // What is left after the backward: the layers' gradients (when not overlapped), each on its
@@ -208,7 +235,9 @@ void Writer::unit(int stage, const Unit& u) {
   if (v == last) run({Work::Backward, Segment::Head, layers_, mb});
   for (int l = end_layer - 1; l >= first_layer; --l) {
     run({Work::Backward, Segment::Layer, l, mb});
-    if (last_microbatch) run({Work::SyncLayer, Segment::Layer, l, mb});
+    // FSDP reduce-scatters every microbatch's gradients (sharded accumulation); the others
+    // reduce once the last microbatch's are in.
+    if (last_microbatch || plan_.gradients.fsdp) run({Work::SyncLayer, Segment::Layer, l, mb});
   }
   if (v == 0) run({Work::Backward, Segment::Embedding, 0, mb});
   else send(v, v - 1, mb, false);

@@ -7,8 +7,8 @@ namespace moesim::workload {
 MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, const MemoryInputs& in) {
   MemoryFootprint f;
   const double b = cluster::dtype_bytes(t.dtype);
-  f.weights = in.params * b;
-  f.gradients = in.params * b;
+  f.weights = (in.weight_params >= 0 ? in.weight_params : in.params) * b;
+  f.gradients = (in.gradient_params >= 0 ? in.gradient_params : in.params) * b;
   f.optimizer = (in.optimizer_params >= 0 ? in.optimizer_params : in.params) * (b < 4 ? 12.0 : 8.0);
   if (t.optimizer_on_host) {
     f.host = f.optimizer + f.gradients;

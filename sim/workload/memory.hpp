@@ -28,6 +28,8 @@ struct MemoryFootprint {
 struct MemoryInputs {
   double params = 0;                 // parameters this GPU holds
   double optimizer_params = -1;      // parameters whose optimizer state it holds (< 0: params; less when sharded)
+  double weight_params = -1;         // parameters whose weights it holds at the peak (< 0: params; FSDP: its shard and the gathered layers)
+  double gradient_params = -1;       // parameters whose gradients it holds at the peak (< 0: params)
   double tokens = 0;                 // tokens per microbatch on this GPU
   double expert_tokens_per_layer = 0;  // routed token copies this GPU's experts process per MoE layer
   bool flash_attention = true;

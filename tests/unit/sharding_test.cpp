@@ -1,5 +1,6 @@
 // The distributed optimizer (Megatron-Core; ZeRO-1 of Rajbhandari et al. 2020): gradients
-// reduce-scattered, optimizer state split over the data-parallel ranks, parameters all-gathered.
+// reduce-scattered, optimizer state split over the data-parallel ranks, parameters all-gathered;
+// and FSDP (ZeRO-3; PyTorch FSDP2): the parameters sharded too, gathered before each use.
 #include <gtest/gtest.h>
 
 #include "test_support.hpp"
@@ -55,6 +56,69 @@ TEST(Sharding, EachLayersFirstForwardWaitsForItsParameters) {
   }
   ASSERT_GT(gather_end, 0);
   EXPECT_GE(attention_start, gather_end);
+}
+
+TEST(Sharding, FsdpGathersEachLayerForEveryForwardAndBackward) {
+  // 2 microbatches, 2 layers: each layer's parameters are all-gathered before its forward and
+  // before its backward of each microbatch, the dense ones over the group of 4 and the experts'
+  // over the 2 expert-data-parallel groups: 2 layers · 2 microbatches · 2 passes · 3 groups = 24
+  // all-gathers of a quarter of 263680 dense and half of 524288 expert parameters per rank; gradients
+  // reduce-scattered after every microbatch's backward: 2 · 2 · 3 = 12.
+  auto doc = small("fsdp");
+  doc["training"]["microbatches"] = 2;
+  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  sim.run(test::with_task_log());
+  const auto c = sim.results_json()["network"]["collectives"];
+  EXPECT_EQ(c["all_gather"]["count"].get<double>(), 24);
+  EXPECT_EQ(c["reduce_scatter"]["count"].get<double>(), 12);
+  EXPECT_FALSE(c.contains("all_reduce"));
+  // A ring all-gather of n ranks sends (n − 1)·(bytes per rank) from each rank: dense 3·(263680/4)
+  // ·2 B from 4 ranks, experts 1·(524288/2)·2 B from 4 ranks (2 groups of 2); 8 of each.
+  EXPECT_DOUBLE_EQ(c["all_gather"]["bytes"].get<double>(),
+                   8 * (4 * 3 * 263680.0 / 4 * 2) + 8 * (4 * 1 * 524288.0 / 2 * 2));
+  // Layer 1's forward of microbatch 0 waits for its gather, which was issued (prefetched) when
+  // layer 0's forward began, on the parameter-gather stream.
+  Time layer1_gather_start = -1, layer1_gather_end = -1, layer0_start = -1, layer1_start = -1;
+  for (const auto& t : sim.task_log().tasks()) {
+    if (t.end < 0 || t.gpu != 0 || t.label.microbatch != 0 || t.label.phase != engine::Phase::Forward) continue;
+    if (t.label.kind == engine::WorkKind::AllGather && t.label.layer == 1 && layer1_gather_start < 0) {
+      layer1_gather_start = t.start;
+      layer1_gather_end = t.end;
+    }
+    if (t.label.kind == engine::WorkKind::Attention && t.label.layer == 0) layer0_start = t.start;
+    if (t.label.kind == engine::WorkKind::Attention && t.label.layer == 1) layer1_start = t.start;
+  }
+  ASSERT_GT(layer1_gather_end, 0);
+  EXPECT_LT(layer1_gather_start, layer1_start);
+  EXPECT_GE(layer1_start, layer1_gather_end);
+  EXPECT_LE(layer1_gather_start, layer0_start + 1);  // in flight while layer 0 runs
+}
+
+TEST(Sharding, MemoryOfEachOptimizer) {
+  // Per GPU (see above): 527360 dense and 1048576 expert parameters, 263680 + 524288 = 787968 in
+  // the larger layer; bf16 weights and gradients, Adam 12 B per parameter.
+  //   replicated: all three whole;
+  //   distributed optimizer: weights and gradients whole, optimizer state 1/4 of the dense and
+  //     1/2 of the expert parameters (S = 527360/4 + 1048576/2 = 656128);
+  //   FSDP: all three sharded the same way; weights hold two whole layers more (the one computing
+  //     and the one prefetched), gradients one (being reduce-scattered).
+  const auto memory = [](const std::string& sharding) {
+    simulation::Simulation sim(test::scenario_from(small(sharding).dump()));
+    sim.check();
+    return sim.memory().at(0);
+  };
+  const double all = 527360.0 + 1048576.0, shard = 527360.0 / 4 + 1048576.0 / 2, layer = 263680.0 + 524288.0;
+  const auto none = memory("none"), zero1 = memory("distributed_optimizer"), fsdp = memory("fsdp");
+  EXPECT_DOUBLE_EQ(none.weights, all * 2);
+  EXPECT_DOUBLE_EQ(none.gradients, all * 2);
+  EXPECT_DOUBLE_EQ(none.optimizer, all * 12);
+  EXPECT_DOUBLE_EQ(zero1.weights, all * 2);
+  EXPECT_DOUBLE_EQ(zero1.gradients, all * 2);
+  EXPECT_DOUBLE_EQ(zero1.optimizer, shard * 12);
+  EXPECT_DOUBLE_EQ(fsdp.weights, (shard + 2 * layer) * 2);
+  EXPECT_DOUBLE_EQ(fsdp.gradients, (shard + layer) * 2);
+  EXPECT_DOUBLE_EQ(fsdp.optimizer, shard * 12);
+  EXPECT_EQ(fsdp.activations, none.activations);
 }
 
 }  // namespace

@@ -150,7 +150,7 @@ parallel::PlanPtr EpStrategy::plan(const StrategyContext& ctx, int, const parall
   expert_grads.bytes = (m.experts / n) * m.expert_params() * ctx.dtype_bytes();
   expert_grads.groups = parallel::family(std::move(edp));
   expert_grads.stream = parallel::StreamRole::Gradient;
-  if (ctx.parallel.sharding == parallel::Sharding::DistributedOptimizer && lay.edp() > 1) {
+  if (ctx.parallel.sharding != parallel::Sharding::None && lay.edp() > 1) {
     // Reduce-scattered to the rank that steps them; the updated slices all-gathered before use.
     expert_grads.kind = network::CollectiveKind::ReduceScatter;
     parallel::CollectiveStep gather = expert_grads;

@@ -67,6 +67,12 @@ parallel::ContextParallel context_parallel_of(const StrategyContext& ctx, const 
   return cp;
 }
 
+double dense_layer_params(const workload::ModelShape& m, int layer, int tp, double extra_moe) {
+  const double per_layer = m.attention_params() / tp + m.norm_params();
+  return per_layer + (m.is_moe(layer) ? m.gate_params() + m.shared_experts * m.expert_params() / tp + extra_moe
+                                      : m.dense_ffn_params() / tp);
+}
+
 double dense_params_on_stage(const workload::ModelShape& m, const parallel::PipelinePlan& pipeline, int stage, int tp) {
   // In ModelShape::replicated_params' order, so one stage of every layer gives the same sum.
   const std::vector<int> held = pipeline.layers_of_stage(stage);
@@ -91,6 +97,7 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
   auto roles = in.streams;
   if (sizes.tp > 1 && m.shared_experts > 0) roles.push_back(parallel::StreamRole::Side);
   if (sizes.cp > 1) roles.push_back(parallel::StreamRole::ContextParallel);
+  if (ctx.parallel.sharding == parallel::Sharding::Fsdp) roles.push_back(parallel::StreamRole::ParamGather);
   if (sizes.pp > 1)
     roles.insert(roles.end(), {parallel::StreamRole::PipelineSend, parallel::StreamRole::PipelineRecv,
                                parallel::StreamRole::PipelineRecvGrad});
@@ -133,12 +140,10 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
   gp.timing = in.timing;
   gp.dense_groups = parallel::family(layout.groups(parallel::Dim::DpCp));
   gp.algorithm = ctx.all_reduce_algorithm;
-  const double layer_dense = m.attention_params() / sizes.tp + m.norm_params();
-  const double moe_dense = m.gate_params() + m.shared_experts * m.expert_params() / sizes.tp + in.extra_moe_dense_params;
-  for (int l = 0; l < m.layers; ++l)
-    gp.dense_params.push_back(layer_dense + (m.is_moe(l) ? moe_dense : m.dense_ffn_params() / sizes.tp));
+  for (int l = 0; l < m.layers; ++l) gp.dense_params.push_back(dense_layer_params(m, l, sizes.tp, in.extra_moe_dense_params));
   gp.embedding_params = gp.head_params = m.embedding_params() / 2 / sizes.tp;
-  gp.sharded = ctx.parallel.sharding == parallel::Sharding::DistributedOptimizer;
+  gp.sharded = ctx.parallel.sharding != parallel::Sharding::None;
+  gp.fsdp = ctx.parallel.sharding == parallel::Sharding::Fsdp;
   gp.shards = layout.dp() * sizes.cp;
 
   plan->optimizer_params.assign(gpus, in.params_per_gpu);
@@ -189,8 +194,17 @@ std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n,
     const double dense = dense_params_on_stage(m, pipeline, s, sizes.tp);
     const double experts = moe_layers * per_rank * m.expert_params() / sizes.etp;
     in.params = dense + experts;
-    if (ctx.parallel.sharding == parallel::Sharding::DistributedOptimizer)
+    if (ctx.parallel.sharding != parallel::Sharding::None)
       in.optimizer_params = dense / (layout.dp() * sizes.cp) + experts / layout.edp();
+    if (ctx.parallel.sharding == parallel::Sharding::Fsdp) {
+      // FSDP holds its shard, plus the layer being computed and the one prefetched whole; the
+      // gradients of the layer being reduce-scattered whole beside their shard.
+      double largest = 0;
+      for (const int l : in.layers)
+        largest = std::max(largest, dense_layer_params(m, l, sizes.tp) + (m.is_moe(l) ? per_rank * m.expert_params() / sizes.etp : 0));
+      in.weight_params = in.optimizer_params + 2 * largest;
+      in.gradient_params = in.optimizer_params + largest;
+    }
     in.tokens = ctx.training.tokens_per_microbatch() / sizes.cp;
     in.expert_tokens_per_layer = busiest;
     in.tensor_parallel = sizes.tp;

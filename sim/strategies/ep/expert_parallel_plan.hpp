@@ -44,6 +44,9 @@ double dense_params_on_stage(const workload::ModelShape& m, const parallel::Pipe
 // The pipeline of a layout: stages, chunks, layer split, schedule and the activation bytes sent
 // between stages.
 parallel::PipelinePlan pipeline_of(const StrategyContext& ctx, const parallel::ParallelLayout& layout);
+// The parameters of layer `layer` every rank of a TP group holds (all but the routed experts'),
+// with `extra_moe` more in MoE layers.
+double dense_layer_params(const workload::ModelShape& m, int layer, int tp, double extra_moe = 0);
 // The context-parallel groups of a layout and the two steps of their K/V ring.
 parallel::ContextParallel context_parallel_of(const StrategyContext& ctx, const parallel::ParallelLayout& layout);
 
