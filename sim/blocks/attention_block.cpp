@@ -20,14 +20,20 @@ void context_parallel_attention(Emission& em, engine::Phase direction, int layer
   const bool backward = direction == engine::Phase::Backward;
   const double tokens = em.rank_tokens(), b = em.ctx.dtype_bytes();
   const auto l_proj = em.label(direction, engine::WorkKind::Attention, "attention", layer, mb);
-  const auto projection = [&](std::uint32_t g, bool qkv) {
-    const auto& cm = em.ctx.compute_of(g);
-    const Time fwd = qkv ? qkv_projection_time(cm, m, tokens, b, tp) : output_projection_time(cm, m, tokens, tp);
-    return backward ? cm.backward(fwd) : fwd;
+  const auto projection = [&](bool qkv) {
+    return PerKind(em.ctx, [&, qkv](const compute::ComputeModel& cm) {
+      const Time fwd = qkv ? qkv_projection_time(cm, m, tokens, b, tp) : output_projection_time(cm, m, tokens, tp);
+      return backward ? cm.backward(fwd) : fwd;
+    });
   };
+  auto first = projection(!backward), last = projection(backward);
+  auto core = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
+    const Time whole = backward ? attention_core_backward_time(cm, m, t, tp) : attention_core_time(cm, m, t, tp);
+    return whole / (static_cast<Time>(cp) * cp);
+  });
   // Forward: QKV projection, core, output projection; backward the reverse.
   for (const std::uint32_t g : em.active())
-    if (em.runs_attention(g)) f[g] = em.pb.compute(g, projection(g, !backward), l_proj, f[g]);
+    if (em.runs_attention(g)) f[g] = em.pb.compute(g, first(g), l_proj, f[g]);
   Frontier kv = f;  // where each GPU's K/V chunk of the current step is: its own first
   for (int i = 0; i < cp; ++i) {
     Frontier next = kv;
@@ -35,16 +41,14 @@ void context_parallel_attention(Emission& em, engine::Phase direction, int layer
     const auto l_core = em.label(direction, engine::WorkKind::Attention, "attention_core", layer, mb, i);
     for (const std::uint32_t g : em.active()) {
       if (!em.runs_attention(g)) continue;
-      const auto& cm = em.ctx.compute_of(g);
-      const Time whole = backward ? attention_core_backward_time(cm, m, t, tp) : attention_core_time(cm, m, t, tp);
-      const engine::TaskId step = em.pb.compute(g, whole / (static_cast<Time>(cp) * cp), l_core, f[g]);
+      const engine::TaskId step = em.pb.compute(g, core(g), l_core, f[g]);
       if (kv[g] != f[g]) em.pb.depend(kv[g], step);
       f[g] = step;
     }
     kv = std::move(next);
   }
   for (const std::uint32_t g : em.active())
-    if (em.runs_attention(g)) f[g] = em.pb.compute(g, projection(g, backward), l_proj, f[g]);
+    if (em.runs_attention(g)) f[g] = em.pb.compute(g, last(g), l_proj, f[g]);
 }
 }  // namespace
 
@@ -57,13 +61,12 @@ void attention(Emission& em, engine::Phase direction, int layer, int mb, Frontie
     context_parallel_attention(em, direction, layer, mb, f);
   } else {
     const auto label = em.label(direction, engine::WorkKind::Attention, "attention", layer, mb);
-    for (const std::uint32_t g : em.active()) {
-      if (!em.runs_attention(g)) continue;
-      const auto& cm = em.ctx.compute_of(g);
-      const Time t = direction != engine::Phase::Backward ? attention_time(cm, m, em.ctx.training, tp)
-                                                         : attention_backward_time(cm, m, em.ctx.training, tp);
-      f[g] = em.pb.compute(g, t, label, f[g]);
-    }
+    auto cost = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
+      return direction != engine::Phase::Backward ? attention_time(cm, m, em.ctx.training, tp)
+                                                  : attention_backward_time(cm, m, em.ctx.training, tp);
+    });
+    for (const std::uint32_t g : em.active())
+      if (em.runs_attention(g)) f[g] = em.pb.compute(g, cost(g), label, f[g]);
   }
   tensor_parallel_exit(em, direction, layer, mb, f);
 }

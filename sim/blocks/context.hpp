@@ -26,6 +26,24 @@ struct Context {
   double dtype_bytes() const { return cluster::dtype_bytes(training.dtype); }
 };
 
+// A duration that depends only on a GPU's kind, costed once per kind however many GPUs ask:
+// `cost(compute model)` for the first GPU of each kind, the same value for the others.
+template <typename Cost>
+class PerKind {
+ public:
+  PerKind(const Context& ctx, Cost cost) : ctx_(ctx), cost_(std::move(cost)), memo_(ctx.compute.size(), -1) {}
+  Time operator()(std::uint32_t gpu) {
+    Time& t = memo_[ctx_.topology.kind_index(gpu)];
+    if (t < 0) t = cost_(ctx_.compute_of(gpu));
+    return t;
+  }
+
+ private:
+  const Context& ctx_;
+  Cost cost_;
+  std::vector<Time> memo_;
+};
+
 // Per GPU, the task the next piece of work waits for (engine::kNone: only its stream's order).
 using Frontier = std::vector<engine::TaskId>;
 

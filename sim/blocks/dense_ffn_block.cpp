@@ -9,12 +9,12 @@ void dense_ffn(Emission& em, engine::Phase direction, int layer, int mb, Frontie
   const auto label = em.label(direction, engine::WorkKind::DenseFfn, "dense_ffn", layer, mb);
   const double tokens = em.rank_tokens();
   tensor_parallel_enter(em, direction, layer, mb, f);
-  for (const std::uint32_t g : em.active()) {
-    if (!em.runs_attention(g)) continue;
-    const auto& cm = em.ctx.compute_of(g);
+  auto cost = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
     const Time forward = dense_ffn_time(cm, em.ctx.model, tokens, em.ctx.dtype_bytes(), em.plan.tensor_parallel.size);
-    f[g] = em.pb.compute(g, direction != engine::Phase::Backward ? forward : cm.backward(forward), label, f[g]);
-  }
+    return direction != engine::Phase::Backward ? forward : cm.backward(forward);
+  });
+  for (const std::uint32_t g : em.active())
+    if (em.runs_attention(g)) f[g] = em.pb.compute(g, cost(g), label, f[g]);
   tensor_parallel_exit(em, direction, layer, mb, f);
 }
 

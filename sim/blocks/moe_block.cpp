@@ -65,12 +65,6 @@ void phased_all_to_all(Emission& em, const parallel::MoeLayerPlan& p, StreamRole
   }
 }
 
-Time shared_experts(const Emission& em, std::uint32_t g) {
-  const auto& m = em.ctx.model;
-  return m.shared_experts *
-         ffn_time(em.ctx.compute_of(g), m, em.rank_tokens(), m.ffn_hidden / em.plan.tensor_parallel.size);
-}
-
 Time prologue(const Emission& em, const parallel::MoeLayerPlan& p, std::uint32_t g) {
   return p.fetch && !p.fetch->prologue.empty() ? p.fetch->prologue[em.ctx.topology.kind_index(g)] : 0;
 }
@@ -141,11 +135,14 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
   const double b = em.ctx.dtype_bytes();
   const bool forward = pass.phase != Phase::Backward;
   const bool comm = exchanges(p);
-  const auto kernel = [&](std::uint32_t g, bool gate) {
-    const auto& cm = em.ctx.compute_of(g);
-    const Time t = gate ? gate_time(cm, m, p.gate_tokens, b) : combine_time(cm, m, p.combine_tokens, b);
-    return forward ? t : cm.backward(t);
+  const auto kernel_cost = [&](bool gate) {
+    return PerKind(em.ctx, [&, gate](const compute::ComputeModel& cm) {
+      const Time t = gate ? gate_time(cm, m, p.gate_tokens, b) : combine_time(cm, m, p.combine_tokens, b);
+      return forward ? t : cm.backward(t);
+    });
   };
+  auto gate_kernel = kernel_cost(true), combine_kernel = kernel_cost(false);
+  const auto kernel = [&](std::uint32_t g, bool gate) { return gate ? gate_kernel(g) : combine_kernel(g); };
   run_steps(em, steps_at(p, pass.before), pass.phase, layer, mb, f);
   const auto l_first = em.label(pass.phase, pass.first_kind, pass.first_name, layer, mb);
   for (const std::uint32_t g : em.active())
@@ -157,11 +154,13 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
     shared = f;
     const auto ls = em.label(pass.phase, WorkKind::Expert, "shared_expert", layer, mb);
     tensor_parallel_enter(em, pass.phase, layer, mb, shared, StreamRole::Side);
+    // Each shared expert: an FFN of the rank's tokens with its columns split over tp.
+    auto cost = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
+      const Time t = m.shared_experts * ffn_time(cm, m, em.rank_tokens(), m.ffn_hidden / em.plan.tensor_parallel.size);
+      return forward ? t : cm.backward(t);
+    });
     for (const std::uint32_t g : em.active())
-      if (em.runs_attention(g)) {
-        const Time t = shared_experts(em, g);
-        shared[g] = em.pb.compute(g, forward ? t : em.ctx.compute_of(g).backward(t), ls, shared[g]);
-      }
+      if (em.runs_attention(g)) shared[g] = em.pb.compute(g, cost(g), ls, shared[g]);
     tensor_parallel_exit(em, pass.phase, layer, mb, shared, StreamRole::Side);
   }
   const Frontier before = f;

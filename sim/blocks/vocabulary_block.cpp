@@ -10,12 +10,12 @@ template <typename Cost>
 void on_token_holders(Emission& em, engine::Phase direction, std::string_view name, int layer, int mb, Frontier& f,
                       Cost cost) {
   const auto label = em.label(direction, engine::WorkKind::OtherCompute, name, layer, mb);
-  for (const std::uint32_t g : em.active()) {
-    if (!em.runs_attention(g)) continue;
-    const auto& cm = em.ctx.compute_of(g);
+  auto duration = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
     const Time forward = cost(cm);
-    f[g] = em.pb.compute(g, direction != engine::Phase::Backward ? forward : cm.backward(forward), label, f[g]);
-  }
+    return direction != engine::Phase::Backward ? forward : cm.backward(forward);
+  });
+  for (const std::uint32_t g : em.active())
+    if (em.runs_attention(g)) f[g] = em.pb.compute(g, duration(g), label, f[g]);
 }
 }  // namespace
 

@@ -84,18 +84,20 @@ CollectiveId Engine::add_collective(std::uint32_t members, WorkKind kind) {
   Collective& c = collectives_.push_back();
   c.expected = members;
   c.kind = kind;
-  c.members.reserve(members);
+  c.first_member = members_.end();
+  for (std::uint32_t r = 0; r < members; ++r) members_.push_back() = kNone;
   return id;
 }
 
 TaskId Engine::add_member(CollectiveId id, std::uint32_t gpu, std::uint8_t stream, const Label& label, double sm_share) {
   if (!collectives_.live(id)) invariant_failed(fmt::format("member of unknown collective {}", id));
-  if (coll(id).members.size() == coll(id).expected)
+  if (coll(id).added == coll(id).expected)
     invariant_failed(fmt::format("collective {} has more members than the {} declared", id, coll(id).expected));
   const TaskId t = add_task(gpu, stream, 0, label, sm_share);
   at(t).type = TaskType::CollectiveMember;
   at(t).collective = id;
-  coll(id).members.push_back(t);
+  Collective& c = coll(id);
+  members_[c.first_member + c.added++] = t;
   return t;
 }
 
@@ -111,8 +113,8 @@ void Engine::depend(TaskId before, TaskId after) {
     e = free_edge_;
     free_edge_ = edges_[e].next;
   } else {
-    e = static_cast<std::uint32_t>(edges_.size());
-    edges_.emplace_back();
+    e = static_cast<std::uint32_t>(edges_.end());
+    edges_.push_back();
   }
   Task& b = at(before);
   // Successors are kept in the order added (they are started in that order), in a circular list
@@ -131,7 +133,16 @@ Time Engine::running_since(std::uint32_t gpu) const {
   Time since = now_;
   for (std::uint8_t s = 0; s < specs_.size(); ++s) {
     const TaskId h = streams_[index(gpu, s)].head;
-    if (h != kNone && at(h).start >= 0) since = std::min(since, at(h).start);
+    if (h == kNone || at(h).start < 0) continue;
+    const Task& t = at(h);
+    // A member's work begins when its collective starts; one still waiting at the rendezvous
+    // begins it now or later.
+    Time began = t.start;
+    if (t.type == TaskType::CollectiveMember) {
+      const Time collective_start = collectives_[t.collective].start;
+      began = collective_start >= 0 ? collective_start : now_;
+    }
+    since = std::min(since, began);
   }
   return since;
 }
@@ -280,7 +291,7 @@ void Engine::start_fresh() {
 void Engine::retire() {
   while (!tasks_.empty() && tasks_[tasks_.front()].end >= 0) tasks_.pop_front();
   while (!collectives_.empty() && collectives_[collectives_.front()].end >= 0) {
-    collectives_[collectives_.front()].members = {};
+    for (std::uint32_t r = collectives_[collectives_.front()].expected; r > 0; --r) members_.pop_front();
     collectives_.pop_front();
   }
 }
@@ -317,7 +328,7 @@ bool Engine::advance(const std::function<bool()>& stop) {
       case EventType::CollectiveEnd: {
         Collective& c = coll(ev.id);
         c.end = now_;
-        for (TaskId m : c.members) finish_task(m);
+        for (std::uint32_t r = 0; r < c.expected; ++r) finish_task(members_[c.first_member + r]);
         break;
       }
       case EventType::Timer: executor_->on_timer(*this, ev.id, now_); break;

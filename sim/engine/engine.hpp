@@ -57,13 +57,16 @@ class TaskObserver {
   virtual void on_finish(const Engine& /*engine*/, TaskId /*id*/, const Task& /*task*/, Time /*began*/) {}
 };
 
+// 40 bytes, no allocation of its own: millions of two-member tensor-parallel collectives make up
+// half of a large pipeline-parallel program.
 struct Collective {
   std::uint32_t expected = 0;  // members, declared up front
+  std::uint32_t added = 0;
   std::uint32_t arrived = 0;
+  WorkKind kind = WorkKind::AllToAll;
   Time start = -1;
   Time end = -1;
-  WorkKind kind = WorkKind::AllToAll;
-  std::vector<TaskId> members;  // in the order added: members[r] is rank r's task
+  std::uint64_t first_member = 0;  // rank r's task is slot first_member + r of the engine's member pool
 };
 
 struct StreamSpec {
@@ -109,11 +112,14 @@ class Engine {
   // A live (not yet retired) task or collective; null once retired.
   const Task* task(TaskId id) const { return tasks_.live(id) ? &tasks_[id] : nullptr; }
   const Collective* collective(CollectiveId id) const { return collectives_.live(id) ? &collectives_[id] : nullptr; }
+  // Rank r's member task of a live collective (members are ranked in the order they were added).
+  TaskId member(const Collective& c, std::uint32_t r) const { return members_[c.first_member + r]; }
   bool finished(TaskId id) const;
   // The last task added to a stream (kNone if none yet).
   TaskId stream_tail(std::uint32_t gpu, std::uint8_t stream) const { return streams_[index(gpu, stream)].tail; }
-  // The earliest start of a task running on `gpu` now, or now() if none runs: every task of the
-  // GPU that finishes from now on began at or after it.
+  // The earliest time a task running on `gpu` now began its work (a collective member: when its
+  // collective started; one still waiting at the rendezvous begins later), or now() if none runs:
+  // every task of the GPU that finishes from now on began at or after it.
   Time running_since(std::uint32_t gpu) const;
 
   std::uint32_t gpus() const { return gpus_; }
@@ -189,13 +195,14 @@ class Engine {
   std::uint32_t gpus_;
   std::vector<StreamSpec> specs_;
   BlockQueue<Task> tasks_;              // live tasks, by id
-  BlockQueue<Collective, 8> collectives_;
+  BlockQueue<Collective, 10> collectives_;
+  BlockQueue<TaskId, 14> members_;  // every collective's member tasks, in collective order
   std::vector<Stream> streams_;
   std::vector<GpuRate> rates_;                      // per GPU, then per host
   std::vector<std::uint32_t> host_of_gpu_;
   std::vector<std::vector<std::uint32_t>> host_gpus_;  // the GPUs of each host
   std::unordered_map<TaskId, Slowed> slowed_;
-  std::vector<Edge> edges_;
+  BlockQueue<Edge, 14> edges_;  // never retired: freed edges are reused through free_edge_
   std::uint32_t free_edge_ = kNone;
   std::vector<TaskId> fresh_;  // added while running, not yet tried
   std::vector<TaskObserver*> observers_;

@@ -7,10 +7,19 @@ AnalyticExecutor::AnalyticExecutor(const AnalyticModel& model, CollectiveProgram
   stats_.bytes_by_level.assign(model.topology().tier_count(), 0.0);
 }
 
+const CollectiveCost& AnalyticExecutor::costed(const CollectiveOp& op, CollectiveCost& scratch) {
+  const auto& members = program_.groups.members(op.group);
+  if (op.traffic) return scratch = model_.cost(op, members);
+  const Key key{op.kind, op.algorithm, op.group, op.bytes, op.to_host};
+  if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
+  if (cache_.size() >= kCacheLimit) cache_.clear();
+  return cache_.emplace(key, model_.cost(op, members)).first->second;
+}
+
 void AnalyticExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time now) {
   const CollectiveOp& op = program_.op(id);
-  const auto& members = program_.groups.members(op.group);
-  const CollectiveCost cost = model_.cost(op, members);
+  CollectiveCost scratch;
+  const CollectiveCost& cost = costed(op, scratch);
   engine.finish_collective_at(id, now + cost.duration);
   KindStats& k = stats_.by_kind[static_cast<std::size_t>(op.kind)];
   ++k.collectives;

@@ -2,6 +2,9 @@
 // collective ends α-β time later. Accumulates network statistics for the report.
 #pragma once
 
+#include <map>
+#include <tuple>
+
 #include "sim/engine/engine.hpp"
 #include "sim/network/analytic_model.hpp"
 #include "sim/network/executor.hpp"
@@ -16,9 +19,18 @@ class AnalyticExecutor final : public NetworkExecutor {
   NetworkStats stats() const override { return stats_; }
 
  private:
+  // The model's cost is a function of the op and its group: ops without a traffic matrix (whose
+  // address a later matrix may reuse) are costed once per (kind, algorithm, group, bytes,
+  // direction). A large pipeline-parallel program repeats each tensor-parallel and pipeline
+  // collective over every layer and microbatch.
+  using Key = std::tuple<CollectiveKind, Algorithm, GroupId, double, bool>;
+  static constexpr std::size_t kCacheLimit = 1 << 20;
+  const CollectiveCost& costed(const CollectiveOp& op, CollectiveCost& scratch);
+
   const AnalyticModel& model_;
   CollectiveProgram& program_;
   NetworkStats stats_;
+  std::map<Key, CollectiveCost> cache_;
 };
 
 }  // namespace moesim::network

@@ -24,6 +24,13 @@ Time merge(std::vector<Interval>& v) {
   return total;
 }
 
+// Total length of intervals already merged (sorted, disjoint).
+Time length(const std::vector<Interval>& v) {
+  Time total = 0;
+  for (const Interval& iv : v) total += iv.second - iv.first;
+  return total;
+}
+
 // Length of `a` not covered by `b` (both merged).
 Time uncovered(const std::vector<Interval>& a, const std::vector<Interval>& b) {
   Time total = 0;
@@ -79,10 +86,11 @@ void MetricsRecorder::settle(std::uint32_t g, Time until) {
   GpuMetrics& gm = m_.gpus[g];
   merge(p.compute);
   merge(p.communication);
+  // Split merged lists stay merged: their parts before `until` are final.
   split(p.compute, until, compute_before_);
   split(p.communication, until, communication_before_);
-  gm.compute += merge(compute_before_);
-  gm.communication += merge(communication_before_);
+  gm.compute += length(compute_before_);
+  gm.communication += length(communication_before_);
   gm.exposed_communication += uncovered(communication_before_, compute_before_);
   p.settle_at = 2 * (p.compute.size() + p.communication.size());
 }
