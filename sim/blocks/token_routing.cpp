@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <unordered_map>
 
 #include "sim/blocks/layer_costs.hpp"
 
@@ -93,11 +94,18 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
     if (fresh) it2->second = by_rank(*g.replicas, g.gpus.size());
     return it2->second;
   };
-  // Expert compute of GPU g (rank `rank` of its group) from the token copies each expert received.
+  // Expert compute of GPU g (rank `rank` of its group) from the token copies each expert received;
+  // one expert's FFN costed once per GPU kind and token count (counts repeat over the experts).
+  std::vector<std::unordered_map<double, Time>> ffn_memo(ctx.compute.size());
+  const auto expert_ffn = [&](std::uint32_t g, double tokens) {
+    auto [it, fresh] = ffn_memo[topo.kind_index(g)].try_emplace(tokens, 0);
+    if (fresh) it->second = ffn_time(ctx.compute_of(g), m, tokens, lp.expert_ffn_hidden);
+    return it->second;
+  };
   const auto experts_time = [&](std::uint32_t g, const RankReplicas& rr, std::size_t rank, const std::vector<double>& received) {
     Time total = 0;
     if (!(ip.role(g) & parallel::kRunsExperts)) return total;
-    for (const auto& [e, share] : rr[rank]) total += ffn_time(ctx.compute_of(g), m, received[e] * share / chunks, lp.expert_ffn_hidden);
+    for (const auto& [e, share] : rr[rank]) total += expert_ffn(g, received[e] * share / chunks);
     return total;
   };
   const auto sources_of = [&](const parallel::DispatchGroup& g) {
