@@ -746,24 +746,25 @@ TEST_F(BadInput, ContextParallelThatCannotBalanceTheSequence) {
 namespace moesim_cli {
 namespace {
 
-TEST_F(BadInput, LatentAttentionWithASingleHeadDim) {
-  // MLA heads have a query/key width and a value width: a head_dim beside them is ambiguous.
+// GPT-Medium MoE (16 heads) with latent attention and one more model field beside it.
+std::string mla_scenario(const std::string& beside) {
   std::string text = layout_scenario(R"({"tp": 1})");
   const std::string preset = R"({"preset": "gpt-medium-moe"})";
   text.replace(text.find(preset), preset.size(),
-               R"({"preset": "gpt-medium-moe", "head_dim": 64, "mla": {"kv_lora_rank": 512, "qk_nope_head_dim": 128, )"
-               R"("qk_rope_head_dim": 64, "v_head_dim": 128}})");
-  expect_rejected_by_run_and_validate("mla-head-dim.json", text,
+               R"({"preset": "gpt-medium-moe", )" + beside +
+                   R"(, "mla": {"kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128}})");
+  return text;
+}
+
+TEST_F(BadInput, LatentAttentionWithASingleHeadDim) {
+  // MLA heads have a query/key width and a value width: a head_dim beside them is ambiguous.
+  expect_rejected_by_run_and_validate("mla-head-dim.json", mla_scenario(R"("head_dim": 64)"),
                                       {"$.model.head_dim", "no single head_dim", "qk_nope_head_dim"});
 }
 
 TEST_F(BadInput, LatentAttentionWithFewerKeyValueHeads) {
-  std::string text = layout_scenario(R"({"tp": 1})");
-  const std::string preset = R"({"preset": "gpt-medium-moe"})";
-  text.replace(text.find(preset), preset.size(),
-               R"({"preset": "gpt-medium-moe", "kv_heads": 4, "mla": {"kv_lora_rank": 512, "qk_nope_head_dim": 128, )"
-               R"("qk_rope_head_dim": 64, "v_head_dim": 128}})");
-  expect_rejected_by_run_and_validate("mla-kv-heads.json", text, {"$.model.kv_heads", "kv_heads 4 is not heads 16"});
+  expect_rejected_by_run_and_validate("mla-kv-heads.json", mla_scenario(R"("kv_heads": 4)"),
+                                      {"$.model.kv_heads", "kv_heads 4 is not heads 16"});
 }
 
 }  // namespace
