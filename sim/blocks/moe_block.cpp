@@ -24,19 +24,37 @@ bool exchanges(const parallel::MoeLayerPlan& p) {
   return false;
 }
 
-// One all-to-all per dispatch group on `role`'s stream, member of GPU g after after[g]; the
-// traffic per group (or one shared by all).
-void all_to_all(Emission& em, const parallel::MoeLayerPlan& p, const std::vector<network::TrafficPtr>& traffic,
-                StreamRole role, const engine::Label& label, const Frontier& after, Frontier& out) {
+// One exchange of `kind` per group (gpus_of(i): the i-th group's GPUs) on `role`'s stream, member
+// of GPU g after after[g]; the traffic per group (or one shared by all).
+template <typename GpusOf>
+void exchange(Emission& em, std::size_t groups, GpusOf gpus_of, network::CollectiveKind kind, network::Algorithm algorithm,
+              const std::vector<network::TrafficPtr>& traffic, StreamRole role, const engine::Label& label,
+              const Frontier& after, Frontier& out) {
   std::vector<TaskId> members;
-  for (std::size_t gi = 0; gi < p.dispatch.size(); ++gi) {
-    const auto& gpus = p.dispatch[gi].gpus;
+  for (std::size_t gi = 0; gi < groups; ++gi) {
+    const std::vector<std::uint32_t>& gpus = gpus_of(gi);
     if (gpus.size() <= 1) continue;
-    em.pb.collective({network::CollectiveKind::AllToAll, p.all_to_all, em.pb.group(gpus), 0,
-                      traffic.size() == 1 ? traffic[0] : traffic[gi]},
-                     role, label, members, &after);
+    em.pb.collective({kind, algorithm, em.pb.group(gpus), 0, traffic.size() == 1 ? traffic[0] : traffic[gi]}, role, label,
+                     members, &after);
     for (std::size_t r = 0; r < gpus.size(); ++r) out[gpus[r]] = members[r];
   }
+}
+
+// One all-to-all per dispatch group.
+void all_to_all(Emission& em, const parallel::MoeLayerPlan& p, const std::vector<network::TrafficPtr>& traffic,
+                StreamRole role, const engine::Label& label, const Frontier& after, Frontier& out) {
+  exchange(em, p.dispatch.size(), [&](std::size_t i) -> const auto& { return p.dispatch[i].gpus; },
+           network::CollectiveKind::AllToAll, p.all_to_all, traffic, role, label, after, out);
+}
+
+// Expert tensor parallelism: the uneven all-gather (before the experts) or reduce-scatter (after
+// them) of each ETP group's token copies (MoeLayerPlan::expert_tensor_parallel).
+void expert_tensor_parallel(Emission& em, const parallel::MoeLayerPlan& p, const LayerRouting& rt, bool gather,
+                            StreamRole role, const engine::Label& label, Frontier& f) {
+  const auto& groups = p.expert_tensor_parallel->groups;
+  exchange(em, groups.size(), [&](std::size_t i) -> const auto& { return groups[i]; },
+           gather ? network::CollectiveKind::AllGather : network::CollectiveKind::ReduceScatter, network::Algorithm::Direct,
+           gather ? rt.etp_gather : rt.etp_scatter, role, label, f, f);
 }
 
 // Parm's SAA (§III-D): the all-to-all in phases, phase i sending to rank r + i, each phase's
@@ -172,6 +190,10 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
     if (comm)
       all_to_all(em, p, rt.dispatch, pass.first_stream,
                  em.label(pass.phase, WorkKind::AllToAll, pass.first_exchange, layer, mb, c), before, cur);
+    // Under ETP the forward gathers the tokens and the backward their output gradients; after
+    // the experts the partial outputs (or input gradients) are reduce-scattered back.
+    if (p.expert_tensor_parallel)
+      expert_tensor_parallel(em, p, rt, true, pass.first_stream, em.label(pass.phase, WorkKind::AllGather, "etp_gather", layer, mb, c), cur);
     const auto le = em.label(pass.phase, WorkKind::Expert, "experts", layer, mb, c);
     const bool first = mb == 0 && c == 0 && pass.phase != Phase::Recompute;
     for (const std::uint32_t g : em.active()) {
@@ -182,6 +204,9 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
       if (fetched) em.pb.depend((*fetched)[g], e);
       cur[g] = experts_done[g] = e;
     }
+    if (p.expert_tensor_parallel)
+      expert_tensor_parallel(em, p, rt, false, pass.second_stream,
+                             em.label(pass.phase, WorkKind::ReduceScatter, "etp_scatter", layer, mb, c), cur);
     run_steps(em, steps_at(p, pass.after_experts), pass.phase, layer, mb, cur);
     if (comm) {
       const auto lx = em.label(pass.phase, WorkKind::AllToAll, pass.second_exchange, layer, mb, c);

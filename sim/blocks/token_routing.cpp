@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "sim/blocks/layer_costs.hpp"
+#include "sim/core/error.hpp"
 
 namespace moesim::blocks {
 
@@ -114,6 +115,60 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
     return source;
   };
 
+  // Expert tensor parallelism needs each group's received copies once all groups are routed.
+  const bool etp = lp.expert_tensor_parallel != nullptr;
+  std::vector<std::vector<double>> received_by_group;
+  // Each ETP group's members (rank r of ETP dispatch groups) compute their slice of the copies all
+  // of them received, and exchange those copies (identical exchanges shared).
+  const auto expert_tensor_parallel = [&](const std::vector<std::vector<double>>& received) {
+    std::vector<std::uint32_t> group_of(gpus, UINT32_MAX), rank_of(gpus, 0);
+    for (std::size_t gi = 0; gi < lp.dispatch.size(); ++gi)
+      for (std::size_t r = 0; r < lp.dispatch[gi].gpus.size(); ++r) {
+        group_of[lp.dispatch[gi].gpus[r]] = static_cast<std::uint32_t>(gi);
+        rank_of[lp.dispatch[gi].gpus[r]] = static_cast<std::uint32_t>(r);
+      }
+    std::map<std::vector<double>, std::size_t> exchanges;
+    std::vector<network::TrafficPtr> gather, scatter;
+    for (const auto& members : lp.expert_tensor_parallel->groups) {
+      const std::uint32_t first = members.front(), rank = rank_of[first];
+      const std::size_t k = members.size();
+      const RankReplicas& rr = replicas_of(lp.dispatch.at(group_of[first]));
+      std::vector<double> tokens(rr[rank].size(), 0.0), brought(k, 0.0);
+      for (std::size_t i = 0; i < k; ++i) {
+        const std::uint32_t gi = group_of[members[i]];
+        if (gi == UINT32_MAX || rank_of[members[i]] != rank)
+          invariant_failed("an expert-tensor-parallel group outside its layer's EP ranks");
+        for (std::size_t j = 0; j < rr[rank].size(); ++j) {
+          const auto [e, share] = rr[rank][j];
+          tokens[j] += received[gi][e] * share;
+          brought[i] += received[gi][e] * share * m.hidden * b / chunks;
+        }
+      }
+      for (const std::uint32_t g : members) {
+        Time t = 0;
+        if (ip.role(g) & parallel::kRunsExperts)
+          for (const double x : tokens) t += expert_ffn(g, x / chunks);
+        out.expert_forward[g] = t;
+      }
+      auto [found, fresh] = exchanges.try_emplace(brought, gather.size());
+      if (fresh) {
+        std::vector<double> bytes(k * k, 0.0);
+        for (std::size_t i = 0; i < k; ++i)
+          for (std::size_t j = 0; j < k; ++j)
+            if (i != j) bytes[i * k + j] = brought[i];
+        auto g = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(static_cast<std::uint32_t>(k), std::move(bytes)));
+        scatter.push_back(std::make_shared<network::TrafficMatrix>(g->transposed()));
+        gather.push_back(std::move(g));
+      }
+      out.etp_gather.push_back(gather[found->second]);
+      out.etp_scatter.push_back(scatter[found->second]);
+    }
+    if (gather.size() == 1) {
+      out.etp_gather.resize(1);
+      out.etp_scatter.resize(1);
+    }
+  };
+
   if (!sampled) {
     // Every source sends exactly its expected copies: the same plan for all of them.
     const auto plan = workload::plan_dispatch(popularity, lp.gate_tokens, m.top_k, t.capacity_factor);
@@ -137,6 +192,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
         received[e] = plan.kept_per_expert[e] * sources;
         out.expert_tokens[e] += received[e];
       }
+      if (etp) received_by_group.push_back(received);
       Shared& sh = shared[{group.replicas.get(), source}];
       if (!sh.dispatch) {
         std::vector<double> a(n, 0.0), q(n, 0.0);
@@ -166,67 +222,69 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
       out.dispatch.resize(1);
       out.combine.resize(1);
     }
-    return out;
-  }
-  Rng rng = ctx.routing.sampler(it, layer, mb);
-  std::map<const parallel::ReplicaTable*, ExpertBins> bins_of_table;
-  for (const auto& group : lp.dispatch) {
-    const std::uint32_t n = static_cast<std::uint32_t>(group.gpus.size());
-    const std::vector<bool> source = sources_of(group);
-    std::vector<double> bytes(static_cast<std::size_t>(n) * n, 0.0), received(m.experts, 0.0);
-    const double bytes_per_copy = m.hidden * b / chunks;
-    if (capacity > 0) {
-      // Capacity applies per source and expert: each source draws over the experts.
-      for (std::uint32_t src = 0; src < n; ++src) {
-        if (!source[src]) continue;
-        const auto plan = workload::apply_capacity(workload::sample_copies(popularity, copies, rng), capacity);
-        out.dropped_copies += plan.dropped;
-        out.routed_copies += plan.kept + plan.dropped;
-        for (int e = 0; e < m.experts; ++e) {
-          for (const parallel::Replica& rep : group.replicas->of_expert[e])
-            bytes[static_cast<std::size_t>(src) * n + rep.rank] += plan.kept_per_expert[e] * rep.share * bytes_per_copy;
-          received[e] += plan.kept_per_expert[e];
+  } else {
+    Rng rng = ctx.routing.sampler(it, layer, mb);
+    std::map<const parallel::ReplicaTable*, ExpertBins> bins_of_table;
+    for (const auto& group : lp.dispatch) {
+      const std::uint32_t n = static_cast<std::uint32_t>(group.gpus.size());
+      const std::vector<bool> source = sources_of(group);
+      std::vector<double> bytes(static_cast<std::size_t>(n) * n, 0.0), received(m.experts, 0.0);
+      const double bytes_per_copy = m.hidden * b / chunks;
+      if (capacity > 0) {
+        // Capacity applies per source and expert: each source draws over the experts.
+        for (std::uint32_t src = 0; src < n; ++src) {
+          if (!source[src]) continue;
+          const auto plan = workload::apply_capacity(workload::sample_copies(popularity, copies, rng), capacity);
+          out.dropped_copies += plan.dropped;
+          out.routed_copies += plan.kept + plan.dropped;
+          for (int e = 0; e < m.experts; ++e) {
+            for (const parallel::Replica& rep : group.replicas->of_expert[e])
+              bytes[static_cast<std::size_t>(src) * n + rep.rank] += plan.kept_per_expert[e] * rep.share * bytes_per_copy;
+            received[e] += plan.kept_per_expert[e];
+          }
         }
-      }
-    } else {
-      // Dropless: each source draws over the bins of experts placed alike (a rank's experts under
-      // EP), and each bin's copies from all sources are split over its experts in one draw. A
-      // multinomial's counts, grouped, are multinomial over the groups, and the sources' draws
-      // within a bin add up to one multinomial of their total, so this is the same distribution
-      // as a draw per source and expert, at (sources × bins + experts) draws instead of
-      // sources × experts.
-      auto [found, fresh] = bins_of_table.try_emplace(group.replicas.get());
-      if (fresh) found->second = ExpertBins(*group.replicas);
-      const ExpertBins& bins = found->second;
-      const std::size_t nb = bins.experts.size();
-      std::vector<double> bin_popularity(nb, 0.0), total(nb, 0.0);
-      for (std::size_t k = 0; k < nb; ++k)
-        for (int e : bins.experts[k]) bin_popularity[k] += popularity[e];
-      for (std::uint32_t src = 0; src < n; ++src) {
-        if (!source[src]) continue;
-        const std::vector<double> counts = workload::sample_copies(bin_popularity, copies, rng);
+      } else {
+        // Dropless: each source draws over the bins of experts placed alike (a rank's experts under
+        // EP), and each bin's copies from all sources are split over its experts in one draw. A
+        // multinomial's counts, grouped, are multinomial over the groups, and the sources' draws
+        // within a bin add up to one multinomial of their total, so this is the same distribution
+        // as a draw per source and expert, at (sources × bins + experts) draws instead of
+        // sources × experts.
+        auto [found, fresh] = bins_of_table.try_emplace(group.replicas.get());
+        if (fresh) found->second = ExpertBins(*group.replicas);
+        const ExpertBins& bins = found->second;
+        const std::size_t nb = bins.experts.size();
+        std::vector<double> bin_popularity(nb, 0.0), total(nb, 0.0);
+        for (std::size_t k = 0; k < nb; ++k)
+          for (int e : bins.experts[k]) bin_popularity[k] += popularity[e];
+        for (std::uint32_t src = 0; src < n; ++src) {
+          if (!source[src]) continue;
+          const std::vector<double> counts = workload::sample_copies(bin_popularity, copies, rng);
+          for (std::size_t k = 0; k < nb; ++k) {
+            out.routed_copies += counts[k];
+            total[k] += counts[k];
+            for (const parallel::Replica& rep : bins.replicas[k])
+              bytes[static_cast<std::size_t>(src) * n + rep.rank] += counts[k] * rep.share * bytes_per_copy;
+          }
+        }
         for (std::size_t k = 0; k < nb; ++k) {
-          out.routed_copies += counts[k];
-          total[k] += counts[k];
-          for (const parallel::Replica& rep : bins.replicas[k])
-            bytes[static_cast<std::size_t>(src) * n + rep.rank] += counts[k] * rep.share * bytes_per_copy;
+          if (total[k] <= 0 || bin_popularity[k] <= 0) continue;
+          std::vector<double> within(bins.experts[k].size());
+          for (std::size_t i = 0; i < within.size(); ++i) within[i] = popularity[bins.experts[k][i]] / bin_popularity[k];
+          const std::vector<double> split = workload::sample_copies(within, total[k], rng);
+          for (std::size_t i = 0; i < within.size(); ++i) received[bins.experts[k][i]] += split[i];
         }
       }
-      for (std::size_t k = 0; k < nb; ++k) {
-        if (total[k] <= 0 || bin_popularity[k] <= 0) continue;
-        std::vector<double> within(bins.experts[k].size());
-        for (std::size_t i = 0; i < within.size(); ++i) within[i] = popularity[bins.experts[k][i]] / bin_popularity[k];
-        const std::vector<double> split = workload::sample_copies(within, total[k], rng);
-        for (std::size_t i = 0; i < within.size(); ++i) received[bins.experts[k][i]] += split[i];
-      }
+      const RankReplicas& rr = replicas_of(group);
+      for (std::uint32_t r = 0; r < n; ++r) out.expert_forward[group.gpus[r]] = experts_time(group.gpus[r], rr, r, received);
+      for (int e = 0; e < m.experts; ++e) out.expert_tokens[e] += received[e];
+      if (etp) received_by_group.push_back(received);
+      auto dispatch = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(n, std::move(bytes)));
+      out.combine.push_back(std::make_shared<network::TrafficMatrix>(dispatch->transposed()));
+      out.dispatch.push_back(std::move(dispatch));
     }
-    const RankReplicas& rr = replicas_of(group);
-    for (std::uint32_t r = 0; r < n; ++r) out.expert_forward[group.gpus[r]] = experts_time(group.gpus[r], rr, r, received);
-    for (int e = 0; e < m.experts; ++e) out.expert_tokens[e] += received[e];
-    auto dispatch = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(n, std::move(bytes)));
-    out.combine.push_back(std::make_shared<network::TrafficMatrix>(dispatch->transposed()));
-    out.dispatch.push_back(std::move(dispatch));
   }
+  if (etp) expert_tensor_parallel(received_by_group);
   return out;
 }
 

@@ -8,6 +8,9 @@
 //     expected shares (one factored matrix shared by all groups), as RoutingModel::sampled says.
 //     Without a capacity, a source draws over bins of experts placed alike (a rank's experts) and
 //     each bin's total is split over its experts once: the same multinomial, fewer draws.
+//   - Expert tensor parallel (ETP > 1): each GPU of an ETP group computes its slice of every copy
+//     its group received (over the group's EP groups), so all its members' expert compute is that
+//     of the union; the gather sends each member's copies (hidden·b each) to the others.
 //   - Padded (DeepSpeed's capacity padding, Parm): an even exchange of the plan's bytes and a
 //     fixed expert compute; drops are the capacity overflow of the routing over the gate's tokens.
 #pragma once
@@ -21,6 +24,9 @@ namespace moesim::blocks {
 
 struct LayerRouting {
   std::vector<network::TrafficPtr> dispatch, combine;  // per all-to-all group, or one shared by all
+  // Expert tensor parallelism: per ETP group (or one shared by all), each GPU's received copies
+  // to every other member (the all-gather), and its transpose (the reduce-scatter).
+  std::vector<network::TrafficPtr> etp_gather, etp_scatter;
   std::vector<Time> expert_forward;                    // per GPU, one chunk
   std::vector<double> expert_tokens;                   // per expert: token copies received over all groups
   double routed_copies = 0;                            // token copies routed by all sources (top-k counted k times)

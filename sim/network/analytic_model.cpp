@@ -38,7 +38,7 @@ CollectiveCost AnalyticModel::cost(const CollectiveOp& op, std::span<const std::
     if (const auto* t = std::get_if<TransferPhase>(&phase.work)) accumulate(c, p2p(t->bytes, t->from, t->to));
   }
   const double n = static_cast<double>(members.size());
-  c.pairs = op.kind == CollectiveKind::AllToAll ? op.traffic->pairs()
+  c.pairs = op.traffic ? op.traffic->pairs()
             : op.kind == CollectiveKind::P2P    ? (op.bytes > 0 ? 1 : 0)
                                                 : static_cast<std::uint64_t>(n * (n - 1));
   return c;

@@ -1,5 +1,6 @@
 // A collective operation as the strategies describe it: kind, algorithm, the group of GPUs in rank
-// order, and its size (bytes per rank, or a traffic matrix for all-to-all(v)). Groups are interned
+// order, and its size (bytes per rank, or a traffic matrix for all-to-all(v) and for the uneven
+// all-gather(v) and reduce-scatter(v)). Groups are interned
 // so thousands of collectives over the same EP or DP group share one member list.
 #pragma once
 
@@ -41,7 +42,10 @@ struct CollectiveOp {
   // AllGather: bytes each rank contributes. ReduceScatter/AllReduce: the full buffer on each rank.
   // P2P: bytes sent from rank 0 to rank 1 of the group. HostCopy: bytes copied.
   double bytes = 0;
-  TrafficPtr traffic;    // AllToAll
+  // AllToAll: who sends what to whom. AllGather/ReduceScatter with uneven shares (NCCL's grouped
+  // send/recv, as PyTorch runs all_gather with unequal output splits): each rank's bytes to every
+  // other rank, exchanged directly; `bytes` is then unused.
+  TrafficPtr traffic;
   bool to_host = true;   // HostCopy: device to host (else host to device)
 };
 

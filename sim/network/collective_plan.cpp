@@ -153,6 +153,12 @@ std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<c
       return phases;
     case CollectiveKind::AllGather:
     case CollectiveKind::ReduceScatter:
+      if (op.traffic) {  // uneven shares: one direct exchange
+        if (op.traffic->size() != members.size()) invariant_failed("uneven collective without a traffic matrix matching its group");
+        phases.push_back({op.kind, ExchangePhase{op.traffic}});
+        return phases;
+      }
+      break;
     case CollectiveKind::AllReduce:
       break;
     case CollectiveKind::HostCopy:

@@ -42,7 +42,7 @@ void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time n
   run.started = now;
   const double n = static_cast<double>(members.size());
   run.pairs = members.size() <= 1                        ? 0.0
-              : op.kind == CollectiveKind::AllToAll ? static_cast<double>(op.traffic->pairs())
+              : op.traffic ? static_cast<double>(op.traffic->pairs())
               : op.kind == CollectiveKind::P2P      ? (op.bytes > 0 ? 1.0 : 0.0)
                                                     : n * (n - 1);
   next_phase(engine, r, now);

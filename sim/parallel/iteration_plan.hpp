@@ -143,7 +143,14 @@ struct MoeLayerPlan {
   double padded_token_copies = 0;  // distinct token copies the layer routes per microbatch (drops)
   double gate_tokens = 0;          // tokens the router sees per GPU and microbatch
   double combine_tokens = 0;       // tokens un-permuted and summed per GPU and microbatch
-  double expert_ffn_hidden = 0;    // FFN size of the expert slice a GPU computes (M, or M/N_ESP)
+  double expert_ffn_hidden = 0;    // FFN size of the expert slice a GPU computes (M, or M/N_ESP, M/ETP)
+  // Expert tensor parallelism (Megatron-Core's alltoall token dispatcher with ETP > 1): the GPUs
+  // of an ETP group (the same EP rank of ETP different EP groups) each hold a 1/ETP column slice
+  // of the same experts. After the dispatch they all-gather the token copies each received (uneven
+  // shares), compute their slice of all of them, and reduce-scatter the partial outputs back to
+  // the GPU that received each token before the combine; the backward runs the same pair. Null
+  // when ETP is 1; otherwise the ETP groups of this layer's stage.
+  FamilyPtr expert_tensor_parallel;
   std::array<std::vector<CollectiveStep>, kMoePoints> at;
   // Forward: the combine all-to-all with this gather; backward: the second all-to-all.
   std::shared_ptr<const PhasedGather> phased_gather;

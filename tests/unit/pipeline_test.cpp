@@ -243,7 +243,9 @@ TEST(TensorParallel, SharedExpertsAreATensorParallelMlpBesideTheExchanges) {
   for (const auto& t : sim.task_log().tasks()) {
     if (t.end < 0 || t.gpu != 0 || t.label.phase != engine::Phase::Forward || t.label.layer != 1) continue;
     const std::string name = sim.engine().names()[t.label.name];
-    if (name == "shared_expert") EXPECT_EQ(t.end - t.start, cm.gemm(128, 256, 256) + cm.gemm(128, 256, 256));  // 128 tokens, H→M/2, M/2→H
+    if (name == "shared_expert") {
+      EXPECT_EQ(t.end - t.start, cm.gemm(128, 256, 256) + cm.gemm(128, 256, 256));  // 128 tokens, H→M/2, M/2→H
+    }
     if (name == "TP-ReduceScatter" && t.stream == sim.engine().stream_specs().size() - 1) shared_end = t.end;
     if (name == "combine_output") output_start = t.start;
   }
@@ -292,8 +294,12 @@ TEST(ContextParallel, AttentionRunsAsARingOverTheSequenceShards) {
   for (const auto& t : sim.task_log().tasks()) {
     if (t.end < 0 || t.gpu != 0 || t.label.layer != 0 || t.label.phase != engine::Phase::Forward) continue;
     const std::string name = sim.engine().names()[t.label.name];
-    if (name == "attention") EXPECT_TRUE(t.end - t.start == qkv || t.end - t.start == out) << t.end - t.start;
-    if (name == "attention_core") EXPECT_EQ(t.end - t.start, step);
+    if (name == "attention") {
+      EXPECT_TRUE(t.end - t.start == qkv || t.end - t.start == out) << t.end - t.start;
+    }
+    if (name == "attention_core") {
+      EXPECT_EQ(t.end - t.start, step);
+    }
     if (name == "CP-KV") ring_end = t.end;
     if (name == "attention_core" && t.label.chunk == 1) second_step_start = t.start;
     ++forward[name];
@@ -305,6 +311,85 @@ TEST(ContextParallel, AttentionRunsAsARingOverTheSequenceShards) {
   const auto c = sim.results_json()["network"]["collectives"];
   EXPECT_EQ(c["all_to_all"]["count"].get<double>(), 2 * 2 + 4);
   EXPECT_DOUBLE_EQ(c["all_to_all"]["bytes"].get<double>(), 2 * 2 * 65536.0 + 2 * 2 * 131072.0 + 4 * 2 * 16384.0);
+}
+
+}  // namespace
+}  // namespace moesim
+
+namespace moesim {
+namespace {
+
+TEST(ExpertTensorParallel, EachGpuComputesItsSliceOfItsGroupsTokens) {
+  // 4 GPUs, etp 2 × ep 2 (edp 1, dp 4: each GPU routes its own 128 tokens), one MoE layer of 4
+  // experts, top-1, uniform: expert rank = etp + 2·ep (Megatron-Core), so the EP groups are
+  // {0, 2} and {1, 3} and the ETP groups {0, 1} and {2, 3}; GPUs 0 and 1 both hold experts 0 and
+  // 1, each a 1/2 column slice (M/2 = 256). GPU 0 receives 32 copies per expert from itself and
+  // from GPU 2 (64 per expert), GPU 1 likewise from its EP group; the ETP all-gather brings each
+  // the other's 2·64 copies of 512 B = 65536 B, and each computes both experts on all 128 copies
+  // of each at half width: 2 × (128×256×256 + 128×256×256) GeMMs, the same FLOPs as one whole
+  // expert of 128 copies at ep 4. The partial outputs go back by a reduce-scatter of the same
+  // 65536 B per rank. Forward and backward: 4 all-gathers and 4 reduce-scatters over the two ETP
+  // groups, 131072 B each; the dispatch sends the 64 copies for the peer's experts, 32768 B per
+  // rank, 4 exchanges over each EP group.
+  auto doc = schema::Json::parse(test::kSmallEp);
+  doc["model"]["dense_layers"] = 1;
+  doc["parallel"] = {{"ep", 2}, {"etp", 2}};
+  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  sim.run(test::with_task_log());
+  const auto sc = test::scenario_from(doc.dump());
+  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  const Time expert = 2 * (cm.gemm(128, 256, 256) + cm.gemm(128, 256, 256));
+  Time gathered = -1, experts_start = -1, experts_end = -1, scattered_start = -1, scattered_end = -1, combine_start = -1;
+  int expert_tasks = 0;
+  for (const auto& t : sim.task_log().tasks()) {
+    if (t.end < 0 || t.label.phase != engine::Phase::Forward || t.label.layer != 1) continue;
+    const std::string name = sim.engine().names()[t.label.name];
+    if (name == "experts") {
+      EXPECT_EQ(t.end - t.start, expert) << "GPU " << t.gpu;
+      ++expert_tasks;
+    }
+    if (t.gpu != 0) continue;
+    if (name == "etp_gather") gathered = t.end;
+    if (name == "experts") std::tie(experts_start, experts_end) = std::pair{t.start, t.end};
+    if (name == "etp_scatter") std::tie(scattered_start, scattered_end) = std::pair{t.start, t.end};
+    if (name == "combine") combine_start = t.start;
+  }
+  EXPECT_EQ(expert_tasks, 4);
+  EXPECT_GT(gathered, 0);
+  EXPECT_GE(experts_start, gathered);
+  EXPECT_GE(scattered_start, experts_end);
+  EXPECT_GE(combine_start, scattered_end);
+  const auto c = sim.results_json()["network"]["collectives"];
+  EXPECT_EQ(c["all_gather"]["count"].get<double>(), 4);
+  EXPECT_EQ(c["reduce_scatter"]["count"].get<double>(), 4);
+  EXPECT_DOUBLE_EQ(c["all_gather"]["bytes"].get<double>(), 4 * 131072.0);
+  EXPECT_DOUBLE_EQ(c["reduce_scatter"]["bytes"].get<double>(), 4 * 131072.0);
+  EXPECT_EQ(c["all_to_all"]["count"].get<double>(), 8);
+  EXPECT_DOUBLE_EQ(c["all_to_all"]["bytes"].get<double>(), 8 * 2 * 32768.0);
+}
+
+TEST(ExpertTensorParallel, SplitsTheExpertWeightsAndTheirGradients) {
+  // 8 GPUs, dp 8, two MoE layers of 4 experts of P parameters. ep 2: each GPU holds 2 whole
+  // experts (2P), its expert-data-parallel groups have 4 GPUs (8 / 2), and a ring all-reduce
+  // over n ranks of S bytes sends 2(n − 1)·S in all: 2 groups × 2·3·2P·b = 24P·b per layer.
+  // etp 2 × ep 2: each GPU holds 2 half experts (P), EDP groups of 2 (8 / 4): 4 × 2·1·P·b =
+  // 8P·b per layer. The dense gradients (dp 8) are the same, so the totals differ by
+  // 2 layers × 16P·b; the GPU's expert weights halve.
+  auto base = schema::Json::parse(test::kSmallEp);
+  base["cluster"]["levels"][0]["count"] = 8;
+  auto etp = base, ep = base;
+  etp["parallel"] = {{"ep", 2}, {"etp", 2}};
+  ep["parallel"] = {{"ep", 2}};
+  simulation::Simulation a(test::scenario_from(etp.dump())), b(test::scenario_from(ep.dump()));
+  a.run();
+  b.run();
+  const auto sc = test::scenario_from(base.dump());
+  const double p = sc.model.expert_params(), width = 2;
+  const auto all_reduce = [](simulation::Simulation& s) {
+    return s.results_json()["network"]["collectives"]["all_reduce"]["bytes"].get<double>();
+  };
+  EXPECT_NEAR(all_reduce(b) - all_reduce(a), 2 * 16 * p * width, 1e-6 * all_reduce(b));
+  EXPECT_DOUBLE_EQ(b.memory()[0].weights - a.memory()[0].weights, 2 * p * width);
 }
 
 }  // namespace

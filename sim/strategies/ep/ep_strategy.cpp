@@ -72,11 +72,6 @@ void EpStrategy::check(const StrategyContext& ctx) const {
   if (sizes.ep > 0 && options_.ep_size > 0 && sizes.ep != options_.ep_size)
     throw InputError("", "$.parallel.ep", fmt::format("parallel.ep {} and strategy.ep_size {} disagree", sizes.ep, options_.ep_size),
                      "give the expert-parallel size once");
-  if (sizes.etp > 1)
-    throw InputError("", "$.parallel.etp",
-                     "expert tensor parallelism (the tokens' all-gather and reduce-scatter around the split experts) is "
-                     "not simulated yet",
-                     "use etp 1 (Megatron-Core's recommendation for fine-grained MoE)");
   if (!ctx.parallel.trivial() || sizes.ep > 0) {
     parallel::LayoutSizes s = sizes;
     s.ep = ep_size(ctx);
@@ -147,7 +142,7 @@ parallel::PlanPtr EpStrategy::plan(const StrategyContext& ctx, int, const parall
   expert_grads.name = "expert_grads";
   expert_grads.kind = network::CollectiveKind::AllReduce;
   expert_grads.algorithm = ctx.all_reduce_algorithm;
-  expert_grads.bytes = (m.experts / n) * m.expert_params() * ctx.dtype_bytes();
+  expert_grads.bytes = (m.experts / n) * m.expert_params() / lay.sizes().etp * ctx.dtype_bytes();
   expert_grads.groups = parallel::family(std::move(edp));
   expert_grads.stream = parallel::StreamRole::Gradient;
   if (ctx.parallel.sharding != parallel::Sharding::None && lay.edp() > 1) {

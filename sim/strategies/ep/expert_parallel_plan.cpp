@@ -115,6 +115,7 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
   // One MoE layer plan per stage, with the all-to-all groups inside it.
   const bool sp = ctx.parallel.sequence_parallel && sizes.tp > 1;
   std::vector<std::shared_ptr<parallel::MoeLayerPlan>> per_stage(sizes.pp);
+  const auto etp_groups = sizes.etp > 1 ? layout.groups(parallel::Dim::Etp) : std::vector<std::vector<std::uint32_t>>{};
   for (int s = 0; s < sizes.pp; ++s) {
     auto moe = std::make_shared<parallel::MoeLayerPlan>();
     for (const auto& g : in.groups)
@@ -125,6 +126,12 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
     // context parallelism splits the sequence too.
     moe->gate_tokens = moe->combine_tokens = t.tokens_per_microbatch() / sizes.cp / (sp ? sizes.tp : 1);
     moe->expert_ffn_hidden = m.ffn_hidden / sizes.etp;
+    if (sizes.etp > 1) {
+      std::vector<std::vector<std::uint32_t>> in_stage;
+      for (const auto& g : etp_groups)
+        if (layout.stage_of(g.front()) == s) in_stage.push_back(g);
+      moe->expert_tensor_parallel = parallel::family(std::move(in_stage));
+    }
     moe->fetch = in.fetch;
     moe->expert_gradients = in.expert_gradients;
     moe->expert_param_gather = in.expert_param_gather;
@@ -206,7 +213,8 @@ std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n,
       in.gradient_params = in.optimizer_params + largest;
     }
     in.tokens = ctx.training.tokens_per_microbatch() / sizes.cp;
-    in.expert_tokens_per_layer = busiest;
+    // Under ETP each GPU computes its slice of the copies its whole ETP group received.
+    in.expert_tokens_per_layer = busiest * sizes.etp;
     in.tensor_parallel = sizes.tp;
     in.sequence_parallel = sp;
     in.expert_ffn_hidden = m.ffn_hidden / sizes.etp;

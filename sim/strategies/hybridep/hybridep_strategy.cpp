@@ -255,7 +255,7 @@ parallel::PlanPtr HybridEpStrategy::plan(const StrategyContext& ctx, int, const 
     for (int l = 0; l < topo.level_count(); ++l) {
       if (sizes[l] <= 1) continue;
       fetch->steps.push_back({"expert_migration", network::CollectiveKind::AllGather, options_.migration_algorithm, bytes,
-                              families[l], parallel::StreamRole::Side});
+                              families[l], parallel::StreamRole::Side, nullptr});
       bytes *= sizes[l];
     }
     if (compresses())
@@ -272,7 +272,7 @@ parallel::PlanPtr HybridEpStrategy::plan(const StrategyContext& ctx, int, const 
       if (sizes[l] <= 1) continue;
       in.expert_gradients.push_back({"gathered_expert_grads", network::CollectiveKind::ReduceScatter,
                                      options_.migration_algorithm, held * own_expert_bytes(ctx) / ratio, families[l],
-                                     parallel::StreamRole::Gradient});
+                                     parallel::StreamRole::Gradient, nullptr});
       held /= sizes[l];
     }
     // The shared expert of the SR compression is all-reduced in backward, asynchronously (§IV-B):

@@ -324,7 +324,7 @@ parallel::PlanPtr ParmStrategy::plan(const StrategyContext& ctx, int, const para
   auto moe = std::make_shared<parallel::MoeLayerPlan>();
   const auto step = [&](const Communication& c, const parallel::FamilyPtr& family, double n, std::string name, StreamRole stream) {
     parallel::CollectiveStep st{std::move(name), network::CollectiveKind::AllGather, network::Algorithm::Ring, c.bytes / n,
-                                family, stream};
+                                family, stream, nullptr};
     if (c.collective == Collective::AllReduce) {
       st.kind = network::CollectiveKind::AllReduce;
       st.algorithm = ctx.all_reduce_algorithm;
