@@ -2,8 +2,10 @@
 // collective ends α-β time later. Accumulates network statistics for the report.
 #pragma once
 
-#include <map>
 #include <tuple>
+#include <unordered_map>
+
+#include <boost/container_hash/hash.hpp>
 
 #include "sim/engine/engine.hpp"
 #include "sim/network/analytic_model.hpp"
@@ -30,7 +32,7 @@ class AnalyticExecutor final : public NetworkExecutor {
   const AnalyticModel& model_;
   CollectiveProgram& program_;
   NetworkStats stats_;
-  std::map<Key, CollectiveCost> cache_;
+  std::unordered_map<Key, CollectiveCost, boost::hash<Key>> cache_;
 };
 
 }  // namespace moesim::network
