@@ -119,14 +119,17 @@ TEST_F(Commands, ValidateGoodScenario) {
   const Result r = moesim({"validate", kQuickstart.string()});
   EXPECT_EQ(r.code, 0) << describe(r);
   // Peak memory as results.json's memory.peak_bytes (11977785344 B = 11.16 GiB, pinned in
-  // tests/golden/quickstart.json). Task estimate of ep: G·(microbatches·(layers·(8 + 6·P) + 4) +
-  // 2·layers + 4) = 16·(2·(12·20 + 4) + 28) = 8256 per iteration, × 2 iterations held at once ×
-  // 70 B = 1155840 B = 1.102 MiB. Sampled routing (16 GPUs x 32 experts, under 4M pairs): per MoE
+  // tests/golden/quickstart.json). Task estimate of ep (ep_strategy.cpp, block by block): per GPU
+  // and microbatch each of the 12 MoE layers writes forward and backward its attention, router
+  // and output kernels and, per chunk (P = 2), dispatch, experts and combine: 2·(3 + 2·3) = 18;
+  // the vocabulary ends 4: 220. Per iteration 12 gradient syncs (edp 1), the optimizer's 4 and
+  // the 2 vocabulary gradients: 18. 16·(2·220 + 18) = 7328 tasks per iteration (the run writes
+  // 7264), × 2 iterations held at once × 70 B = 1025920 B = 1002 KiB. Sampled routing (16 GPUs x 32 experts, under 4M pairs): per MoE
   // layer and microbatch a dense 16 x 16 matrix of doubles and its transpose, 2·16²·8 = 4096 B, x 12
-  // layers x 2 microbatches x 2 iterations = 196608 B = 192 KiB; in all 1352448 B = 1.29 MiB.
+  // layers x 2 microbatches x 2 iterations = 196608 B = 192 KiB; in all 1222528 B = 1.166 MiB.
   EXPECT_EQ(r.out, kQuickstart.string() +
                        ": valid (ep on 16 GPUs, HybridEP GPT-Medium MoE, 2 iteration(s); peak GPU memory 11.16 GiB, "
-                       "run memory about 1.29 MiB (task program 1.102 MiB, sampled routing 192 KiB))\n");
+                       "run memory about 1.166 MiB (task program 1002 KiB, sampled routing 192 KiB))\n");
   EXPECT_EQ(r.err, "");
   EXPECT_TRUE(listing(work_).empty());
 }

@@ -174,10 +174,13 @@ TEST(EpStrategy, SampledRoutingConservesTokensAndVariesPerSource) {
 }
 
 TEST(EpStrategy, RunTooLargeForThisMachineIsRefusedWithTheEstimate) {
-  // 1000 DCs × 8 GPUs, 10000 microbatches. The ep estimate per iteration is
-  // G·(microbatches·(layers·(8 + 6·P) + 4) + 2·layers + 4) = 8000·(10000·172 + 28) = 1.376e10 tasks;
-  // the run holds two iterations at once at 70 B each: 1.376e10 × 2 × 70 ≈ 1.9 TB — refused before
-  // anything is built, whatever the iteration count.
+  // 1000 DCs × 8 GPUs, 10000 microbatches, 12 MoE layers, pipelining degree 1, EP over all 8000
+  // GPUs (edp 1). Per GPU and microbatch each layer writes, forward and backward, its attention
+  // kernel, router and output kernels, and the chunk's dispatch, experts and combine: 2·6 = 12;
+  // the embedding and the head a kernel each way: 4; so 12·12 + 4 = 148. Per iteration each
+  // layer's gradient sync, the optimizer's 4 and the two vocabulary gradients: 18. That is
+  // 8000·(10000·148 + 18) = 1.184e10 tasks; the run holds two iterations at once at 70 B each:
+  // 1.184e10 × 2 × 70 ≈ 1.66 TB — refused before anything is built, whatever the iteration count.
   auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"] = {{"preset", "hybridep-1000dc"}};
   doc["model"] = {{"preset", "gpt-medium-moe"}, {"experts", 8000}};
@@ -188,23 +191,24 @@ TEST(EpStrategy, RunTooLargeForThisMachineIsRefusedWithTheEstimate) {
     sim.check();
     FAIL() << "not refused";
   } catch (const InfeasibleError& e) {
-    EXPECT_NE(std::string(e.what()).find("the run needs about 1.752 TiB of memory (1.752 TiB task program) but this "
+    EXPECT_NE(std::string(e.what()).find("the run needs about 1.508 TiB of memory (1.508 TiB task program) but this "
                                          "process may use"),
               std::string::npos)
         << e.what();
-    EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 8000.0 * (10000 * 172 + 28) * 2 * 70);
+    EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 8000.0 * (10000 * 148 + 18) * 2 * 70);
   }
 }
 
 TEST(EpStrategy, LongRunsNeedNoMoreHostMemoryThanTwoIterations) {
-  // The run loop holds at most two iterations of tasks: 1000 iterations of 1.6 M tasks are
-  // estimated as two (1.6e6 × 2 × 70 B = 224 MB), and accepted.
+  // The run loop holds at most two iterations of tasks: 1000 iterations of 8000·(148 + 18) =
+  // 1.328 M tasks (as in the test above, one microbatch; the run writes 1.296 M) are estimated as
+  // two (1.328e6 × 2 × 70 B = 186 MB), and accepted.
   auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"] = {{"preset", "hybridep-1000dc"}};
   doc["model"] = {{"preset", "gpt-medium-moe"}, {"experts", 8000}};
   doc["training"]["iterations"] = 1000;
   simulation::Simulation sim(test::scenario_from(doc.dump()));
-  EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 1.6e6 * 2 * 70);
+  EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 8000.0 * (148 + 18) * 2 * 70);
 }
 
 TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {

@@ -111,15 +111,51 @@ std::vector<workload::MemoryFootprint> EpStrategy::memory(const StrategyContext&
   return ep::memory(ctx, ep_size(ctx), layout(ctx));
 }
 
-std::size_t tasks_per_iteration(const StrategyContext& ctx, int chunks) {
-  const std::size_t g = ctx.topology.gpu_count();
-  const std::size_t p = static_cast<std::size_t>(chunks);
-  return g * (static_cast<std::size_t>(ctx.training.microbatches) * (ctx.model.layers * (8 + 6 * p) + 4) +
-              ctx.model.layers * 2 + 4);
+std::size_t tasks_per_iteration(const StrategyContext& ctx, int chunks, const std::optional<parallel::ParallelLayout>& layout_in) {
+  const auto& m = ctx.model;
+  const auto& t = ctx.training;
+  const parallel::ParallelLayout layout = layout_in ? *layout_in : parallel::ParallelLayout({}, ctx.topology.gpu_count());
+  const auto& s = layout.sizes();
+  const parallel::PipelinePlan pipeline = pipeline_of(ctx, layout);
+  const bool fsdp = ctx.parallel.sharding == parallel::Sharding::Fsdp;
+  const bool sharded = ctx.parallel.sharding != parallel::Sharding::None;
+  // Tasks a GPU writes per block, as the blocks write them: a tensor-parallel block's
+  // collective members (an all-gather and a reduce-scatter with sequence parallelism, else an
+  // all-reduce), the attention's kernels (with context parallelism its projections, cp steps and
+  // the cp − 1 ring exchanges between them), a MoE layer's router and output kernels around each
+  // chunk's expert kernel and exchanges (two with EP, two more with ETP), its shared experts.
+  const double tp = s.tp > 1 ? (ctx.parallel.sequence_parallel ? 2 : 1) : 0;
+  const double attention = m.attention ? tp + (s.cp > 1 ? 2 + s.cp + (s.cp - 1) : 1) : 0;
+  const bool exchanges = layout_in ? s.ep > 1 : ctx.topology.gpu_count() > 1;  // without a layout EP spans every GPU
+  const double moe = attention + 2 + chunks * (1 + (exchanges ? 2 : 0) + (s.etp > 1 ? 2 : 0)) +
+                     (m.shared_experts > 0 ? 1 + tp : 0);
+  const double dense = attention + 1 + tp;
+  // Per microbatch: forward and backward, the recomputed forward, FSDP's gathers before each and
+  // its reduce-scatter after the backward.
+  const double passes = 2 + (t.recompute == workload::Recompute::Full ? 1 : 0);
+  const double extra = (t.recompute == workload::Recompute::Selective ? 1 : 0) + (fsdp ? 3 : 0);
+  double total = 0;
+  for (int st = 0; st < s.pp; ++st) {
+    const std::vector<int> layers = pipeline.layers_of_stage(st);
+    double per_microbatch = 0, per_iteration = 4;  // the optimizer step and its waits
+    for (const int l : layers) {
+      per_microbatch += passes * (m.is_moe(l) ? moe : dense) + extra;
+      // Gradient sync (dense, and the experts' over edp), and the distributed optimizer's gathers.
+      per_iteration += (1 + (m.is_moe(l) && layout.edp() > 1 ? 1 : 0)) * (sharded ? 2 : 1);
+    }
+    const bool first = st == 0, last = pipeline.stage_of_virtual(pipeline.virtual_stages() - 1) == st;
+    // The vocabulary ends (a kernel and a TP collective each, forward and backward) and their
+    // gradients; the pipeline's sends and receives at each chunk's two boundaries.
+    per_microbatch += ((first ? 1 : 0) + (last ? 1 : 0)) * 2 * (1 + (tp > 0 ? 1 : 0));
+    per_iteration += (first ? 1 : 0) + (last ? 1 : 0);
+    if (s.pp > 1) per_microbatch += 4.0 * s.vp;
+    total += static_cast<double>(layout.stage_size()) * (t.microbatches * per_microbatch + per_iteration);
+  }
+  return static_cast<std::size_t>(total);
 }
 
 std::size_t EpStrategy::tasks_per_iteration(const StrategyContext& ctx) const {
-  return ep::tasks_per_iteration(ctx, options_.pipelining_degree);
+  return ep::tasks_per_iteration(ctx, options_.pipelining_degree, layout(ctx));
 }
 
 parallel::PlanPtr EpStrategy::plan(const StrategyContext& ctx, int, const parallel::RunState&) {

@@ -9,6 +9,8 @@
 // then the optimizer steps.
 #pragma once
 
+#include <optional>
+
 #include "sim/strategies/registry.hpp"
 
 namespace moesim::strategies::ep {
@@ -47,7 +49,9 @@ class EpStrategy final : public Strategy {
   parallel::PlanPtr plan_;  // the same every iteration
 };
 
-// Tasks per iteration of the EP plan with pipelining degree `chunks` (an upper bound).
-std::size_t tasks_per_iteration(const StrategyContext& ctx, int chunks);
+// Tasks per iteration of the EP plan with pipelining degree `chunks` on `layout` (none: every GPU
+// in one stage, data parallel), counted block by block as the blocks write them.
+std::size_t tasks_per_iteration(const StrategyContext& ctx, int chunks,
+                                const std::optional<parallel::ParallelLayout>& layout = std::nullopt);
 
 }  // namespace moesim::strategies::ep
