@@ -34,18 +34,25 @@ void GradientSync::vocabulary(Emission& em, std::string_view name, double params
 }
 
 namespace {
-// One layer's parameters all-gathered on `stream`, its dense ones over the dense groups and then
-// the experts' as its MoE plan says, each after `chain` (updated).
-void gather_layer(Emission& em, int layer, engine::Phase phase, int mb, parallel::StreamRole stream, Frontier& chain) {
+// `params` dense parameters per GPU all-gathered over the dense groups on `stream`, after `chain`
+// (updated): each rank brings its 1/shards.
+void gather_dense(Emission& em, double params, int layer, engine::Phase phase, int mb, parallel::StreamRole stream,
+                  Frontier& chain) {
   const auto& gp = em.plan.gradients;
   parallel::CollectiveStep step;
   step.name = "param_gather";
   step.kind = network::CollectiveKind::AllGather;
   step.algorithm = gp.algorithm;
-  step.bytes = gp.dense_params[layer] * em.ctx.dtype_bytes() / gp.shards;
+  step.bytes = params * em.ctx.dtype_bytes() / gp.shards;
   step.groups = gp.dense_groups;
   step.stream = stream;
   if (step.bytes > 0 && gp.dense_groups) run_step(em, step, phase, layer, mb, chain, chain);
+}
+
+// One layer's parameters all-gathered on `stream`, its dense ones over the dense groups and then
+// the experts' as its MoE plan says, each after `chain` (updated).
+void gather_layer(Emission& em, int layer, engine::Phase phase, int mb, parallel::StreamRole stream, Frontier& chain) {
+  gather_dense(em, em.plan.gradients.dense_params[layer], layer, phase, mb, stream, chain);
   if (!em.plan.moe[layer]) return;
   for (parallel::CollectiveStep expert : em.plan.moe[layer]->expert_param_gather) {
     expert.stream = stream;
@@ -54,18 +61,38 @@ void gather_layer(Emission& em, int layer, engine::Phase phase, int mb, parallel
 }
 }  // namespace
 
-void gather_parameters(Emission& em, const Frontier& anchor, std::vector<Frontier>& gathered) {
+void gather_parameters(Emission& em, const Frontier& anchor, std::vector<Frontier>& gathered, Frontier& embedding,
+                       Frontier& head) {
   const auto& gp = em.plan.gradients;
   const auto& p = em.plan.pipeline;
   gathered.assign(em.plan.moe.size(), {});
+  embedding.clear();
+  head.clear();
   if (!gp.sharded || gp.fsdp) return;
+  if (em.plan.vocabulary) {
+    em.enter_stage(0);
+    embedding = anchor;
+    gather_dense(em, gp.embedding_params, 0, engine::Phase::Optimizer, 0, parallel::StreamRole::Gradient, embedding);
+  }
   for (std::size_t l = 0; l < gathered.size(); ++l) {
     const int layer = static_cast<int>(l);
     em.enter_stage(p.stage_of_layer(layer));
     gathered[l] = anchor;
     gather_layer(em, layer, engine::Phase::Optimizer, 0, parallel::StreamRole::Gradient, gathered[l]);
   }
+  if (em.plan.vocabulary) {
+    em.enter_stage(p.stage_of_virtual(p.virtual_stages() - 1));
+    head = anchor;
+    gather_dense(em, gp.head_params, static_cast<int>(gathered.size()), engine::Phase::Optimizer, 0,
+                 parallel::StreamRole::Gradient, head);
+  }
   em.enter_stage(0);
+}
+
+void gather_vocabulary_parameters(Emission& em, double params, int layer, engine::Phase phase, int mb,
+                                  const Frontier& after, Frontier& out) {
+  out = after;
+  gather_dense(em, params, layer, phase, mb, parallel::StreamRole::ParamGather, out);
 }
 
 void gather_layer_parameters(Emission& em, int layer, engine::Phase phase, int mb, const Frontier& after, Frontier& out) {

@@ -10,14 +10,21 @@
 namespace moesim::blocks {
 
 // The distributed optimizer's parameter all-gathers at the start of an iteration, after `anchor`
-// (each GPU's optimizer step): per layer, its dense parameters over the dense groups, then the
-// plan's expert parameter gathers; `gathered[layer]` is what the layer's first forward waits for.
-// Nothing without sharding.
-void gather_parameters(Emission& em, const Frontier& anchor, std::vector<Frontier>& gathered);
+// (each GPU's optimizer step): the embedding's on the first stage, per layer its dense parameters
+// over the dense groups, then the plan's expert parameter gathers, and the LM head's on the last
+// stage; `gathered[layer]`, `embedding` and `head` are what their first forward waits for.
+// Nothing (empty frontiers) without sharding or with FSDP.
+void gather_parameters(Emission& em, const Frontier& anchor, std::vector<Frontier>& gathered, Frontier& embedding,
+                       Frontier& head);
 // FSDP: one layer's parameters all-gathered on the ParamGather stream after `after`, for its
 // forward or backward of one microbatch; `out` is when they are whole.
 void gather_layer_parameters(Emission& em, int layer, engine::Phase phase, int microbatch, const Frontier& after,
                              Frontier& out);
+
+// FSDP: the embedding's or the LM head's `params` (per GPU) all-gathered on the ParamGather stream
+// after `after`, labelled with `layer`; `out` is when they are whole.
+void gather_vocabulary_parameters(Emission& em, double params, int layer, engine::Phase phase, int microbatch,
+                                  const Frontier& after, Frontier& out);
 
 class GradientSync {
  public:

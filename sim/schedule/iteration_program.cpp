@@ -47,7 +47,7 @@ class Writer {
     Frontier anchor(gpus);
     for (std::uint32_t g = 0; g < gpus; ++g) anchor[g] = pb.engine().stream_tail(g, pb.stream(parallel::StreamRole::Compute));
     blocks::fetch_at_iteration_start(em_, anchor, fetched_);
-    blocks::gather_parameters(em_, anchor, gathered_);
+    blocks::gather_parameters(em_, anchor, gathered_, gathered_embedding_, gathered_head_);
   }
 
   void run(const WorkItem& item);
@@ -71,6 +71,7 @@ class Writer {
   blocks::Emission em_;
   std::vector<Frontier> fetched_;
   std::vector<Frontier> gathered_;  // per layer: its parameters' all-gather (distributed optimizer)
+  Frontier gathered_embedding_, gathered_head_;  // the vocabulary ends' (distributed optimizer)
   std::map<int, Frontier> prefetched_;  // FSDP: the next layer's all-gather, issued with the current layer
   std::vector<Frontier> front_;                            // per microbatch
   std::map<std::pair<int, int>, blocks::LayerRouting> routing_;  // (microbatch, layer), forward to backward
@@ -79,10 +80,25 @@ class Writer {
   blocks::GradientSync sync_;
 };
 
-// The embedding or the LM head, in models with a vocabulary.
+// The embedding or the LM head, in models with a vocabulary. Its first forward waits for its
+// parameters' all-gather under the distributed optimizer; under FSDP each microbatch's forward
+// gathers them (torchtitan wraps them with the root module, which keeps them whole from its
+// forward to its backward: no gather before the backward).
 void Writer::vocabulary(Phase phase, Segment segment, int mb, Frontier& f) {
   if (!plan_.vocabulary) return;
-  if (segment == Segment::Embedding) blocks::embedding(em_, phase, mb, f);
+  const bool embedding = segment == Segment::Embedding;
+  if (phase == Phase::Forward) {
+    const Frontier& gathered = embedding ? gathered_embedding_ : gathered_head_;
+    const int layer = embedding ? 0 : layers_;
+    if (mb == 0 && !gathered.empty()) wait_for(gathered, phase, layer, mb, f);
+    if (plan_.gradients.fsdp) {
+      Frontier ready;
+      const auto& gp = plan_.gradients;
+      blocks::gather_vocabulary_parameters(em_, embedding ? gp.embedding_params : gp.head_params, layer, phase, mb, f, ready);
+      wait_for(ready, phase, layer, mb, f);
+    }
+  }
+  if (embedding) blocks::embedding(em_, phase, mb, f);
   else blocks::lm_head(em_, phase, mb, f);
 }
 

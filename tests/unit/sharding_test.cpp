@@ -94,6 +94,40 @@ TEST(Sharding, FsdpGathersEachLayerForEveryForwardAndBackward) {
   EXPECT_LE(layer1_gather_start, layer0_start + 1);  // in flight while layer 0 runs
 }
 
+TEST(Sharding, VocabularyEndsAreGatheredLikeTheLayers) {
+  // A vocabulary of 1000: the embedding and the LM head hold 1000·256 = 256000 parameters each,
+  // sharded over the dense group of 4 like every dense parameter. A ring all-gather of n ranks
+  // sends (n − 1)·(bytes per rank) from each: 4·3·(256000/4)·2 B = 1536000 B per end.
+  //   distributed optimizer: both ends' updated parameters all-gathered once at the iteration's
+  //     start, 6 + 2 all-gathers; their gradients reduce-scattered in one bucket (one stage holds
+  //     both): 6 + 1;
+  //   FSDP, 2 microbatches: each end gathered before each microbatch's forward (torchtitan keeps
+  //     the root module's parameters whole until its backward): 24 + 2·2.
+  auto zero1 = small("distributed_optimizer"), fsdp = small("fsdp"), plain = small("distributed_optimizer");
+  zero1["model"]["vocab"] = fsdp["model"]["vocab"] = 1000;
+  fsdp["training"]["microbatches"] = 2;
+  simulation::Simulation a(test::scenario_from(zero1.dump())), b(test::scenario_from(plain.dump()));
+  a.run(test::with_task_log());
+  b.run();
+  const auto ca = a.results_json()["network"]["collectives"], cb = b.results_json()["network"]["collectives"];
+  EXPECT_EQ(ca["all_gather"]["count"].get<double>(), 6 + 2);
+  EXPECT_EQ(ca["reduce_scatter"]["count"].get<double>(), 6 + 1);
+  EXPECT_DOUBLE_EQ(ca["all_gather"]["bytes"].get<double>() - cb["all_gather"]["bytes"].get<double>(), 2 * 1536000.0);
+  // The embedding's first forward waits for its gather.
+  Time gather_end = -1, embedding_start = -1;
+  for (const auto& t : a.task_log().tasks()) {
+    if (t.end < 0 || t.gpu != 0) continue;
+    const std::string name = a.engine().names()[t.label.name];
+    if (name == "param_gather" && t.label.layer == 0 && gather_end < 0) gather_end = t.end;
+    if (name == "embedding" && t.label.phase == engine::Phase::Forward && t.label.microbatch == 0) embedding_start = t.start;
+  }
+  ASSERT_GT(gather_end, 0);
+  EXPECT_GE(embedding_start, gather_end);
+  simulation::Simulation c(test::scenario_from(fsdp.dump()));
+  c.run();
+  EXPECT_EQ(c.results_json()["network"]["collectives"]["all_gather"]["count"].get<double>(), 24 + 4);
+}
+
 TEST(Sharding, MemoryOfEachOptimizer) {
   // Per GPU (see above): 527360 dense and 1048576 expert parameters, 263680 + 524288 = 787968 in
   // the larger layer; bf16 weights and gradients, Adam 12 B per parameter.
