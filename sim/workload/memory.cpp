@@ -21,10 +21,20 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   // recomputes them in the backward.
   const bool keep_scores = !in.flash_attention && t.recompute == Recompute::None;
   const double scores = keep_scores ? 5.0 * m.heads * t.sequence_length * in.tokens : 0.0;
+  // Korthikanti's 11·sbh of attention, by what it keeps per token: the QKV projection's input
+  // (2h), Q, K and V (2 bytes per column each), the output projection's input (2 per column) and
+  // its dropout mask (h): 3h + 2·(query + key + value + output widths), 11h for multi-head
+  // attention of head_dim h/a, less for GQA's narrower K and V, more for wider heads (Qwen3's
+  // 128 at h 2048 and 32 heads). MLA (DeepSeek-V2 §2.1) also keeps its latents before and after
+  // their norms, 2·(2·q_lora + 2·kv_lora + rope), whole on every TP rank (the down projections
+  // are not split); the 4·sbh of the norms stay as they are.
+  const double core = 3.0 * m.hidden + 2.0 * (m.query_width() + m.key_width() + m.value_width() + m.output_width());
+  const double latent = m.mla ? 4.0 * m.mla->q_lora_rank + 4.0 * m.mla->kv_lora_rank + 2.0 * m.mla->qk_rope_head_dim : 0.0;
+  const double tp = in.tensor_parallel;
   const double attention_and_norms =
-      !m.attention             ? 0.0
-      : in.sequence_parallel ? 15.0 / in.tensor_parallel * sbh + scores / in.tensor_parallel
-                             : (11.0 / in.tensor_parallel + 4.0) * sbh + scores / in.tensor_parallel;
+      !m.attention           ? 0.0
+      : in.sequence_parallel ? ((core + 4.0 * m.hidden) / tp + latent) * in.tokens + scores / tp
+                             : (core / tp + 4.0 * m.hidden + latent) * in.tokens + scores / tp;
   const double expert_ffn = in.expert_ffn_hidden > 0 ? in.expert_ffn_hidden : m.ffn_hidden;
   // Dense MLP (19·sbh for a 4h FFN: input 2, fc1 out 8, activation 8, dropout mask 1), written
   // for FFN size d: 2h + 4d + h per token, plus 2d more for the gate of SwiGLU.

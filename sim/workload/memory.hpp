@@ -3,7 +3,8 @@
 // and the activations one microbatch keeps for backward, after Korthikanti et al., "Reducing
 // Activation Recomputation in Large Transformer Models" (2022), §4.1: per layer
 // s·b·h·(34 + 5·a·s/h) bytes in 16-bit, of which 11·sbh attention, 19·sbh MLP, 4·sbh norms and
-// 5·a·s²·b the softmax scores (absent with FlashAttention). MoE blocks replace the MLP term by
+// 5·a·s²·b the softmax scores (absent with FlashAttention); the attention's 11·sbh written by
+// the widths of Q, K, V and the output projection (GQA, explicit head_dim, MLA's latents). MoE blocks replace the MLP term by
 // the expert activations of the tokens a GPU actually receives. A pipeline stage holds its own
 // layers' activations for as many microbatches as its schedule keeps in flight. Recomputation
 // (§5): selective drops the scores; full keeps each layer's input (2·sbh) and one layer whole. With the optimizer on the host

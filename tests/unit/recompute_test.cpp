@@ -43,6 +43,24 @@ TEST(Recompute, MemoryKeptByEachMode) {
   EXPECT_DOUBLE_EQ(activations(small("selective", "v100-sxm2-32gb")), 2 * kLayer);
 }
 
+TEST(Recompute, AttentionActivationsFollowTheProjectionWidths) {
+  // Korthikanti's 11·sbh is, per token, the QKV input 2h, Q, K, V and the output projection's
+  // input at 2 B per column, its dropout mask h: 3·256 + 2·(256 + 256 + 256 + 256) = 2816 = 11h.
+  //   GQA with 1 K/V head of 64: 768 + 2·(256 + 64 + 64 + 256) = 2048, 768 less per token;
+  //   MLA (4 heads, q_lora 64, kv_lora 32, nope 32 + rope 16, v 32): Q and K 4·48 = 192 wide, V
+  //   and the output 4·32 = 128: 768 + 2·640 = 2048, plus its latents before and after their
+  //   norms 4·64 + 4·32 + 2·16 = 416: 2464, 352 less per token.
+  // 128 tokens per GPU, 2 layers, fp16 (1 byte-unit per Korthikanti byte).
+  const double mha = activations(small("none"));
+  auto gqa = small("none");
+  gqa["model"]["kv_heads"] = 1;
+  EXPECT_DOUBLE_EQ(mha - activations(gqa), 2 * 768.0 * 128);
+  auto mla = small("none");
+  mla["model"]["mla"] = {{"q_lora_rank", 64}, {"kv_lora_rank", 32}, {"qk_nope_head_dim", 32},
+                         {"qk_rope_head_dim", 16}, {"v_head_dim", 32}};
+  EXPECT_DOUBLE_EQ(mha - activations(mla), 2 * 352.0 * 128);
+}
+
 Time compute_of(const simulation::Simulation& sim, engine::Phase phase, std::uint32_t gpu = 0) {
   Time total = 0;
   for (const auto& t : sim.task_log().tasks())
@@ -94,10 +112,11 @@ TEST(Recompute, Qwen3With8B200sFitsOnlyWithFullRecomputation) {
   simulation::Simulation sim(test::scenario_from(doc.dump()));
   sim.run();
   EXPECT_LT(sim.memory()[0].total(), 180.0 * (1ULL << 30));
-  // Inputs 48 · 2 · 32768 · 2048 B, plus the largest layer whole: attention and norms
-  // 15·sbh = 1006632960, experts 32768 · 8 copies (each GPU's 16 experts get 1/8 of all)
+  // Inputs 48 · 2 · 32768 · 2048 B, plus the largest layer whole: attention and norms per token
+  // 3H + 2·(Q 32·128 + K 4·128 + V 4·128 + output 32·128) + 4H = 6144 + 18432 + 8192 = 32768,
+  // · 32768 tokens = 1073741824 (MHA's 15·sbh would be 1006632960), experts 32768 · 8 copies (each GPU's 16 experts get 1/8 of all)
   // · (3H + 6M) = 262144 · 10752 = 2818572288, router 2 · 32768 · 128 = 8388608.
-  EXPECT_DOUBLE_EQ(sim.memory()[0].activations, 48 * 2.0 * 32768 * 2048 + 1006632960.0 + 2818572288.0 + 8388608.0);
+  EXPECT_DOUBLE_EQ(sim.memory()[0].activations, 48 * 2.0 * 32768 * 2048 + 1073741824.0 + 2818572288.0 + 8388608.0);
 }
 
 }  // namespace
