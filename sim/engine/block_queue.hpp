@@ -3,17 +3,17 @@
 // record gives the block back for reuse, so a long run cycles through a few blocks instead of
 // allocating per record (std::deque allocates every 512 bytes).
 //
-// Blocks of 2 MiB or more are aligned to 2 MiB and advised for transparent huge pages
-// (madvise(MADV_HUGEPAGE), Linux's "madvise" THP mode, Debian's default): a 9216-GPU program holds
-// 19 M tasks, and with 4 KiB pages the first touch of each page (a fault, the page zeroed) and
-// the TLB misses of walking them cost a fifth of its run time (measured with perf; the README's
-// speed table).
+// Blocks are carved from chunks of 2 MiB (or more) aligned to 2 MiB and advised for transparent
+// huge pages (madvise(MADV_HUGEPAGE), Linux's "madvise" THP mode, Debian's default): a 9216-GPU
+// program holds 19 M tasks, and with 4 KiB pages the first touch of each page (a fault, the page
+// zeroed) and the TLB misses of walking them cost a fifth of its run time (measured with perf;
+// the README's speed table). A chunk is never given back before the queue goes; its blocks are
+// reused, so a long run's memory stays that of the blocks it holds at once.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <deque>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -39,15 +39,15 @@ class BlockQueue {
   bool empty() const { return front_ == end_; }
   bool live(std::uint64_t i) const { return i >= front_ && i < end_; }
 
-  T& operator[](std::uint64_t i) { return blocks_[(i >> kShift) - first_block_].get()[i & (kBlock - 1)]; }
-  const T& operator[](std::uint64_t i) const { return blocks_[(i >> kShift) - first_block_].get()[i & (kBlock - 1)]; }
+  T& operator[](std::uint64_t i) { return blocks_[(i >> kShift) - offset_][i & (kBlock - 1)]; }
+  const T& operator[](std::uint64_t i) const { return blocks_[(i >> kShift) - offset_][i & (kBlock - 1)]; }
 
   T& push_back() {
     if ((end_ & (kBlock - 1)) == 0) {
       if (spare_.empty()) {
         blocks_.push_back(allocate());
       } else {
-        blocks_.push_back(std::move(spare_.back()));
+        blocks_.push_back(spare_.back());
         spare_.pop_back();
       }
     }
@@ -62,36 +62,48 @@ class BlockQueue {
 
  private:
   struct Free {
-    void operator()(T* p) const { std::free(p); }
+    void operator()(void* p) const { std::free(p); }
   };
-  using Block = std::unique_ptr<T, Free>;
   static constexpr std::size_t kHugePage = std::size_t{2} << 20;
   static constexpr std::size_t kBytes = kBlock * sizeof(T);
+  // Each chunk holds this many blocks: 2 MiB's worth, or one block when a block is larger.
+  static constexpr std::size_t kPerChunk = kBytes >= kHugePage ? 1 : kHugePage / kBytes;
+  static constexpr std::size_t kChunkBytes = (kPerChunk * kBytes + kHugePage - 1) / kHugePage * kHugePage;
 
-  // Raw storage for kBlock records (each constructed when pushed).
-  static Block allocate() {
-    const bool huge = kBytes >= kHugePage;
-    const std::size_t align = huge ? kHugePage : alignof(std::max_align_t);
-    const std::size_t bytes = (kBytes + align - 1) / align * align;
-    void* p = std::aligned_alloc(align, bytes);
-    if (!p) throw std::bad_alloc();
+  // Raw storage for kBlock records (each constructed when pushed): the next block of the current
+  // chunk, or a fresh chunk's first.
+  T* allocate() {
+    if (carved_ == kPerChunk || chunks_.empty()) {
+      void* p = std::aligned_alloc(kHugePage, kChunkBytes);
+      if (!p) throw std::bad_alloc();
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (huge) madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without THP the pages stay small
+      madvise(p, kChunkBytes, MADV_HUGEPAGE);  // advice only: without THP the pages stay small
 #endif
-    return Block(static_cast<T*>(p));
+      chunks_.emplace_back(p);
+      carved_ = 0;
+    }
+    return static_cast<T*>(chunks_.back().get()) + kBlock * carved_++;
   }
-  // Gives back the blocks wholly before front_.
+  // Gives back the blocks wholly before front_. Retired blocks leave the front of blocks_ by
+  // advancing head_; the vector is compacted once they are half of it.
   void release() {
-    while (!blocks_.empty() && ((first_block_ + 1) << kShift) <= front_ && ((first_block_ + 1) << kShift) <= end_) {
-      spare_.push_back(std::move(blocks_.front()));
-      blocks_.pop_front();
+    while (head_ < blocks_.size() && ((first_block_ + 1) << kShift) <= front_ && ((first_block_ + 1) << kShift) <= end_) {
+      spare_.push_back(blocks_[head_++]);
       ++first_block_;
+    }
+    if (head_ > 0 && 2 * head_ >= blocks_.size()) {
+      blocks_.erase(blocks_.begin(), blocks_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+      offset_ = first_block_;
     }
   }
 
-  std::deque<Block> blocks_;
-  std::vector<Block> spare_;
-  std::uint64_t first_block_ = 0;  // block number of blocks_.front()
+  std::vector<std::unique_ptr<void, Free>> chunks_;
+  std::size_t carved_ = 0;  // blocks taken from chunks_.back()
+  std::vector<T*> blocks_;  // blocks_[head_] holds block first_block_, blocks_[k] block k + offset_
+  std::vector<T*> spare_;
+  std::size_t head_ = 0;
+  std::uint64_t first_block_ = 0, offset_ = 0;
   std::uint64_t front_ = 0, end_ = 0;
 };
 

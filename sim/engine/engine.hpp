@@ -194,16 +194,15 @@ class Engine {
 
   std::uint32_t gpus_;
   std::vector<StreamSpec> specs_;
-  // Block sizes are multiples of 2 MiB (huge pages; block_queue.hpp).
-  BlockQueue<Task, 15> tasks_;              // live tasks, by id
-  BlockQueue<Collective, 18> collectives_;
-  BlockQueue<TaskId, 19> members_;  // every collective's member tasks, in collective order
+  BlockQueue<Task> tasks_;              // live tasks, by id
+  BlockQueue<Collective, 10> collectives_;
+  BlockQueue<TaskId, 14> members_;  // every collective's member tasks, in collective order
   std::vector<Stream> streams_;
   std::vector<GpuRate> rates_;                      // per GPU, then per host
   std::vector<std::uint32_t> host_of_gpu_;
   std::vector<std::vector<std::uint32_t>> host_gpus_;  // the GPUs of each host
   std::unordered_map<TaskId, Slowed> slowed_;
-  BlockQueue<Edge, 18> edges_;  // never retired: freed edges are reused through free_edge_
+  BlockQueue<Edge, 14> edges_;  // never retired: freed edges are reused through free_edge_
   std::uint32_t free_edge_ = kNone;
   std::vector<TaskId> fresh_;  // added while running, not yet tried
   std::vector<TaskObserver*> observers_;
