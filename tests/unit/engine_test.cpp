@@ -271,3 +271,31 @@ TEST(EngineSmSharing, TasksOnHostStreamsShareTheirHostsCpu) {
   EXPECT_EQ(log.tasks()[c].end, 2 * kMillisecond);
   EXPECT_EQ(log.tasks()[gemm].end, 3 * kMillisecond);
 }
+
+#include "sim/engine/block_queue.hpp"
+
+namespace moesim::engine {
+namespace {
+
+TEST(BlockQueue, RecordsKeepTheirNumbersAndRetiredBlocksAreReused) {
+  // Blocks of 4 records. Push 12 (blocks 0-2), retire the first 8: blocks 0 and 1 are given
+  // back, and the next two blocks pushed (records 12-19) reuse their storage, latest first.
+  BlockQueue<std::uint64_t, 2> q;
+  std::vector<const std::uint64_t*> address;
+  for (std::uint64_t i = 0; i < 12; ++i) {
+    q.push_back() = 100 + i;
+    address.push_back(&q[i]);
+  }
+  for (int i = 0; i < 8; ++i) q.pop_front();
+  EXPECT_EQ(q.front(), 8u);
+  EXPECT_FALSE(q.live(7));
+  for (std::uint64_t i = 12; i < 20; ++i) q.push_back() = 100 + i;
+  for (std::uint64_t i = 8; i < 20; ++i) EXPECT_EQ(q[i], 100 + i);
+  EXPECT_EQ(&q[12], address[4]);  // block 1's storage
+  EXPECT_EQ(&q[16], address[0]);  // block 0's
+  // Records of a 2 MiB-aligned chunk: the first block starts on a 2 MiB boundary.
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(address[0]) % (2u << 20), 0u);
+}
+
+}  // namespace
+}  // namespace moesim::engine
