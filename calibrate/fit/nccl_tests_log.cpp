@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <limits>
 #include <map>
 #include <regex>
 #include <set>
@@ -44,6 +45,15 @@ const std::regex& rank_re() {
   static const std::regex re(R"(^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.*?)\s*$)");
   return re;
 }
+// A Rank line cut short ("#  Rank 71 ..."): its index only.
+const std::regex& rank_index_re() {
+  static const std::regex re(R"(^#\s*Rank\s+(\d+)\b.*$)");
+  return re;
+}
+const std::regex& threads_re() {
+  static const std::regex re(R"(nThread\s+(\d+)\s+nGpus\s+(\d+))");
+  return re;
+}
 const std::regex& name_re() {
   static const std::regex re(R"((all_?reduce|all_?gather|all_?to_?all|reduce_?scatter|send_?recv))", std::regex::icase);
   return re;
@@ -71,10 +81,18 @@ std::optional<double> number(const std::string& t) {
   return std::nullopt;
 }
 
+// Half the last printed digit of a number as nccl-tests printed it ("12.34" → 0.005).
+double half_ulp(const std::string& t) {
+  const auto dot = t.find('.');
+  const auto digits = dot == std::string::npos ? 0 : static_cast<int>(t.size() - dot - 1);
+  return 0.5 * std::pow(10.0, -digits);
+}
+
 struct Row {
   double bytes = 0;
   std::vector<double> times;  // µs, out-of-place then in-place
   double algbw = 0, busbw = 0;
+  double algbw_ulp = 0, busbw_ulp = 0;  // half their last printed digit
   int line = 0;
 };
 
@@ -84,6 +102,8 @@ struct Table {
   std::string preamble;       // text since the previous table
   std::string named;          // collective named by "Collective test starting"
   std::map<int, std::string> rank_hosts;
+  int largest_rank = -1;   // of every Rank line, elided ones too
+  int threads_gpus = 0;    // nThread × nGpus of the preamble
   std::string gpu, nccl, command;
   std::vector<Row> rows;
 };
@@ -138,6 +158,8 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
         if (*alg > r.algbw) {
           r.algbw = *alg;
           r.busbw = *bus;
+          r.algbw_ulp = half_ulp(tok[half + 1]);
+          r.busbw_ulp = half_ulp(tok[half + 2]);
         }
       }
       cur.rows.push_back(std::move(r));
@@ -174,9 +196,20 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
           throw InputError(file, fmt::format("line {}", line_no), fmt::format("rank {} of an impossible job size", rank),
                            "give the log as nccl-tests wrote it");
         target.rank_hosts[std::stoi(rank)] = m[2];
+        target.largest_rank = std::max(target.largest_rank, std::stoi(rank));
         target.gpu = m[3];
         continue;
       }
+      if (std::regex_match(line, m, rank_index_re())) {
+        const std::string rank = m[1];
+        if (rank.size() > 7)
+          throw InputError(file, fmt::format("line {}", line_no), fmt::format("rank {} of an impossible job size", rank),
+                           "give the log as nccl-tests wrote it");
+        target.largest_rank = std::max(target.largest_rank, std::stoi(rank));
+        continue;
+      }
+      if (std::regex_search(line, m, threads_re()) && m[1].length() < 6 && m[2].length() < 6)
+        target.threads_gpus = std::stoi(m[1]) * std::stoi(m[2]);
       if (const auto pos = body.find("Collective test starting:"); pos != std::string::npos)
         if (const auto named = tokens(body.substr(pos + 25)); !named.empty()) target.named = canonical(named[0]);
       target.preamble += body + "\n";
@@ -205,34 +238,62 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
     if (collective.empty())
       throw InputError(file, at, "the log does not say which collective this table measured",
                        "pass --collective all_reduce|all_gather|reduce_scatter|all_to_all|send_recv");
-    // Ranks: from busbw/algbw of the rows with the best-resolved bandwidths.
-    std::vector<const Row*> by_bw;
-    for (const Row& r : t.rows) if (r.algbw > 0) by_bw.push_back(&r);
-    std::sort(by_bw.begin(), by_bw.end(), [](const Row* a, const Row* b) { return a->algbw > b->algbw; });
-    double ratio = 0;
-    const std::size_t use = std::min<std::size_t>(3, by_bw.size());
-    for (std::size_t i = 0; i < use; ++i) ratio += by_bw[i]->busbw / by_bw[i]->algbw / static_cast<double>(use);
-    int ranks = static_cast<int>(t.rank_hosts.size());
-    int from_ratio = 0;
-    if (use > 0 && collective != "send_recv") {
-      const double n = collective == "all_reduce" ? 2.0 / (2.0 - ratio) : 1.0 / (1.0 - ratio);
-      if (std::isfinite(n) && n >= 1.5 && n < 1e5) from_ratio = static_cast<int>(std::lround(n));
-      if (from_ratio < 2 || std::abs(busbw_factor(collective, from_ratio) - ratio) > 5e-3 * ratio)
+    // Ranks: stated, listed, one process's GPUs, or solved from busbw/algbw. The ratio's
+    // uncertainty comes from the printed digits: r = b/a with b ± δb, a ± δa is known to
+    // r·(δb/b + δa/a); the row where that is least decides.
+    const Row* best = nullptr;
+    double best_rel = 0;
+    for (const Row& r : t.rows) {
+      if (r.algbw <= 0 || r.busbw <= 0) continue;
+      const double rel = r.busbw_ulp / r.busbw + r.algbw_ulp / r.algbw;
+      if (!best || rel < best_rel) {
+        best = &r;
+        best_rel = rel;
+      }
+    }
+    int ranks = options.ranks ? *options.ranks
+                : t.largest_rank >= 0 ? t.largest_rank + 1
+                : t.threads_gpus > 1 ? t.threads_gpus
+                                     : 0;
+    const char* said_by = options.ranks ? "--ranks" : t.largest_rank >= 0 ? "the Rank lines" : "nThread × nGpus";
+    if (best && collective != "send_recv") {
+      const double ratio = best->busbw / best->algbw, delta = ratio * best_rel;
+      // n from the ratio: 2/(2 − r) for all_reduce, 1/(1 − r) for the others; increasing in r.
+      const auto n_of = [&](double r) {
+        const double top = collective == "all_reduce" ? 2.0 : 1.0;
+        return r >= top ? std::numeric_limits<double>::infinity() : top / (top - r);
+      };
+      const double lo = n_of(ratio - delta), hi = n_of(ratio + delta);
+      const auto first = static_cast<long long>(std::ceil(lo - 1e-9)),
+                 last = std::isfinite(hi) ? static_cast<long long>(std::floor(hi + 1e-9)) : first + 1000000;
+      if (last < first || last < 2)
         throw InputError(file, at,
-                         fmt::format("busbw/algbw = {:.4f} is not the {} factor of any rank count", ratio, collective),
+                         fmt::format("busbw/algbw = {:.4f} (line {}) is not the {} factor of any rank count", ratio,
+                                     best->line, collective),
                          "check the collective (pass --collective if the log misnames it)");
-      if (ranks == 0) ranks = from_ratio;
-      else if (ranks != from_ratio)
+      if (ranks > 0 && (ranks < first || ranks > last))
         throw InputError(file, at,
-                         fmt::format("busbw/algbw = {:.4f} means {} ranks for {}, but the log lists {} Rank lines", ratio,
-                                     from_ratio, collective, ranks),
-                         "the table is of another collective or rank count; pass --collective or fix the log");
+                         fmt::format("busbw/algbw = {:.4f} (line {}) means {} ranks for {}, but {} say {}", ratio,
+                                     best->line, first == last ? fmt::to_string(first) : fmt::format("{}–{}", first, last),
+                                     collective, said_by, ranks),
+                         "the table is of another collective or rank count; pass --collective or --ranks, or fix the log");
+      if (ranks == 0) {
+        if (first != last)
+          throw InputError(file, at,
+                           fmt::format("busbw/algbw = {:.5f} (line {}, to the printed digits) fits {} ranks from {} to {}: "
+                                       "it cannot tell them apart, and the log lists no Rank lines",
+                                       ratio, best->line, collective, first, last == first + 1000000 ? "any above" : fmt::to_string(last)),
+                           "pass --ranks N (the job's GPU count)");
+        ranks = static_cast<int>(first);
+      }
     }
     if (ranks < 2)
-      throw InputError(file, at, "cannot tell how many ranks ran this table", "keep the `#  Rank N ...` lines of the log");
+      throw InputError(file, at, "cannot tell how many ranks ran this table",
+                       "keep the `#  Rank N ...` lines of the log, or pass --ranks N");
     std::set<std::string> hosts;
     for (const auto& [r, h] : t.rank_hosts) hosts.insert(h);
-    int nodes = static_cast<int>(hosts.size());
+    const bool every_rank_listed = static_cast<int>(t.rank_hosts.size()) == ranks;
+    int nodes = options.nodes ? *options.nodes : every_rank_listed ? static_cast<int>(hosts.size()) : 0;
     if (nodes == 0 && options.gpus_per_node) nodes = (ranks + *options.gpus_per_node - 1) / *options.gpus_per_node;
 
     Series s;

@@ -11,10 +11,15 @@
 //  - the collective: "Collective test starting: NAME", or the last name of a test (all_reduce_perf,
 //    alltoall, "-t all_gather", ...) in the text since the previous table; else the caller's; else
 //    the previous table's (a log usually holds one test);
-//  - the rank count: the Rank lines, checked against busbw/algbw, which nccl-tests sets to the
-//    factors of doc/PERFORMANCE.md (all_reduce 2(n−1)/n, all_gather, reduce_scatter and alltoall
-//    (n−1)/n, sendrecv 1); where rank lines were elided, n is solved from that ratio;
-//  - the nodes: distinct hosts of the Rank lines, else ceil(ranks / gpus_per_node) if given.
+//  - the rank count: the caller's (--ranks), else the largest index of the Rank lines + 1 (also
+//    of lines elided to `#  Rank 71 ...`), else nThread × nGpus when it is above 1 (one process
+//    drives every GPU), else solved from busbw/algbw, which nccl-tests sets to the factors of
+//    doc/PERFORMANCE.md (all_reduce 2(n−1)/n, all_gather, reduce_scatter and alltoall (n−1)/n,
+//    sendrecv 1). The ratio is known only to the printed digits of the two bandwidths: a count
+//    it contradicts is refused, and so is a ratio that fits more than one count (above ~100
+//    ranks (n−1)/n no longer tells n from n ± 1) when nothing else says n;
+//  - the nodes: the caller's (--nodes), else distinct hosts when every rank's line is there,
+//    else ceil(ranks / gpus_per_node) if given.
 // Both halves of a row become samples (in-place times are the same collective); rows of size 0
 // are skipped. Times are in microseconds (the units row must say `(us)`).
 #pragma once
@@ -32,6 +37,8 @@ struct NcclTestsOptions {
   std::string collective;            // used where the log does not name it
   std::optional<int> gpus_per_node;  // to count nodes where the log lists no hosts
   std::optional<int> table;          // keep only this result table (1-based)
+  std::optional<int> ranks;          // the rank count of every table kept (else from the log)
+  std::optional<int> nodes;          // the node count of every table kept
 };
 
 // Throws InputError (file, "table T, line L", problem, fix) on a log it cannot read.

@@ -129,7 +129,7 @@ calibration::Profile build_profile(const std::vector<Measurements>& inputs, cons
     for (const Series& s : m.series) {
       if (s.nodes <= 0)
         throw InputError(s.file, s.where, fmt::format("the nodes of the {} ranks are not known", s.ranks),
-                         "keep the log's `#  Rank ... on HOST` lines or pass --gpus-per-node");
+                         "keep the log's `#  Rank ... on HOST` lines, or pass --gpus-per-node or --nodes");
       Curve& c = curves[Key{s.collective, s.ranks, s.nodes, s.split}];
       if (c.first && c.first->time_unit != s.time_unit)
         throw InputError(s.file, s.where,

@@ -56,11 +56,11 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   if (args.empty() || args[0] != "fit") throw po::error("calibrate: expected `calibrate fit INPUT... --out PROFILE.json`");
   std::vector<std::string> inputs, dtype_as;
   std::string out, name, collective, gpu;
-  int gpus_per_node = 0, table = 0;
+  int gpus_per_node = 0, table = 0, ranks = 0, nodes = 0;
   bool quiet = false;
   po::options_description opts;
   opts.add_options()("out,o", po::value(&out))("name", po::value(&name))("gpu", po::value(&gpu))("collective", po::value(&collective))(
-      "gpus-per-node", po::value(&gpus_per_node))("quiet", po::bool_switch(&quiet))("table", po::value(&table))(
+      "gpus-per-node", po::value(&gpus_per_node))("ranks", po::value(&ranks))("nodes", po::value(&nodes))("quiet", po::bool_switch(&quiet))("table", po::value(&table))(
       "dtype-as", po::value(&dtype_as)->composing())(
       "input", po::value(&inputs)->composing());
   po::positional_options_description pos;
@@ -75,10 +75,15 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   if (std::filesystem::is_directory(out, ec))
     throw InputError("--out", out, "is a folder", "give the profile's file name, e.g. --out calibrations/mine.json");
   if (vm.count("gpus-per-node") && gpus_per_node < 1) throw po::error("--gpus-per-node must be at least 1");
+  if (vm.count("ranks") && (ranks < 2 || ranks > (1 << 20))) throw po::error("--ranks must be between 2 and 1048576");
+  if (vm.count("nodes") && (nodes < 1 || nodes > (1 << 20))) throw po::error("--nodes must be between 1 and 1048576");
+  if (vm.count("nodes") && vm.count("ranks") && nodes > ranks) throw po::error("--nodes cannot exceed --ranks");
 
   calibrate::NcclTestsOptions log_options;
   log_options.collective = collective;
   if (gpus_per_node > 0) log_options.gpus_per_node = gpus_per_node;
+  if (ranks > 0) log_options.ranks = ranks;
+  if (nodes > 0) log_options.nodes = nodes;
   if (vm.count("table")) {
     if (table < 1) throw po::error("--table counts from 1");
     log_options.table = table;

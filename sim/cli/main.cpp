@@ -40,10 +40,11 @@ commands:
                                             row per point to DIR/results.csv; re-run to resume
   presets                                   list models, topologies, GPU kinds and strategies
   calibrate fit INPUT... --out PROFILE.json [--name NAME] [--collective C] [--gpus-per-node N]
-                [--table T] [--gpu NAME] [--dtype-as FROM=TO]
+                [--ranks N] [--nodes N] [--table T] [--gpu NAME] [--dtype-as FROM=TO]
                                             fit a calibration profile from measurements JSON
                                             (calibrate/ binaries), nccl-tests logs (T: one
-                                            result table of a log) or GeMM tables (.csv);
+                                            result table of a log; N: ranks and nodes where
+                                            the log does not list them) or GeMM tables (.csv);
                                             FROM=TO files one dtype's tables under another
                                             (fp32=tf32 for XLA's f32 matmuls)
 

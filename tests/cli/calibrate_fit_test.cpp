@@ -57,8 +57,35 @@ TEST_F(CalibrateFit, BadInputExits2AndWritesNothing) {
   r = moesim({"calibrate", "fit", (work_ / "unit.json").string(), "--out", out.string()});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("$.units.time"), std::string::npos) << r.err;
+  // 1440 ranks of alltoall, no Rank lines: the printed bandwidths cannot tell n from n ± 1.
+  write_text(work_ / "big.log", "# alltoall_perf\n# size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+                                "1000000000 173611 float none -1 10000 100.00 99.93 0 10000 100.00 99.93 0\n");
+  r = moesim({"calibrate", "fit", (work_ / "big.log").string(), "--out", out.string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("big.log: table 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pass --ranks N"), std::string::npos) << r.err;
+  r = moesim({"calibrate", "fit", (work_ / "big.log").string(), "--ranks", "1", "--out", out.string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--ranks must be between 2 and"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(out));
-  EXPECT_EQ(listing(work_), (std::set<std::string>{"anon.log", "few.json", "neg.json", "unit.json"}));
+  EXPECT_EQ(listing(work_), (std::set<std::string>{"anon.log", "big.log", "few.json", "neg.json", "unit.json"}));
+}
+
+TEST_F(CalibrateFit, RanksAndNodesStatedForALogWithoutRankLines) {
+  // The same 1440-rank table with the job's size given: one entry of 1440 ranks on 180 nodes.
+  fs::create_directories(work_);
+  write_text(work_ / "big.log", "# alltoall_perf\n# size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+                                "1000 0 float none -1 400 0.00 0.00 0 400 0.00 0.00 0\n"
+                                "1000000 173 float none -1 500 2.00 2.00 0 500 2.00 2.00 0\n"
+                                "10000000 1736 float none -1 1200 8.33 8.33 0 1200 8.33 8.33 0\n"
+                                "100000000 17361 float none -1 2000 50.00 49.97 0 2000 50.00 49.97 0\n"
+                                "1000000000 173611 float none -1 10000 100.00 99.93 0 10000 100.00 99.93 0\n");
+  const fs::path out = work_ / "p.json";
+  const Result r = moesim({"calibrate", "fit", (work_ / "big.log").string(), "--ranks", "1440", "--nodes", "180", "--out", out.string()});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const auto p = Json::parse(read_text(out));
+  EXPECT_EQ(p.at("collectives")[0].at("ranks"), 1440);
+  EXPECT_EQ(p.at("collectives")[0].at("nodes"), 180);
 }
 
 TEST_F(CalibrateFit, FitsXlasGemmTableIntoAProfile) {

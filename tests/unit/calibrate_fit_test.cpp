@@ -159,7 +159,7 @@ TEST(ProfileBuilder, MeasurementsJsonToProfileRoundTrip) {
 
 TEST(NcclTestsLog, ReadsRanksNodesAndBothColumns) {
   // 09: 8 H100 on one node (Rank lines absent; Open MPI prefixes), all_reduce 8 B .. 16 GiB.
-  const auto s = read_nccl_tests_log(realdata("09_aws_p5_h100_8gpu_nvlink_allreduce_awsbatch.txt"), "09", {.collective = "", .gpus_per_node = 8, .table = {}});
+  const auto s = read_nccl_tests_log(realdata("09_aws_p5_h100_8gpu_nvlink_allreduce_awsbatch.txt"), "09", {.collective = "", .gpus_per_node = 8, .table = {}, .ranks = {}, .nodes = {}});
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].collective, "all_reduce");
   EXPECT_EQ(s[0].ranks, 8);  // busbw/algbw = 2·7/8 = 1.75
@@ -173,7 +173,7 @@ TEST(NcclTestsLog, ReadsRanksNodesAndBothColumns) {
   EXPECT_EQ(a[0].provenance.at("gpu"), "NVIDIA H100 80GB HBM3");
   // 19: six tables, named by markdown labels, sizes of 0 skipped; alltoall busbw/algbw 15/16.
   const auto b = read_nccl_tests_log(realdata("19_b200_hgx_vultr_8gpu_and_2node16gpu_ib_allreduce_allgather_alltoall_fullsweep.txt"),
-                                     "19", {.collective = "", .gpus_per_node = 8, .table = {}});
+                                     "19", {.collective = "", .gpus_per_node = 8, .table = {}, .ranks = {}, .nodes = {}});
   ASSERT_EQ(b.size(), 6u);
   EXPECT_EQ(b[2].collective, "all_to_all");
   EXPECT_EQ(b[5].collective, "all_to_all");
@@ -198,6 +198,52 @@ TEST(NcclTestsLog, RefusesWhatItCannotRead) {
   // No collective named anywhere.
   EXPECT_THROW(read_nccl_tests_log(header + rows, "x.log"), InputError);
   EXPECT_THROW(read_nccl_tests_log("no table here\n", "x.log"), InputError);
+}
+
+TEST(NcclTestsLog, RanksOfElidedRankLinesAndOfOneProcess) {
+  const std::string header = "# size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+                             "# (B) (elements) (us) (GB/s) (GB/s) (us) (GB/s) (GB/s)\n";
+  // alltoall on 72 ranks: busbw/algbw = 71/72; a paste that kept only the last Rank line, cut.
+  const std::string a2a = "1073741824 3728270 float none -1 10000 107.37 105.88 0 10000 107.37 105.88 0\n";
+  const auto cut = read_nccl_tests_log("# alltoall_perf\n#  Rank 71 ...\n" + header + a2a, "x.log");
+  EXPECT_EQ(cut[0].ranks, 72);
+  EXPECT_EQ(cut[0].nodes, 0);  // no hosts known: the profile builder asks for --gpus-per-node
+  // 4 of 64 Rank lines kept, "..." between: 64 ranks; the 2 hosts seen are not the nodes.
+  std::string some;
+  for (int r : {0, 1, 62, 63})
+    some += fmt::format("#  Rank {:2d} Group  0 Pid  {} on node{} device  {} [0x1b] NVIDIA H100 80GB HBM3\n", r, 100 + r,
+                        r < 8 ? 0 : 7, r % 8);
+  const std::string ar64 = "1073741824 268435456 float sum -1 10000 107.37 211.38 0 10000 107.37 211.38 0\n";
+  const auto partial = read_nccl_tests_log("# all_reduce_perf\n" + some + "...\n" + header + ar64, "x.log",
+                                           {.collective = "", .gpus_per_node = 8, .table = {}, .ranks = {}, .nodes = {}});
+  EXPECT_EQ(partial[0].ranks, 64);  // 2·63/64 = 1.96875 = 211.38/107.37 to the digits
+  EXPECT_EQ(partial[0].nodes, 8);
+  // One process driving 8 GPUs (-g 8), no Rank lines: nThread × nGpus.
+  const std::string ar8 = "1073741824 268435456 float sum -1 10000 107.37 187.90 0 10000 107.37 187.90 0\n";
+  const auto single = read_nccl_tests_log("# all_reduce_perf\n# nThread 1 nGpus 8 minBytes 8 maxBytes 1073741824\n" + header + ar8, "x.log");
+  EXPECT_EQ(single[0].ranks, 8);
+}
+
+TEST(NcclTestsLog, RefusesARankCountTheBandwidthsCannotTell) {
+  // alltoall on 1440 ranks: busbw/algbw = 1439/1440. Printed to 2 decimals (100.00 and 99.93),
+  // the ratio 0.9993 is known to ±0.9993·(0.005/99.93 + 0.005/100) = ±9.9965e-5, which
+  // 1/(1 − r) maps to n between 1250.06 and 1666.9, ranks 1251 to 1666: n cannot be told from n ± 1, and moesim refuses rather than guess
+  // (1437 was the guess before). --ranks 1440 says it; --ranks 1000 contradicts the ratio.
+  const std::string log = "# alltoall_perf\n# size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+                          "# (B) (elements) (us) (GB/s) (GB/s) (us) (GB/s) (GB/s)\n"
+                          "1000000000 173611 float none -1 10000 100.00 99.93 0 10000 100.00 99.93 0\n";
+  try {
+    read_nccl_tests_log(log, "x.log");
+    FAIL() << "guessed a rank count";
+  } catch (const InputError& e) {
+    EXPECT_NE(e.problem().find("fits all_to_all ranks from 1251 to 1666"), std::string::npos) << e.problem();
+    EXPECT_NE(e.fix().find("--ranks"), std::string::npos);
+  }
+  const auto stated = read_nccl_tests_log(log, "x.log", {.collective = "", .gpus_per_node = {}, .table = {}, .ranks = 1440, .nodes = 180});
+  EXPECT_EQ(stated[0].ranks, 1440);
+  EXPECT_EQ(stated[0].nodes, 180);
+  EXPECT_THROW(read_nccl_tests_log(log, "x.log", {.collective = "", .gpus_per_node = {}, .table = {}, .ranks = 1000, .nodes = {}}),
+               InputError);
 }
 
 // Held-out prediction on every real log: fit each table on every other message size, predict the
@@ -265,7 +311,7 @@ TEST(NcclTestsLog, HeldOutPredictionOnRealLogs) {
   for (const auto& log : logs) {
     double sum = 0, interpolation = 0;
     int samples = 0;
-    for (const Series& s : read_nccl_tests_log(realdata(log), log, {.collective = "", .gpus_per_node = 8, .table = {}})) {
+    for (const Series& s : read_nccl_tests_log(realdata(log), log, {.collective = "", .gpus_per_node = 8, .table = {}, .ranks = {}, .nodes = {}})) {
       const HeldOutResult r = held_out(s);
       ASSERT_GT(r.samples, 0) << log;
       table += fmt::format("| {} | {} | {} | {} | {} | {} | {:.1f}% | {:.1f}% | {:.1f}% |\n", log.substr(0, 2), s.table,

@@ -51,7 +51,7 @@ inline std::string realdata(const std::string& name) {
 inline calibration::Profile profile_from_log(const std::string& name) {
   calibrate::Measurements m;
   m.file = name;
-  m.series = calibrate::read_nccl_tests_log(realdata(name), name, {.collective = "", .gpus_per_node = 8, .table = {}});
+  m.series = calibrate::read_nccl_tests_log(realdata(name), name, {.collective = "", .gpus_per_node = 8, .table = {}, .ranks = {}, .nodes = {}});
   return calibrate::build_profile({m}, {});
 }
 
