@@ -9,31 +9,15 @@
 #include <set>
 #include <sstream>
 
+#include "sim/calibration/nccl_tests.hpp"
 #include "sim/core/error.hpp"
 
 namespace moesim::calibrate {
 
-double busbw_factor(const std::string& collective, int n) {
-  if (collective == "all_reduce") return 2.0 * (n - 1) / n;
-  if (collective == "send_recv") return 1.0;
-  return static_cast<double>(n - 1) / n;  // all_gather, reduce_scatter, all_to_all
-}
+using calibration::nccl_tests::busbw_factor;
+using calibration::nccl_tests::canonical;
 
 namespace {
-
-// nccl-tests' binary and -t names → moesim's collective names.
-std::string canonical(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (const char* suffix : {"_perf", "_mpi"})
-    if (const auto pos = name.find(suffix); pos != std::string::npos) name.erase(pos);
-  name.erase(std::remove(name.begin(), name.end(), '_'), name.end());
-  if (name == "allreduce") return "all_reduce";
-  if (name == "allgather") return "all_gather";
-  if (name == "reducescatter") return "reduce_scatter";
-  if (name == "alltoall") return "all_to_all";
-  if (name == "sendrecv") return "send_recv";
-  return "";
-}
 
 const std::regex& prefix_re() {
   static const std::regex re(R"(^\s*(\[\d+,\d+\]<std(out|err)>:|\d+:(?=\s)))");

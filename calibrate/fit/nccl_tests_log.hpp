@@ -45,7 +45,4 @@ struct NcclTestsOptions {
 std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string& file,
                                         const NcclTestsOptions& options = {});
 
-// The busbw/algbw factor nccl-tests uses for a collective on n ranks (doc/PERFORMANCE.md).
-double busbw_factor(const std::string& collective, int ranks);
-
 }  // namespace moesim::calibrate

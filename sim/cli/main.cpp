@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "sim/cli/calibrate_command.hpp"
+#include "sim/cli/collective_command.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/output_file.hpp"
 #include "sim/simulation/simulation.hpp"
@@ -39,6 +40,13 @@ commands:
   sweep SCENARIO.json [--out DIR] [--jobs N] run the scenario's sweep grid in parallel, append one
                                             row per point to DIR/results.csv; re-run to resume
   presets                                   list models, topologies, GPU kinds and strategies
+  collective NAME --cluster PRESET|SCENARIO.json [-n GPUS] [-b MIN] [-e MAX] [-f FACTOR]
+             [--network flow|analytic] [--profile PROFILE.json]
+             [--compare LOG [--table T] [--gpus-per-node N]]
+                                            what nccl-tests would measure (NAME: all_reduce,
+                                            all_gather, reduce_scatter, alltoall, sendrecv),
+                                            printed as nccl-tests prints it; LOG: its sizes
+                                            and ranks simulated beside the measured busbw
   calibrate fit INPUT... --out PROFILE.json [--name NAME] [--collective C] [--gpus-per-node N]
                 [--ranks N] [--nodes N] [--table T] [--gpu NAME] [--dtype-as FROM=TO]
                                             fit a calibration profile from measurements JSON
@@ -272,6 +280,7 @@ int main(int argc, char** argv) {
     if (command == "sweep") return cmd_sweep(parse(args, true));
     if (command == "presets") return cmd_presets(parse(args, false));
     if (command == "calibrate") return cli::cmd_calibrate(args);
+    if (command == "collective") return cli::cmd_collective(args);
     std::cerr << "moesim: error: unknown command \"" << command
               << "\"; use run, validate, sweep, presets or calibrate (`moesim --help` shows the usage)\n";
     return 2;

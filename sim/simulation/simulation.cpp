@@ -122,6 +122,23 @@ strategies::StrategyContext Simulation::context() const {
                                      scenario_.parallel};
 }
 
+Time Simulation::time_collective(network::CollectiveOp op, const std::vector<std::uint32_t>& gpus) const {
+  engine::Engine engine(topology_.gpu_count(), 1);
+  network::CollectiveProgram program;
+  op.group = program.groups.intern(gpus);
+  const auto kind = op.kind == network::CollectiveKind::P2P ? engine::WorkKind::P2P : engine::WorkKind::AllReduce;
+  const auto id = engine.add_collective(static_cast<std::uint32_t>(gpus.size()), kind);
+  program.add(id, std::move(op));
+  for (const std::uint32_t g : gpus) engine.add_member(id, g, 0, {});
+  std::unique_ptr<network::NetworkExecutor> executor;
+  if (scenario_.network_model == "flow")
+    executor = std::make_unique<network::FlowExecutor>(topology_, network_->params(), program);
+  else
+    executor = std::make_unique<network::AnalyticExecutor>(*network_, program);
+  engine.run(*executor);
+  return engine.makespan();
+}
+
 double Simulation::host_memory_estimate() const {
   // The run loop writes iteration i + 1 when iteration i starts, and the engine retires what has
   // finished: two iterations of tasks at once, however many iterations run.

@@ -70,6 +70,11 @@ class Simulation {
   // The traced GPUs' tasks, when run with RunOptions::trace.
   void write_trace(std::ostream& out) const;
 
+  // How long one collective takes alone on the scenario's cluster, network model and calibration
+  // (every member ready at time 0, as nccl-tests times it); `op.group` is ignored for `gpus`.
+  Time time_collective(network::CollectiveOp op, const std::vector<std::uint32_t>& gpus) const;
+  const cluster::Topology& topology() const { return topology_; }
+
   // Estimated host memory of the run, in bytes: the task program and the routing matrices, two
   // iterations of each held at once.
   double host_memory_estimate() const;
