@@ -206,7 +206,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
         sh.combine = std::make_shared<network::TrafficMatrix>(sh.dispatch->transposed());
         sh.by_kind_rank.assign(ctx.compute.size() * n, -1);
       }
-      for (std::uint32_t r = 0; r < n; ++r) {
+      for (std::uint32_t r = 0; r < n && !etp; ++r) {  // under ETP costed over the ETP group below
         const std::uint32_t g = group.gpus[r];
         Time& cached = sh.by_kind_rank[topo.kind_index(g) * n + r];
         if (cached < 0) cached = experts_time(g, rr, r, received);
@@ -276,7 +276,8 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
         }
       }
       const RankReplicas& rr = replicas_of(group);
-      for (std::uint32_t r = 0; r < n; ++r) out.expert_forward[group.gpus[r]] = experts_time(group.gpus[r], rr, r, received);
+      if (!etp)  // else costed over the ETP group below
+        for (std::uint32_t r = 0; r < n; ++r) out.expert_forward[group.gpus[r]] = experts_time(group.gpus[r], rr, r, received);
       for (int e = 0; e < m.experts; ++e) out.expert_tokens[e] += received[e];
       if (etp) received_by_group.push_back(received);
       auto dispatch = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(n, std::move(bytes)));
