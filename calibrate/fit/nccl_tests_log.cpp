@@ -219,6 +219,9 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
     }
     if (collective.empty()) collective = options.collective.empty() ? previous : options.collective;
     previous = collective;
+    // --table picks one table: the others' collectives and ranks (which --ranks describes not) are
+    // not checked.
+    if (options.table && t.index + 1 != *options.table) continue;
     if (collective.empty())
       throw InputError(file, at, "the log does not say which collective this table measured",
                        "pass --collective all_reduce|all_gather|reduce_scatter|all_to_all|send_recv");
@@ -303,7 +306,9 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
   if (options.table) {
     const auto it = std::find_if(out.begin(), out.end(), [&](const Series& s) { return s.table == *options.table; });
     if (it == out.end())
-      throw InputError(file, "", fmt::format("no table {} (the log has {} with results)", *options.table, out.size()),
+      throw InputError(file, "",
+                       fmt::format("no table {} (the log has {} with results)", *options.table,
+                                   std::count_if(tables.begin(), tables.end(), [](const Table& t) { return !t.rows.empty(); })),
                        "pass --table between 1 and the number of result tables");
     return {*it};
   }
