@@ -3,7 +3,7 @@ PRESET ?= release
 BUILD := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build run test test-long test-sanitize fuzz-long bench clean
+.PHONY: deps configure build run test test-long test-sanitize fuzz-long bench validate clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -42,6 +42,10 @@ fuzz-long:
 
 bench: build
 	$(BUILD)/tests/moesim_bench
+
+# docs/validation.md: moesim, uncalibrated, against every real measurement in tests/data/realdata.
+validate: build
+	python3 scripts/validate.py --moesim $(BUILD)/moesim
 
 clean:
 	rm -rf build out

@@ -37,7 +37,8 @@ double size_flag(const std::string& flag, const std::string& text) {
 
 // The scenario to simulate on: a scenario file, or a cluster preset with a placeholder model (a
 // collective does not read it).
-scenario::Scenario load(const std::string& cluster, const std::string& network, const std::string& profile, const fs::path& data) {
+scenario::Scenario load(const std::string& cluster, const std::string& network, const std::string& algorithm,
+                        const std::string& profile, const fs::path& data) {
   const scenario::Loader loader(data);
   schema::Json doc;
   std::string file = cluster;
@@ -52,6 +53,7 @@ scenario::Scenario load(const std::string& cluster, const std::string& network, 
     file = "--cluster " + cluster;
   }
   if (!network.empty()) doc["network"]["model"] = network;
+  if (!algorithm.empty()) doc["network"]["all_reduce"] = algorithm;
   if (!profile.empty()) doc["calibration"] = fs::absolute(profile).string();
   return loader.build(loader.resolve(doc, file), file);
 }
@@ -61,13 +63,13 @@ std::string percent(double x) { return fmt::format("{:+.1f}%", 100 * x); }
 }  // namespace
 
 int cmd_collective(const std::vector<std::string>& args) {
-  std::string name, cluster, network, profile, compare, data, min_text = "8", max_text = "128M";
+  std::string name, cluster, network, algorithm, profile, compare, data, min_text = "8", max_text = "128M";
   int gpus = 0, table = 0, gpus_per_node = 0;
   double factor = 2;
   po::options_description opts;
   opts.add_options()("collective", po::value(&name))("cluster", po::value(&cluster))("gpus,n", po::value(&gpus))(
       "minbytes,b", po::value(&min_text))("maxbytes,e", po::value(&max_text))("stepfactor,f", po::value(&factor))(
-      "network", po::value(&network))("profile", po::value(&profile))("compare", po::value(&compare))(
+      "network", po::value(&network))("algorithm", po::value(&algorithm))("profile", po::value(&profile))("compare", po::value(&compare))(
       "table", po::value(&table))("gpus-per-node", po::value(&gpus_per_node))("data", po::value(&data));
   po::positional_options_description pos;
   pos.add("collective", 1);
@@ -79,8 +81,11 @@ int cmd_collective(const std::vector<std::string>& args) {
     throw po::error(fmt::format("collective: \"{}\" is not all_reduce, all_gather, reduce_scatter, alltoall or sendrecv", name));
   if (cluster.empty()) throw po::error("collective: give --cluster PRESET or --cluster SCENARIO.json");
   if (!network.empty() && network != "flow" && network != "analytic") throw po::error("--network is flow or analytic");
+  if (!algorithm.empty() && algorithm != "auto" && algorithm != "ring" && algorithm != "hierarchical" && algorithm != "tree" &&
+      algorithm != "nvls" && algorithm != "direct")
+    throw po::error("--algorithm is auto, ring, hierarchical, tree, nvls or direct (NCCL_ALGO's all-reduce choices)");
   if (!(factor > 1 && factor <= 1024)) throw po::error("--stepfactor must be above 1 (nccl-tests' -f)");
-  const scenario::Scenario sc = load(cluster, network, profile, data.empty() ? scenario::Loader::default_data_dir() : fs::path(data));
+  const scenario::Scenario sc = load(cluster, network, algorithm, profile, data.empty() ? scenario::Loader::default_data_dir() : fs::path(data));
   const simulation::Simulation sim(sc);
   const auto all = static_cast<int>(sim.topology().gpu_count());
 

@@ -41,12 +41,14 @@ commands:
                                             row per point to DIR/results.csv; re-run to resume
   presets                                   list models, topologies, GPU kinds and strategies
   collective NAME --cluster PRESET|SCENARIO.json [-n GPUS] [-b MIN] [-e MAX] [-f FACTOR]
-             [--network flow|analytic] [--profile PROFILE.json]
+             [--network flow|analytic] [--algorithm A] [--profile PROFILE.json]
              [--compare LOG [--table T] [--gpus-per-node N]]
                                             what nccl-tests would measure (NAME: all_reduce,
                                             all_gather, reduce_scatter, alltoall, sendrecv),
                                             printed as nccl-tests prints it; LOG: its sizes
-                                            and ranks simulated beside the measured busbw
+                                            and ranks simulated beside the measured busbw;
+                                            A: all-reduce algorithm (default auto, as
+                                            NCCL's tuner; ring as NCCL_ALGO=Ring)
   calibrate fit INPUT... --out PROFILE.json [--name NAME] [--collective C] [--gpus-per-node N]
                 [--ranks N] [--nodes N] [--table T] [--gpu NAME] [--dtype-as FROM=TO]
                                             fit a calibration profile from measurements JSON

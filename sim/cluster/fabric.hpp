@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/cluster/link_tech.hpp"
 #include "sim/core/units.hpp"
 
 namespace moesim::cluster {
@@ -35,6 +36,7 @@ struct Tier {
   std::uint32_t ports = 1;  // per worker (switch): GPU m of a worker uses port ⌊local(m)·ports/gpus⌋
   Time latency = 0;
   double oversubscription = 1.0;
+  LinkTechPtr link;         // null: an ideal link (link_tech.hpp)
 };
 
 class TierFabric {

@@ -38,6 +38,7 @@ Topology::Topology(std::vector<Level> levels, std::vector<GpuSpec> kinds, std::v
       between.bandwidth = lv.domains.bandwidth;
       between.ports = size * stride_[l];
       between.latency = lv.domains.latency;
+      between.link = lv.domains.link;
       tiers_.push_back(between);
       tier_stride_.push_back(size * stride_[l]);
     }
@@ -50,6 +51,7 @@ Topology::Topology(std::vector<Level> levels, std::vector<GpuSpec> kinds, std::v
     own.ports = lv.ports;
     own.latency = lv.latency;
     own.oversubscription = lv.oversubscription;
+    own.link = lv.link;
     level_tier_.push_back(static_cast<int>(tiers_.size()));
     tiers_.push_back(own);
     tier_stride_.push_back(stride_[l]);

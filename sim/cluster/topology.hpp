@@ -33,6 +33,7 @@ struct Domains {
   std::uint32_t size = 0;  // 0: the whole level is one domain
   Bandwidth bandwidth{};
   Time latency = 0;
+  LinkTechPtr link;  // the technology of the links between domains (null: ideal)
 };
 
 struct Level {
@@ -44,6 +45,7 @@ struct Level {
   double oversubscription = 1.0;
   std::uint32_t ports = 1;  // switch: links the per-worker bandwidth is spread over (a node's NICs)
   Domains domains;
+  LinkTechPtr link;         // how NCCL drives the level's links (null: ideal links)
 };
 
 struct HostSpec {

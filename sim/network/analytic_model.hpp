@@ -11,7 +11,12 @@
 //    the coarsest level the ring crosses plus the slowest level's chunk·β, counting the ring edges
 //    that share a worker's uplink.
 //  - hierarchical all-reduce: reduce-scatter in the node, all-reduce across nodes on S/k,
-//    all-gather in the node.
+//    all-gather in the node, pipelined: latencies add up, and each tier drains what all three put
+//    on it, the slowest tier setting the time (the flow model drains them as one flow).
+//  - NVLS all-reduce: the link's NVLS latency plus S(n+1)/n bytes on each GPU's port at the NVLS
+//    efficiency of the line rate.
+// On tiers whose links name a technology every step runs under the cheapest NCCL protocol
+// (AlphaBetaTable::steps_cost).
 //  - point-to-point: α of the coarsest level crossed plus bytes times the slowest β on the way.
 //  - host copy: the GPU's PCIe latency (and its switch's uplink latency, with hosts described)
 //    plus bytes over the slower of the two.
@@ -32,11 +37,13 @@
 #include "sim/cluster/topology.hpp"
 #include "sim/network/alpha_beta.hpp"
 #include "sim/network/collective.hpp"
+#include "sim/network/collective_plan.hpp"
 
 namespace moesim::network {
 
 struct CollectiveCost {
   Time duration = 0;
+  Time latency = 0;                    // the part of duration that is latency, not draining bytes
   std::vector<double> bytes_by_level;  // bytes whose coarsest crossed tier is t
   std::uint64_t pairs = 0;             // ordered GPU pairs that exchange data (HybridEP Table VII)
   double max_bytes_sent_per_gpu = 0;
@@ -47,17 +54,24 @@ class AnalyticModel {
  public:
   AnalyticModel(const cluster::Topology& topology, AlphaBetaTable params);
   CollectiveCost cost(const CollectiveOp& op, std::span<const std::uint32_t> members) const;
+  // The algorithm an op runs: Auto becomes the cheapest of ring, hierarchical and NVLS for an
+  // all-reduce (ring for the others), Nvls becomes ring where no NVSwitch with NVLS joins the group.
+  Algorithm resolve(const CollectiveOp& op, std::span<const std::uint32_t> members) const;
   const AlphaBetaTable& params() const { return params_; }
   const cluster::Topology& topology() const { return topology_; }
 
  private:
   // One direct exchange: every sender at once; the busiest worker of each level sets its drain.
-  CollectiveCost exchange(CollectiveKind kind, const TrafficMatrix& t, std::span<const std::uint32_t> members) const;
+  // Phases fill `tier_drains` (one per tier and one for the PCIe links) when they are pipelined.
+  CollectiveCost exchange(CollectiveKind kind, const TrafficMatrix& t, std::span<const std::uint32_t> members,
+                          std::span<double> tier_drains = {}) const;
   // Concurrent rings (each a list of GPUs), `steps` steps of `chunk` bytes per ring edge.
   CollectiveCost rings(CollectiveKind kind, const std::vector<std::vector<std::uint32_t>>& rings, double steps,
-                       double chunk) const;
-  CollectiveCost p2p(double bytes, std::uint32_t from, std::uint32_t to) const;
+                       double chunk, std::span<double> tier_drains = {}) const;
+  CollectiveCost p2p(double bytes, std::uint32_t from, std::uint32_t to, std::span<double> tier_drains = {}) const;
   CollectiveCost host_copy(double bytes, std::uint32_t gpu) const;
+  CollectiveCost in_switch(const InSwitchPhase& phase, std::span<double> tier_drains = {}) const;
+  CollectiveCost cost_resolved(const CollectiveOp& op, std::span<const std::uint32_t> members) const;
 
   const cluster::Topology& topology_;
   AlphaBetaTable params_;

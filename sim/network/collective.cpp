@@ -27,6 +27,8 @@ std::string_view to_string(Algorithm a) {
     case Algorithm::Ring: return "ring";
     case Algorithm::Hierarchical: return "hierarchical";
     case Algorithm::Tree: return "tree";
+    case Algorithm::Nvls: return "nvls";
+    case Algorithm::Auto: return "auto";
   }
   return "?";
 }

@@ -18,7 +18,10 @@ enum class CollectiveKind : std::uint8_t { AllToAll, AllGather, ReduceScatter, A
 inline constexpr int kCollectiveKinds = static_cast<int>(CollectiveKind::Count);
 // Tree: all-reduce as NCCL's (double binary) trees: the ring's bytes, but 2·⌈log2 n⌉ latency steps
 // instead of 2(n−1); inside nodes it reduces and gathers by rings, as Hierarchical.
-enum class Algorithm : std::uint8_t { Direct, Ring, Hierarchical, Tree };
+// Nvls: all-reduce inside one NVSwitch by NVLink SHARP (cluster/link_tech.hpp), where the links
+// have it (else a ring). Auto: as NCCL's tuner, the cheapest the analytic model finds of ring,
+// hierarchical (pipelined, NVLS inside nodes where it exists) and NVLS.
+enum class Algorithm : std::uint8_t { Direct, Ring, Hierarchical, Tree, Nvls, Auto };
 std::string_view to_string(CollectiveKind k);
 std::string_view to_string(Algorithm a);
 

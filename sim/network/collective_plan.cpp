@@ -117,8 +117,18 @@ CollectivePhase ring(CollectiveKind kind, std::vector<std::vector<std::uint32_t>
 
 }  // namespace
 
+int nvls_tier(std::span<const std::uint32_t> members, const cluster::Topology& topo, const AlphaBetaTable& params) {
+  if (members.size() < 2) return -1;
+  const int t = topo.tier_count() - 1;  // the GPUs' own switch
+  if (!topo.fabric(t).switched() || !params.in_switch(t) || params.overridden(CollectiveKind::AllReduce, t)) return -1;
+  const std::uint32_t parent = topo.tier_worker(members.front(), t) / topo.tiers()[t].count;
+  for (std::uint32_t m : members)
+    if (topo.tier_worker(m, t) / topo.tiers()[t].count != parent) return -1;
+  return t;
+}
+
 std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<const std::uint32_t> members,
-                                             const cluster::Topology& topo) {
+                                             const cluster::Topology& topo, const AlphaBetaTable& params) {
   std::vector<CollectivePhase> phases;
   if (op.kind == CollectiveKind::HostCopy) {
     phases.push_back({op.kind, HostCopyPhase{members.front(), op.bytes, op.to_host}});
@@ -165,6 +175,13 @@ std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<c
     case CollectiveKind::Count: invariant_failed("not a collective over GPUs");
   }
   const double s = op.bytes;
+  if (op.kind == CollectiveKind::AllReduce && op.algorithm == Algorithm::Nvls) {
+    const int t = nvls_tier(members, topo, params);
+    if (t >= 0) {
+      phases.push_back({op.kind, InSwitchPhase{{std::vector<std::uint32_t>(members.begin(), members.end())}, t, s}});
+      return phases;
+    }
+  }
   if (op.algorithm == Algorithm::Direct) {
     const double per_pair = op.kind == CollectiveKind::AllGather ? s : s / n;
     if (op.kind == CollectiveKind::AllReduce) {
@@ -201,12 +218,17 @@ std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<c
   for (const auto& g : local)
     for (std::size_t i = 0; i < g.size(); ++i) cross[i].push_back(g[i]);
   switch (op.kind) {
-    case CollectiveKind::AllReduce:
-      phases.push_back(ring(CollectiveKind::ReduceScatter, local, k - 1, s / k));
+    case CollectiveKind::AllReduce: {
+      // Pipelined: the node's reduce-scatter and all-gather (one ring all-reduce's bytes, or NVLS
+      // where the node's switch has it) drain together with the all-reduce across nodes.
+      const int t = nvls_tier(local.front(), topo, params);
+      if (t >= 0) phases.push_back({op.kind, InSwitchPhase{local, t, s}});
+      else phases.push_back(ring(CollectiveKind::AllReduce, local, 2 * (k - 1), s / k));
+      phases.back().overlaps_next = true;
       phases.push_back(tree ? tree_phase(cross, nodes, s / k)
                             : ring(CollectiveKind::AllReduce, cross, 2 * (nodes - 1), s / (k * nodes)));
-      phases.push_back(ring(CollectiveKind::AllGather, local, k - 1, s / k));
       break;
+    }
     case CollectiveKind::AllGather:
       phases.push_back(ring(CollectiveKind::AllGather, cross, nodes - 1, s));
       phases.push_back(ring(CollectiveKind::AllGather, local, k - 1, s * nodes));
@@ -217,6 +239,83 @@ std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<c
       break;
   }
   return phases;
+}
+
+std::vector<TierLoad> ring_loads(const cluster::Topology& topo, const std::vector<std::vector<std::uint32_t>>& rings,
+                                 double chunk) {
+  std::vector<TierLoad> loads;
+  std::size_t edges = 0;
+  std::vector<std::size_t> first_crossed(topo.tier_count(), 0);
+  for (const auto& ring : rings)
+    for (std::size_t i = 0; ring.size() > 1 && i < ring.size(); ++i) {
+      ++edges;
+      const int l = topo.first_differing_tier(ring[i], ring[(i + 1) % ring.size()]);
+      if (l >= 0) ++first_crossed[l];
+    }
+  std::map<std::uint32_t, std::uint32_t> leaving;            // worker → ring edges leaving it
+  std::map<std::uint32_t, std::vector<bool>> ports_used;  // worker → ports its ring members use
+  for (int l = 0; l < topo.tier_count(); ++l) {
+    leaving.clear();
+    ports_used.clear();
+    const std::uint32_t ports = topo.tiers()[l].ports;
+    for (const auto& ring : rings) {
+      if (ring.size() < 2) continue;
+      for (std::size_t i = 0; i < ring.size(); ++i) {
+        const std::uint32_t u = ring[i], v = ring[(i + 1) % ring.size()];
+        const std::uint32_t wu = topo.tier_worker(u, l);
+        if (ports > 1) {
+          auto& used = ports_used[wu];
+          if (used.empty()) used.assign(ports, false);
+          used[topo.port(u, l)] = true;
+        }
+        if (wu == topo.tier_worker(v, l)) continue;
+        ++leaving[wu];
+      }
+    }
+    double busiest = 0;
+    for (const auto& [w, count] : leaving) {
+      double spread = 1;  // a port drains at 1/ports of the worker's bandwidth
+      if (ports > 1) {
+        const auto& used = ports_used[w];
+        spread = static_cast<double>(ports) / static_cast<double>(std::count(used.begin(), used.end(), true));
+      }
+      busiest = std::max(busiest, count * spread);
+    }
+    if (busiest > 0) loads.push_back({l, chunk * busiest, edges ? static_cast<double>(first_crossed[l]) / edges : 0.0, 0.0});
+  }
+  return loads;
+}
+
+std::vector<double> peers_by_tier(const cluster::Topology& topo, std::span<const std::uint32_t> members) {
+  std::vector<double> peers(topo.tier_count(), 0.0);
+  std::vector<std::uint32_t> ids, parent_ids(members.size(), 0);
+  std::vector<std::uint32_t> in_worker, in_parent;
+  std::uint32_t parents = 1;
+  for (int l = 0; l < topo.tier_count(); ++l) {
+    const std::uint32_t workers = compress_workers(topo, members, l, ids);
+    in_worker.assign(workers, 0);
+    in_parent.assign(parents, 0);
+    for (std::size_t r = 0; r < members.size(); ++r) {
+      ++in_worker[ids[r]];
+      ++in_parent[parent_ids[r]];
+    }
+    for (std::size_t r = 0; r < members.size(); ++r)
+      peers[l] = std::max(peers[l], static_cast<double>(in_parent[parent_ids[r]] - in_worker[ids[r]]));
+    parent_ids = ids;
+    parents = workers;
+  }
+  return peers;
+}
+
+std::vector<double> ring_bytes_by_tier(const cluster::Topology& topo, const std::vector<std::vector<std::uint32_t>>& rings,
+                                       double bytes) {
+  std::vector<double> out(topo.tier_count(), 0.0);
+  for (const auto& ring : rings)
+    for (std::size_t i = 0; ring.size() > 1 && i < ring.size(); ++i) {
+      const int l = topo.first_differing_tier(ring[i], ring[(i + 1) % ring.size()]);
+      if (l >= 0) out[l] += bytes;
+    }
+  return out;
 }
 
 }  // namespace moesim::network

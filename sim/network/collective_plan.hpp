@@ -6,7 +6,9 @@
 //    regroups data by destination local rank, then one between GPUs of equal local rank;
 //  - all-gather / reduce-scatter / all-reduce: ring (n−1, n−1, 2(n−1) steps of P, S/n, S/n), direct
 //    (every rank to every rank: P per pair; S/n per pair; both), or hierarchical (reduce-scatter in
-//    the node, the collective across nodes on S/k, all-gather in the node);
+//    the node, the collective across nodes on S/k, all-gather in the node; for all-reduce the three
+//    pipelined, the node's part by NVLS where its switch has it);
+//  - all-reduce by NVLS: one in-switch phase;
 //  - point-to-point: one transfer;
 //  - host copy: one copy between a GPU and its host.
 #pragma once
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "sim/cluster/topology.hpp"
+#include "sim/network/alpha_beta.hpp"
 #include "sim/network/collective.hpp"
 
 namespace moesim::network {
@@ -41,15 +44,33 @@ struct HostCopyPhase {
   bool to_host = true;
 };
 
-struct CollectivePhase {
-  CollectiveKind kind = CollectiveKind::AllToAll;  // whose α-β parameters apply
-  std::variant<ExchangePhase, RingPhase, TransferPhase, HostCopyPhase> work;
+// NVLS all-reduce of `bytes` per GPU inside each group; a group's GPUs are workers of `tier`
+// (one NVSwitch) and each GPU's port carries bytes·(n+1)/n each way.
+struct InSwitchPhase {
+  std::vector<std::vector<std::uint32_t>> groups;
+  int tier = 0;
+  double bytes = 0;
 };
 
+struct CollectivePhase {
+  CollectiveKind kind = CollectiveKind::AllToAll;  // whose α-β parameters apply
+  std::variant<ExchangePhase, RingPhase, TransferPhase, HostCopyPhase, InSwitchPhase> work;
+  // Pipelined with the next phase (NCCL's hierarchical all-reduce streams chunks through the
+  // node's reduce, the cross-node all-reduce and the node's gather): their latencies add up and
+  // their bytes drain together.
+  bool overlaps_next = false;
+};
+
+// The tier whose single switch joins all `members` as workers of one GPU each and has NVLS: where
+// an NVLS all-reduce can run; −1 if none.
+int nvls_tier(std::span<const std::uint32_t> members, const cluster::Topology& topology, const AlphaBetaTable& params);
+
+// Algorithm::Auto and Nvls are resolved before planning (AnalyticModel::resolve); plan_collective
+// treats Nvls over `nvls_at` (a tier from nvls_tier) and everything else as named.
 // Throws InfeasibleError for a hierarchical all-to-all over more than 2048 GPUs (its phase
 // matrices are dense).
 std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<const std::uint32_t> members,
-                                             const cluster::Topology& topology);
+                                             const cluster::Topology& topology, const AlphaBetaTable& params);
 
 // Members grouped by node (the level above GPUs), in member order; empty if the groups are uneven
 // or the cluster has one level.
@@ -66,5 +87,21 @@ std::uint32_t compress_ports(const cluster::Topology& topology, std::span<const 
 // The same for the members' hosts.
 std::uint32_t compress_hosts(const cluster::Topology& topology, std::span<const std::uint32_t> members,
                              std::vector<std::uint32_t>& ids);
+
+// What one step of concurrent rings puts on each tier (coarsest first, tiers the rings cross):
+// the busiest worker's leaving ring edges times `chunk`. NCCL runs a ring as several channels that
+// leave a worker through different GPUs, so a worker's crossing edges spread over the ports
+// (NICs) its ring members use: a 16-GPU ring over two 8-NIC nodes drives all 8 NICs, not the one
+// of the GPU that closes the ring. Hop weights: the share of ring edges whose coarsest crossed
+// tier is this one.
+std::vector<TierLoad> ring_loads(const cluster::Topology& topology, const std::vector<std::vector<std::uint32_t>>& rings,
+                                 double chunk);
+// For a direct exchange among `members`: per tier, the most peers a member has whose coarsest
+// tier crossed is this one. NCCL runs an all-to-all as grouped send/recv, so the exchange pays a
+// latency per peer (AlphaBetaTable::steps_cost).
+std::vector<double> peers_by_tier(const cluster::Topology& topology, std::span<const std::uint32_t> members);
+// Bytes whose coarsest crossed tier is t when every ring edge carries `bytes`.
+std::vector<double> ring_bytes_by_tier(const cluster::Topology& topology,
+                                       const std::vector<std::vector<std::uint32_t>>& rings, double bytes);
 
 }  // namespace moesim::network

@@ -13,25 +13,20 @@ FlowDemands::FlowDemands(const FlowLinks& links, const AlphaBetaTable& params)
       scratch_(links.size(), 0.0),
       drain_(static_cast<std::size_t>(links.topology().tier_count()) + 1, 1.0) {}
 
-void FlowDemands::set_drain(CollectiveKind kind, double message_bytes, int top) const {
-  const bool measured = top >= 0 && top < topology_.tier_count() && params_.overridden(kind, top);
-  for (int l = 0; l < topology_.tier_count(); ++l)
-    drain_[l] = measured && l > top ? 1.0 : params_.drain_factor(kind, l, message_bytes);
-}
-
 void FlowDemands::add(std::uint32_t link, double bytes) const {
   if (bytes <= 0 || link == kNoLink) return;
   if (scratch_[link] == 0) touched_.push_back(link);
-  scratch_[link] += bytes * drain_[links_.tier(link)];
+  scratch_[link] += bytes;
 }
 
 void FlowDemands::collect(FlowPhase& out) const {
   out.demand.reserve(touched_.size());
   for (std::uint32_t l : touched_) {
-    out.demand.push_back({l, scratch_[l]});
+    out.demand.push_back({l, scratch_[l] * drain_[links_.tier(l)]});
     scratch_[l] = 0;
   }
   touched_.clear();
+  std::fill(drain_.begin(), drain_.end(), 1.0);
 }
 
 void FlowDemands::add_sibling(int tier, std::uint32_t parent, std::uint32_t i, std::uint32_t j, double bytes) const {
@@ -40,15 +35,21 @@ void FlowDemands::add_sibling(int tier, std::uint32_t parent, std::uint32_t i, s
   for (std::uint32_t link : route_) add(link, bytes);
 }
 
-int FlowDemands::add_path(std::uint32_t u, std::uint32_t v, double bytes) const {
+int FlowDemands::add_path(std::uint32_t u, std::uint32_t v, double bytes, const std::vector<PortSpread>* spread) const {
   const int top = topology_.first_differing_tier(u, v);
   if (top < 0 || bytes <= 0) return -1;
   for (int l = topology_.tier_count() - 1; l >= top; --l) {
     const std::uint32_t wu = topology_.tier_worker(u, l), wv = topology_.tier_worker(v, l);
     const std::uint32_t pu = l == 0 ? 0 : topology_.tier_worker(u, l - 1), pv = l == 0 ? 0 : topology_.tier_worker(v, l - 1);
     if (topology_.fabric(l).switched()) {
-      add(links_.port(l, wu, topology_.port(u, l), true), bytes);
-      add(links_.port(l, wv, topology_.port(v, l), false), bytes);
+      const auto* used = spread && !(*spread)[l].empty() ? &(*spread)[l] : nullptr;
+      if (used && !(*used)[wu].empty() && !(*used)[wv].empty()) {
+        for (std::uint32_t p : (*used)[wu]) add(links_.port(l, wu, p, true), bytes / static_cast<double>((*used)[wu].size()));
+        for (std::uint32_t p : (*used)[wv]) add(links_.port(l, wv, p, false), bytes / static_cast<double>((*used)[wv].size()));
+      } else {
+        add(links_.port(l, wu, topology_.port(u, l), true), bytes);
+        add(links_.port(l, wv, topology_.port(v, l), false), bytes);
+      }
       add(links_.core(l, pu), bytes);
       if (pv != pu) add(links_.core(l, pv), bytes);
     } else if (l == top) {
@@ -79,8 +80,8 @@ void FlowDemands::exchange(CollectiveKind kind, const TrafficMatrix& t, std::spa
   std::vector<std::uint32_t> ids, global, above_global, port_ids, port_global;
   std::vector<double> w_out, w_in, above_in, p_out, p_in;  // above: the tier above's workers and the bytes entering them
   double previous_cross = 0;
-  Time alpha = 0;
-  bool measured = false;  // the coarsest tier crossed is calibrated for this kind (set_drain)
+  std::vector<TierLoad> loads;
+  const std::vector<double> peers = peers_by_tier(topology_, members);
   for (int l = 0; l < tiers; ++l) {
     const cluster::Tier& tier = topology_.tiers()[l];
     const cluster::TierFabric& fabric = topology_.fabric(l);
@@ -98,11 +99,7 @@ void FlowDemands::exchange(CollectiveKind kind, const TrafficMatrix& t, std::spa
       for (std::uint32_t w = 0; w < workers; ++w) cross += w_out[w];
       for (std::size_t p = 0; p < l_out.size(); ++p) load = std::max({load, l_out[p], l_in[p]});
       // The analytic model's per-tier step (analytic_model.cpp): the busiest port's bytes.
-      drain_[l] = measured ? 1.0 : params_.drain_factor(kind, l, load);
-      if (cross > 0 && !measured) {
-        alpha = std::max(alpha, params_.get(kind, l, load).alpha);
-        measured = params_.overridden(kind, l);
-      }
+      if (cross > 0) loads.push_back({l, load * (ported ? tier.ports : 1), loads.empty() ? 1.0 : 0.0, peers[l]});
       out.bytes_by_level[l] = std::max(0.0, cross - previous_cross);
       previous_cross = cross;
       if (fabric.switched()) {
@@ -159,7 +156,7 @@ void FlowDemands::exchange(CollectiveKind kind, const TrafficMatrix& t, std::spa
       add(links_.pcie(members[r], false), p_in[r]);
     }
   }
-  out.latency = alpha;
+  out.latency = loads.empty() ? 0 : params_.steps_cost(kind, loads, 1, 0, std::span(drain_).first(tiers), true).latency;
 }
 
 FlowPhase FlowDemands::demand(const CollectivePhase& phase, std::span<const std::uint32_t> members) const {
@@ -169,29 +166,58 @@ FlowPhase FlowDemands::demand(const CollectivePhase& phase, std::span<const std:
     exchange(phase.kind, *e->traffic, members, out);
   } else if (const auto* r = std::get_if<RingPhase>(&phase.work)) {
     const double bytes = r->steps * r->chunk;
-    int top = topology_.tier_count();
+    const int tiers = topology_.tier_count();
+    const std::vector<TierLoad> loads = ring_loads(topology_, r->rings, r->chunk);
+    if (!loads.empty())
+      out.latency = params_.steps_cost(phase.kind, loads, r->steps, 0, std::span(drain_).first(tiers)).latency;
+    // NCCL's channels: ring edges that leave a worker with several ports spread over the ports
+    // its ring members use (ring_loads).
+    std::vector<PortSpread> spread(tiers);
+    bool spreads = false;
+    for (int l = 0; l < tiers; ++l) {
+      if (topology_.tiers()[l].ports <= 1 || !topology_.fabric(l).switched()) continue;
+      spread[l].resize(topology_.tier_workers(l));
+      for (const auto& ring : r->rings)
+        for (std::uint32_t g : ring) {
+          auto& used = spread[l][topology_.tier_worker(g, l)];
+          const std::uint32_t p = topology_.port(g, l);
+          if (std::find(used.begin(), used.end(), p) == used.end()) used.push_back(p);
+        }
+      spreads = true;
+    }
     for (const auto& ring : r->rings)
       for (std::size_t i = 0; ring.size() > 1 && i < ring.size(); ++i) {
-        const int l = topology_.first_differing_tier(ring[i], ring[(i + 1) % ring.size()]);
-        if (l >= 0) top = std::min(top, l);
-      }
-    set_drain(phase.kind, r->chunk, top);
-    for (const auto& ring : r->rings)
-      for (std::size_t i = 0; ring.size() > 1 && i < ring.size(); ++i) {
-        const int l = add_path(ring[i], ring[(i + 1) % ring.size()], bytes);
+        const int l = add_path(ring[i], ring[(i + 1) % ring.size()], bytes, spreads ? &spread : nullptr);
         if (l >= 0) out.bytes_by_level[l] += bytes;
       }
-    if (top < topology_.tier_count())
-      out.latency = ps_to_time(std::round(r->steps) * static_cast<double>(params_.get(phase.kind, top, r->chunk).alpha));
   } else if (const auto* x = std::get_if<TransferPhase>(&phase.work)) {
-    set_drain(phase.kind, x->bytes, topology_.first_differing_tier(x->from, x->to));
-    const int l = add_path(x->from, x->to, x->bytes);
-    if (l >= 0) {
-      out.latency = params_.get(phase.kind, l, x->bytes).alpha;
-      out.bytes_by_level[l] += x->bytes;
+    const int top = topology_.first_differing_tier(x->from, x->to);
+    if (top >= 0) {
+      std::vector<TierLoad> loads;
+      for (int k = top; k < topology_.tier_count(); ++k)
+        loads.push_back({k, x->bytes * topology_.tiers()[k].ports, k == top ? 1.0 : 0.0, 0.0});
+      out.latency = params_.steps_cost(phase.kind, loads, 1, 0, std::span(drain_).first(topology_.tier_count())).latency;
     }
+    const int l = add_path(x->from, x->to, x->bytes);
+    if (l >= 0) out.bytes_by_level[l] += x->bytes;
   } else if (const auto* h = std::get_if<HostCopyPhase>(&phase.work)) {
     host_copy(*h, out);
+  } else if (const auto* i = std::get_if<InSwitchPhase>(&phase.work)) {
+    // NVLS: each GPU's port carries bytes·(n+1)/n each way, at the NVLS efficiency.
+    if (const auto& nvls = params_.in_switch(i->tier); nvls && !i->groups.empty()) {
+      const int t = i->tier;
+      const double n = static_cast<double>(i->groups.front().size());
+      const double per_port = i->bytes * (n + 1) / n;
+      for (const auto& g : i->groups)
+        for (std::uint32_t m : g) {
+          const std::uint32_t w = topology_.tier_worker(m, t);
+          add(links_.port(t, w, topology_.port(m, t), true), per_port);
+          add(links_.port(t, w, topology_.port(m, t), false), per_port);
+          out.bytes_by_level[t] += per_port;
+        }
+      drain_[t] = 1.0 / nvls->efficiency;
+      out.latency = nvls->latency;
+    }
   }
   collect(out);
   return out;

@@ -4,8 +4,9 @@
 // for a factored traffic matrix, not O(GPU pairs)), sibling pairs only where the fabric is a mesh
 // or ring; rings and point-to-point transfers add their bytes along the tree route. With hosts
 // described, what leaves a host also crosses the GPUs' PCIe links, and a host copy crosses its
-// GPU's PCIe link and its switch's uplink. The phase's latency is the α of the coarsest tier it
-// crosses (times the steps of a ring); a host copy's, the PCIe latencies.
+// GPU's PCIe link and its switch's uplink. The phase's latency and each tier's drain factor (how
+// much slower than its line rate it drains) come from AlphaBetaTable::steps_cost, which picks the
+// protocol as the analytic model does; a host copy's latency is the PCIe latencies.
 #pragma once
 
 #include <span>
@@ -37,7 +38,10 @@ class FlowDemands {
  private:
   void exchange(CollectiveKind kind, const TrafficMatrix& t, std::span<const std::uint32_t> members, FlowPhase& out) const;
   // Adds `bytes` from GPU u to GPU v along the tree; returns the coarsest tier crossed (−1: none).
-  int add_path(std::uint32_t u, std::uint32_t v, double bytes) const;
+  // With `spread` (a ring's channels), a switch tier with several ports carries the bytes that
+  // cross it evenly over the ports the ring's members use in the sending and receiving workers.
+  using PortSpread = std::vector<std::vector<std::uint32_t>>;  // per tier worker: ports used
+  int add_path(std::uint32_t u, std::uint32_t v, double bytes, const std::vector<PortSpread>* spread = nullptr) const;
   void add(std::uint32_t link, double bytes) const;
   // Sibling workers i → j of `parent` at a mesh or ring tier.
   void add_sibling(int tier, std::uint32_t parent, std::uint32_t i, std::uint32_t j, double bytes) const;
@@ -50,13 +54,10 @@ class FlowDemands {
   const AlphaBetaTable& params_;
   mutable std::vector<double> scratch_;          // per link, zero between calls
   mutable std::vector<std::uint32_t> touched_;   // links with scratch_ != 0
-  // Per level, the calibrated drain factor of the phase being added (AlphaBetaTable::drain_factor):
-  // a profile whose collective drains a level at a fraction of its links' bandwidth puts
-  // bytes / fraction of demand on them. 1 without a profile. As in the analytic model, when the
-  // coarsest level `top` a phase crosses is calibrated for its kind, the finer levels keep their
-  // links' own bandwidth (factor 1): the measurement that set `top` already includes them.
+  // Per tier (and one more for host links), the drain factor of the phase being added
+  // (AlphaBetaTable::steps_cost): a protocol, or a profile's measurement, that drains a tier at a
+  // fraction of its links' bandwidth puts bytes / fraction of demand on them; applied in collect().
   mutable std::vector<double> drain_;
-  void set_drain(CollectiveKind kind, double message_bytes, int top) const;
 };
 
 }  // namespace moesim::network

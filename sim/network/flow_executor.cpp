@@ -13,7 +13,13 @@ constexpr std::uint32_t kResolve = kDrain - 1;  // timer token of a batched re-s
 }
 
 FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTable& params, CollectiveProgram& program)
-    : topology_(topology), program_(program), links_(topology), demands_(links_, params), solver_(links_.size()) {
+    : topology_(topology),
+      params_(params),
+      program_(program),
+      resolver_(topology, params),
+      links_(topology),
+      demands_(links_, params),
+      solver_(links_.size()) {
   capacity_.resize(links_.size());
   for (std::uint32_t l = 0; l < links_.size(); ++l) capacity_[l] = links_.capacity(l);
   link_rate_.assign(links_.size(), 0.0);
@@ -37,7 +43,13 @@ void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time n
   }
   Running& run = running_[r];
   run.id = id;
-  run.phases = plan_collective(op, members, topology_);
+  if (op.algorithm == Algorithm::Auto || op.algorithm == Algorithm::Nvls) {
+    CollectiveOp resolved = op;
+    resolved.algorithm = resolve(op, members);
+    run.phases = plan_collective(resolved, members, topology_, params_);
+  } else {
+    run.phases = plan_collective(op, members, topology_, params_);
+  }
   run.next = 0;
   run.started = now;
   const double n = static_cast<double>(members.size());
@@ -46,6 +58,13 @@ void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time n
               : op.kind == CollectiveKind::P2P      ? (op.bytes > 0 ? 1.0 : 0.0)
                                                     : n * (n - 1);
   next_phase(engine, r, now);
+}
+
+Algorithm FlowExecutor::resolve(const CollectiveOp& op, std::span<const std::uint32_t> members) {
+  auto& by_size = resolved_[(static_cast<std::uint64_t>(op.group) << 8) | static_cast<std::uint64_t>(op.kind)];
+  auto it = by_size.find(op.bytes);
+  if (it == by_size.end()) it = by_size.emplace(op.bytes, resolver_.resolve(op, members)).first;
+  return it->second;
 }
 
 void FlowExecutor::next_phase(engine::Engine& engine, std::uint32_t r, Time now) {
@@ -62,7 +81,25 @@ void FlowExecutor::next_phase(engine::Engine& engine, std::uint32_t r, Time now)
     program_.release(run.id);
     return;
   }
-  const FlowPhase phase = demands_.demand(run.phases[run.next++], program_.groups.members(op.group));
+  const auto& members = program_.groups.members(op.group);
+  FlowPhase phase = demands_.demand(run.phases[run.next], members);
+  // Pipelined phases drain as one flow: demands added per link, latencies added.
+  if (run.phases[run.next].overlaps_next) {
+    std::unordered_map<std::uint32_t, std::size_t> at;  // link → its entry in phase.demand
+    for (std::size_t i = 0; i < phase.demand.size(); ++i) at.emplace(phase.demand[i].link, i);
+    while (run.phases[run.next].overlaps_next && run.next + 1 < run.phases.size()) {
+      const FlowPhase more = demands_.demand(run.phases[++run.next], members);
+      phase.latency += more.latency;
+      phase.host_bytes += more.host_bytes;
+      for (std::size_t l = 0; l < more.bytes_by_level.size(); ++l) phase.bytes_by_level[l] += more.bytes_by_level[l];
+      for (const LinkDemand& d : more.demand) {
+        auto [it, fresh] = at.emplace(d.link, phase.demand.size());
+        if (fresh) phase.demand.push_back(d);
+        else phase.demand[it->second].bytes += d.bytes;
+      }
+    }
+  }
+  ++run.next;
   for (std::size_t l = 0; l < phase.bytes_by_level.size(); ++l) {
     stats_.bytes_by_level[l] += phase.bytes_by_level[l];
     stats_.by_kind[static_cast<std::size_t>(op.kind)].bytes += phase.bytes_by_level[l];

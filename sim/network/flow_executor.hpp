@@ -2,13 +2,17 @@
 // turn; a phase is a flow that loads the directed links of the cluster with its bytes
 // (flow_demand.hpp). Concurrent flows share every link max-min fairly (max_min.hpp); rates are
 // recomputed whenever a flow starts or finishes and the next completion is rescheduled. A phase
-// ends its latency (the α of the coarsest level it crosses) after its last byte drains. With one
+// ends its latency (the α of the coarsest level it crosses) after its last byte drains. Pipelined
+// phases (a hierarchical all-reduce's) run as one flow: their bytes together, their latencies
+// added. With one
 // collective at a time this gives the analytic model's times; with several, contention.
 #pragma once
 
+#include <unordered_map>
 #include <vector>
 
 #include "sim/network/alpha_beta.hpp"
+#include "sim/network/analytic_model.hpp"
 #include "sim/network/collective_plan.hpp"
 #include "sim/network/executor.hpp"
 #include "sim/network/flow_demand.hpp"
@@ -48,8 +52,15 @@ class FlowExecutor final : public NetworkExecutor {
   void advance(Time now);
   void reschedule(engine::Engine& engine, Time now);
 
+  // The algorithm an Auto or Nvls op runs, chosen by the analytic model as NCCL's tuner would
+  // (AnalyticModel::resolve), once per group and size.
+  Algorithm resolve(const CollectiveOp& op, std::span<const std::uint32_t> members);
+
   const cluster::Topology& topology_;
+  const AlphaBetaTable& params_;
   CollectiveProgram& program_;
+  AnalyticModel resolver_;
+  std::unordered_map<std::uint64_t, std::unordered_map<double, Algorithm>> resolved_;  // group → bytes → algorithm
   FlowLinks links_;
   FlowDemands demands_;
   MaxMinSolver solver_;

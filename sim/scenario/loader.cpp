@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <map>
 #include <cstdlib>
 #include <fmt/format.h>
 
@@ -48,7 +49,7 @@ Json Loader::preset(const std::string& folder, const std::string& name, const st
     std::vector<std::string> names;
     if (fs::is_directory(data_dir_ / folder, ec))
       for (const auto& e : fs::directory_iterator(data_dir_ / folder, ec))
-        if (e.path().extension() == ".json" && e.path().stem() != "gpus") names.push_back(e.path().stem().string());
+        if (e.path().extension() == ".json" && e.path().stem() != "gpus" && e.path().stem() != "links") names.push_back(e.path().stem().string());
     std::sort(names.begin(), names.end());
     throw InputError(file, path, fmt::format("no preset \"{}\" in {}", name, (data_dir_ / folder).string()),
                      fmt::format("use one of: {} (see `moesim presets`)", fmt::join(names, ", ")));
@@ -64,6 +65,16 @@ Json Loader::gpu_catalogue() const {
     throw InputError(p.string(), "$.gpus", "missing the \"gpus\" object", "see docs/presets.md");
   catalogue_ = schema::validate(schema::map_of(gpu_schema()), doc.at("gpus"), p.string(), "$.gpus");
   return *catalogue_;
+}
+
+Json Loader::link_catalogue() const {
+  if (links_) return *links_;
+  const fs::path p = data_dir_ / "topologies" / "links.json";
+  const Json doc = read_json(p);
+  if (!doc.contains("links") || !doc.at("links").is_object())
+    throw InputError(p.string(), "$.links", "missing the \"links\" object", "see docs/presets.md");
+  links_ = schema::validate(schema::map_of(link_schema()), doc.at("links"), p.string(), "$.links");
+  return *links_;
 }
 
 Json Loader::resolve(const Json& raw, const std::string& file) const {
@@ -113,6 +124,23 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g) {
   if (g.contains("nvlink")) s.nvlink = schema::as_bandwidth(g.at("nvlink"));
   if (g.contains("source")) s.source = g.at("source").get<std::string>();
   return s;
+}
+
+cluster::LinkTechPtr link_from(const std::string& key, const Json& l) {
+  auto t = std::make_shared<cluster::LinkTech>();
+  t->name = key;
+  for (cluster::Protocol p : cluster::kAllProtocols) {
+    const Json& e = l.at(p == cluster::Protocol::LL ? "ll" : "simple");
+    auto& c = t->protocols[static_cast<std::size_t>(p)];
+    c.base = schema::as_time(e.at("base_latency"));
+    c.hop = schema::as_time(e.at("hop_latency"));
+    c.efficiency = e.at("efficiency").get<double>();
+  }
+  if (l.contains("nvls"))
+    t->nvls = cluster::InSwitchReduction{schema::as_time(l.at("nvls").at("latency")), l.at("nvls").at("efficiency").get<double>()};
+  t->exchange_factor = l.at("exchange_factor").get<double>();
+  t->source = l.at("source").get<std::string>();
+  return t;
 }
 
 std::string nearest(const std::string& name, const Json& map) {
@@ -243,6 +271,17 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
 
   // Cluster.
   Json& c = doc.at("cluster");
+  std::map<std::string, cluster::LinkTechPtr> links;
+  const auto link_named = [&](const Json& name, const std::string& path) -> cluster::LinkTechPtr {
+    const std::string key = name.get<std::string>();
+    if (auto it = links.find(key); it != links.end()) return it->second;
+    const Json known = link_catalogue();
+    if (!known.contains(key))
+      throw InputError(file, path, fmt::format("unknown link technology \"{}\"", key),
+                       fmt::format("did you mean \"{}\"? (see topologies/links.json, or leave \"link\" out for ideal links)",
+                                   nearest(key, known)));
+    return links[key] = link_from(key, known.at(key));
+  };
   for (const Json& l : c.at("levels")) {
     cluster::Level level;
     level.name = l.at("name").get<std::string>();
@@ -257,7 +296,10 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
       level.domains.size = l.at("domains").at("size").get<std::uint32_t>();
       level.domains.bandwidth = schema::as_bandwidth(l.at("domains").at("bandwidth"));
       level.domains.latency = schema::as_time(l.at("domains").at("latency"));
+      if (l.at("domains").contains("link"))
+        level.domains.link = link_named(l.at("domains").at("link"), fmt::format("$.cluster.levels[{}].domains.link", s.levels.size()));
     }
+    if (l.contains("link")) level.link = link_named(l.at("link"), fmt::format("$.cluster.levels[{}].link", s.levels.size()));
     s.levels.push_back(level);
     // Checked level by level: every count is below 2^31, so the product cannot wrap before it is refused.
     // 2^20 GPUs: the largest clusters built have a few hundred thousand, and validating 2^20 takes
@@ -438,6 +480,8 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.all_reduce = ar == "hierarchical" ? network::Algorithm::Hierarchical
                  : ar == "tree"       ? network::Algorithm::Tree
                  : ar == "direct"     ? network::Algorithm::Direct
+                 : ar == "nvls"       ? network::Algorithm::Nvls
+                 : ar == "auto"       ? network::Algorithm::Auto
                                       : network::Algorithm::Ring;
 
   // Calibration profile: from the data folder, else next to the scenario file.
@@ -498,7 +542,7 @@ std::vector<PresetEntry> Loader::presets() const {
     std::vector<fs::path> files;
     if (fs::is_directory(data_dir_ / dir))
       for (const auto& e : fs::directory_iterator(data_dir_ / dir))
-        if (e.path().extension() == ".json" && e.path().stem() != "gpus") files.push_back(e.path());
+        if (e.path().extension() == ".json" && e.path().stem() != "gpus" && e.path().stem() != "links") files.push_back(e.path());
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
       const Json j = read_json(f);

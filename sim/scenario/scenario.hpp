@@ -74,8 +74,10 @@ class Loader {
   schema::Json preset(const std::string& folder, const std::string& name, const std::string& file,
                       const std::string& path) const;
   schema::Json gpu_catalogue() const;
+  schema::Json link_catalogue() const;
   std::filesystem::path data_dir_;
   mutable std::optional<schema::Json> catalogue_;  // topologies/gpus.json, read once
+  mutable std::optional<schema::Json> links_;      // topologies/links.json, read once
 };
 
 }  // namespace moesim::scenario

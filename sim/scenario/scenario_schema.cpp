@@ -32,6 +32,26 @@ NodePtr gpu_schema() {
   return s;
 }
 
+NodePtr link_schema() {
+  static const NodePtr protocol = object({
+      required("base_latency", time(), "once per collective, e.g. \"8.4us\""),
+      required("hop_latency", time(), "per step of the algorithm over the link, e.g. \"3.4us\""),
+      required("efficiency", number(0, 1, true), "fraction of the line rate the protocol moves"),
+  });
+  static const NodePtr s = object({
+      required("name", string(), "what the link is, e.g. \"NVLink 4 through NVSwitch 3\""),
+      required("ll", protocol, "NCCL's LL protocol over the link"),
+      required("simple", protocol, "NCCL's Simple protocol over the link"),
+      optional("nvls", object({required("latency", time(), "once per all-reduce"),
+                               required("efficiency", number(0, 1, true), "fraction of the line rate")}),
+               nullptr, "NVLink SHARP all-reduce in the NVSwitch (NVSwitch 3 and later)"),
+      optional("exchange_factor", number(0, 1, true), 1.0,
+               "what an all-to-all moves relative to the protocols' efficiency (many peers at once)"),
+      required("source", string(), "where the figures come from"),
+  });
+  return s;
+}
+
 NodePtr cluster_schema() {
   static const NodePtr level = object({
       required("name", string(), "a name for the level, e.g. \"dc\", \"node\", \"gpu\""),
@@ -40,6 +60,9 @@ NodePtr cluster_schema() {
       required("bandwidth", bandwidth(), "per-worker link bandwidth, e.g. \"10Gbps\" or \"450GB/s\""),
       required("latency", time(), "one-way GPU-to-GPU latency across this level, e.g. \"5us\""),
       optional("oversubscription", number(1), 1.0, "switch oversubscription ratio (>= 1)"),
+      optional("link", string(), nullptr,
+               "the link technology from topologies/links.json (e.g. \"nvlink4\", \"ib-ndr\"): NCCL's protocols "
+               "and efficiencies over it; without it the level's links are ideal (line rate, its latency per step)"),
       optional("ports", integer(1), 1,
                "switch levels: links each worker's bandwidth is spread over (a node's NICs: 8 for 8 x 400Gbps "
                "with \"bandwidth\": \"3200Gbps\"); the worker's GPUs spread evenly over them"),
@@ -48,6 +71,7 @@ NodePtr cluster_schema() {
                               required("bandwidth", bandwidth(), "each GPU's own link between domains, per direction, "
                                                                  "e.g. \"64GB/s\" for PCIe Gen5 x16"),
                               required("latency", time(), "one-way GPU-to-GPU latency between domains"),
+                              optional("link", string(), nullptr, "the link technology between domains (topologies/links.json)"),
                           }),
                nullptr, "NVLink domains smaller than the level: workers of different domains reach each other through "
                         "each GPU's own link"),
@@ -171,9 +195,11 @@ NodePtr scenario_schema() {
   static const NodePtr network = object({
       optional("model", enumeration({"flow", "analytic"}), "flow",
                "communication model: analytic α-β, or flow (links shared max-min fairly: contention)"),
-      optional("all_reduce", enumeration({"ring", "hierarchical", "tree", "direct"}), "ring",
-               "gradient all-reduce algorithm: ring; hierarchical (rings inside nodes, then across); tree (as "
-               "hierarchical, with NCCL-like trees across nodes: 2*ceil(log2 n) latency steps); direct"),
+      optional("all_reduce", enumeration({"auto", "ring", "hierarchical", "tree", "nvls", "direct"}), "auto",
+               "gradient all-reduce algorithm: auto (as NCCL's tuner: the cheapest of ring, hierarchical and NVLS); "
+               "ring; hierarchical (reduce-scatter inside nodes, all-reduce across, all-gather inside, pipelined; "
+               "NVLS inside nodes whose links have it); tree (as hierarchical, with NCCL-like trees across nodes: "
+               "2*ceil(log2 n) latency steps); nvls (NVLink SHARP inside one NVSwitch, else ring); direct"),
   });
   static const NodePtr compute = object({
       optional("launch_overhead", time(), "0us", "fixed cost added to every kernel"),

@@ -7,6 +7,7 @@
 namespace moesim::scenario {
 
 schema::NodePtr gpu_schema();
+schema::NodePtr link_schema();  // an entry of topologies/links.json
 schema::NodePtr cluster_schema();
 schema::NodePtr model_schema();
 schema::NodePtr scenario_schema();  // the "strategy" object is checked by the strategy's own schema

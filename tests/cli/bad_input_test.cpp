@@ -251,6 +251,16 @@ TEST_F(BadInput, UnknownGpuKindSuggestsNearest) {
                   {"$.cluster.gpu", "unknown GPU kind \"h100\"", "did you mean \"h100-"});
 }
 
+TEST_F(BadInput, UnknownLinkTechnologySuggestsNearest) {
+  expect_rejected_by_run_and_validate(
+      "link.json",
+      scenario_text(R"({"preset": "dgx-h100-2node", "levels": [{"name": "node", "count": 2, "bandwidth": "3200Gbps",
+                       "latency": "5us", "ports": 8, "link": "ib-ndr"}, {"name": "gpu", "count": 8, "bandwidth": "450GB/s",
+                       "latency": "2us", "link": "nvlnk4"}]})",
+                    R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})", R"({"name": "ep"})"),
+      {"$.cluster.levels[1].link", "unknown link technology \"nvlnk4\"", "did you mean \"nvlink4\"", "topologies/links.json"});
+}
+
 // (g) wrong types.
 TEST_F(BadInput, StringWhereIntegerExpected) {
   expect_rejected_by_run_and_validate(

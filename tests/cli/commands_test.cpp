@@ -48,10 +48,11 @@ TEST_F(Commands, PresetsListsModelsTopologiesGpusAndStrategies) {
   EXPECT_EQ(description("mixtral-8x7b"), "Mixtral-8x7B");
   EXPECT_EQ(description("h100-sxm5-80gb"), "NVIDIA H100 SXM5 80GB");
   EXPECT_NE(description("ep").find("expert parallelism"), std::string::npos);
-  // Every file of models/ and topologies/ is listed (gpus.json is the GPU catalogue, not a topology).
+  // Every file of models/ and topologies/ is listed (gpus.json and links.json are the GPU and link
+  // catalogues, not topologies).
   for (const char* folder : {"models", "topologies"}) {
     for (const auto& e : fs::directory_iterator(kSourceDir / folder)) {
-      if (e.path().extension() == ".json" && e.path().stem() != "gpus") {
+      if (e.path().extension() == ".json" && e.path().stem() != "gpus" && e.path().stem() != "links") {
         EXPECT_TRUE(entries.count(e.path().stem().string())) << e.path() << " not listed";
       }
     }

@@ -90,11 +90,12 @@ TEST_F(Sweep, ValuesFollowBandwidth) {
           << kBandwidths[b] << " vs " << kBandwidths[b + 1] << ", pipelining " << kDegrees[d];
       EXPECT_GT(csv.number(slow, "all_to_all_busy_ms"), csv.number(fast, "all_to_all_busy_ms"));
       // The all-to-all crosses the node link: its time shrinks by most of the bandwidth ratio (the
-      // node link dominates). With the flow model (the default) it can shrink by more: on slow
-      // links the gradient all-reduce overlaps it longer and takes a share of the same links.
+      // node link dominates; NCCL's send/recv round per peer, 8 of them over InfiniBand, is the
+      // part that does not shrink). With the flow model (the default) it can shrink by more: on
+      // slow links the gradient all-reduce overlaps it longer and takes a share of the same links.
       const double bw_ratio = b == 0 ? 4.0 : 2.0;
       const double ratio = csv.number(slow, "all_to_all_busy_ms") / csv.number(fast, "all_to_all_busy_ms");
-      EXPECT_GT(ratio, 0.85 * bw_ratio) << kBandwidths[b] << " vs " << kBandwidths[b + 1];
+      EXPECT_GT(ratio, 0.75 * bw_ratio) << kBandwidths[b] << " vs " << kBandwidths[b + 1];
       // Compute and the bytes moved do not depend on the link speed.
       EXPECT_EQ(csv.at(slow, "compute_ms"), csv.at(fast, "compute_ms"));
       EXPECT_EQ(csv.at(slow, "bytes_level0"), csv.at(fast, "bytes_level0"));

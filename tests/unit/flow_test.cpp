@@ -179,6 +179,31 @@ TEST(FlowModel, AgreesWithAnalyticOnCalibratedCollectives) {
   EXPECT_NEAR(f, an, 0.01 * an);
 }
 
+TEST(FlowModel, AgreesWithAnalyticOverNcclLinks) {
+  // Two HGX B200 nodes whose links name their technology (NVLink 5 with NVLS, InfiniBand NDR):
+  // NCCL's protocols, NVLS in the node's switch and the pipelined hierarchical all-reduce (NVLS in
+  // the node, a ring across) take in the flow model, alone, what the analytic model gives.
+  Bench b(test::loader().load(std::string(MOESIM_SOURCE_DIR) + "/scenarios/calibrated-b200.json").topology());
+  ASSERT_TRUE(b.topo.tiers()[1].link && b.topo.tiers()[1].link->nvls);
+  const GroupId node = b.group(iota(8)), both = b.group(iota(16));
+  for (const double size : {65536.0, 268435456.0}) {
+    const std::vector<CollectiveOp> ops{
+        {CollectiveKind::AllReduce, Algorithm::Auto, node, size, nullptr},
+        {CollectiveKind::AllReduce, Algorithm::Auto, both, size, nullptr},
+        {CollectiveKind::AllReduce, Algorithm::Hierarchical, both, size, nullptr},
+        {CollectiveKind::AllReduce, Algorithm::Ring, both, size, nullptr},
+        {CollectiveKind::AllGather, Algorithm::Ring, both, size / 16, nullptr},
+        {CollectiveKind::AllToAll, Algorithm::Direct, both, 0, std::make_shared<TrafficMatrix>(TrafficMatrix::uniform(16, size / 16))},
+        {CollectiveKind::P2P, Algorithm::Direct, b.group({3, 12}), size, nullptr},
+    };
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const double f = static_cast<double>(b.run({{ops[i], 0}}, true)[0].second);
+      const double an = static_cast<double>(b.run({{ops[i], 0}}, false)[0].second);
+      EXPECT_NEAR(f, an, 0.01 * an) << size << " B, op " << i;
+    }
+  }
+}
+
 TEST(FlowModel, ContendingCollectivesShareTheLinkByHand) {
   // 2 GPUs, 100 GB/s, 1 us. An all-to-all sending 2 MB each way and a ring all-reduce of 8 MB
   // (2 steps of 4 MB per GPU: 8 MB over each uplink) start together. Both load the same two

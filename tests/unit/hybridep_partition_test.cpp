@@ -15,7 +15,7 @@ cluster::GpuSpec any_gpu() {
   return g;
 }
 cluster::Level level(const char* name, std::uint32_t count) {
-  return cluster::Level{name, count, cluster::Fabric::Switch, *parse_bandwidth("10Gbps"), 0, 1.0, 1, {}};
+  return cluster::Level{name, count, cluster::Fabric::Switch, *parse_bandwidth("10Gbps"), 0, 1.0, 1, {}, nullptr};
 }
 }  // namespace
 

@@ -120,7 +120,7 @@ TEST(Links, NvlinkDomainsSmallerThanALevel) {
   // link: 200 us (the NVLink tier carries its 3 MB in 30 us beside). Both models agree; the bytes
   // of both tiers count for level "gpu".
   Level gpu = test::level("gpu", 4, "100GB/s", "0us");
-  gpu.domains = {2, *parse_bandwidth("10GB/s"), 0};
+  gpu.domains = {2, *parse_bandwidth("10GB/s"), 0, nullptr};
   test::NetworkBench b(Topology({gpu}, {pcie_gpu()}, {}));
   ASSERT_EQ(b.topo.tier_count(), 2);
   EXPECT_EQ(b.topo.tiers()[0].name, "gpu (between domains)");

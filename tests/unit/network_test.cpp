@@ -133,10 +133,19 @@ TEST(AnalyticModel, TreeAllReduceHasTheRingsBytesInLogSteps) {
   const auto hier = big.run({CollectiveKind::AllReduce, Algorithm::Hierarchical, 0, 8e6, nullptr}, iota(8000));
   // Cross-node stage: 8e6/8 = 1e6 B per GPU, 2·999/1000·1e6 B each over the DC uplink that the 8
   // GPUs' trees share, at 800 ps/B: 12.8 ms either way; then α: 20 × 105 us vs 1998 × 105 us.
+  // The node's reduce-scatter and all-gather (14 ring steps of 8e6/8 B: 14 × 5 us of latency,
+  // 14 × 1e6 × 62.5 ps = 0.875 ms of bytes) are pipelined with it: their latency adds, their
+  // bytes drain under the cross-node stage's 12.8 ms.
   const double bytes_time = 8 * 2 * 999.0 / 1000 * 1e6 * 800;
-  const double in_node = 2 * 7 * (5e6 + 1e6 * 62.5);  // reduce-scatter and all-gather rings of 8e6/8 B steps
-  EXPECT_NEAR(static_cast<double>(tree.duration), 20 * 105e6 + bytes_time + in_node, 1e3);
-  EXPECT_NEAR(static_cast<double>(hier.duration), 1998 * 105e6 + bytes_time + in_node, 1e3);
+  const double in_node_latency = 14 * 5e6;
+  EXPECT_NEAR(static_cast<double>(tree.duration), 20 * 105e6 + in_node_latency + bytes_time, 1e3);
+  EXPECT_NEAR(static_cast<double>(hier.duration), 1998 * 105e6 + in_node_latency + bytes_time, 1e3);
+  // Without the pipeline it would be 0.875 ms more: the hierarchical all-reduce beats the flat
+  // ring (8000 ranks: 15998 steps of 105 us) by far, and Auto picks it.
+  const auto ring = big.run({CollectiveKind::AllReduce, Algorithm::Ring, 0, 8e6, nullptr}, iota(8000));
+  const auto automatic = big.run({CollectiveKind::AllReduce, Algorithm::Auto, 0, 8e6, nullptr}, iota(8000));
+  EXPECT_GT(ring.duration, hier.duration);
+  EXPECT_EQ(automatic.duration, hier.duration);
 }
 
 TEST(AnalyticModel, CrossDcAllToAllIsBoundByTheDcUplink) {
@@ -213,7 +222,7 @@ TEST(AnalyticModel, PointToPointUsesTheSlowestLinkOnTheWay) {
 
 TEST(AnalyticModel, OversubscriptionDividesTheUplink) {
   // A 2:1 oversubscribed 400 Gbps switch gives each worker 200 Gbps: β = 40 ps/B.
-  Topology t({Level{"node", 4, Fabric::Switch, *parse_bandwidth("400Gbps"), 0, 2.0, 1, {}}, level("gpu", 2, "900GB/s", "1us")},
+  Topology t({Level{"node", 4, Fabric::Switch, *parse_bandwidth("400Gbps"), 0, 2.0, 1, {}, nullptr}, level("gpu", 2, "900GB/s", "1us")},
              {any_gpu()}, {});
   LinkGraph g(t);
   const auto ab = AlphaBetaTable::from_topology(t, g);

@@ -165,6 +165,7 @@ TEST(ParmStrategy, PlacementsOfSectionIVA) {
   auto doc = layer("parm-testbed-b", 1, 4, "baseline", 2);
   doc["cluster"]["levels"] = schema::Json::parse(R"([{"name": "node", "count": 2, "bandwidth": "100Gbps", "latency": "5us"},
                                                      {"name": "gpu", "count": 4, "bandwidth": "128Gbps", "latency": "5us"}])");
+  doc["network"]["all_reduce"] = "ring";  // the ESP rings' edges, not a hierarchical all-reduce's
   const auto in_node = run(doc);
   doc["strategy"]["placement"] = "ep_in_node";
   const auto across = run(doc);
