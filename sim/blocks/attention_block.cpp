@@ -18,11 +18,11 @@ void context_parallel_attention(Emission& em, engine::Phase direction, int layer
   const auto& cpp = em.plan.context_parallel;
   const int tp = em.plan.tensor_parallel.size, cp = cpp.size;
   const bool backward = direction == engine::Phase::Backward;
-  const double tokens = em.rank_tokens(), b = em.ctx.dtype_bytes();
+  const double tokens = em.rank_tokens();
   const auto l_proj = em.label(direction, engine::WorkKind::Attention, "attention", layer, mb);
   const auto projection = [&](bool qkv) {
     return PerKind(em.ctx, [&, qkv](const compute::ComputeModel& cm) {
-      const Time fwd = qkv ? qkv_projection_time(cm, m, tokens, b, tp) : output_projection_time(cm, m, tokens, tp);
+      const Time fwd = qkv ? qkv_projection_time(cm, m, tokens, tp) : output_projection_time(cm, m, tokens, tp);
       return backward ? cm.backward(fwd) : fwd;
     });
   };

@@ -10,7 +10,7 @@ void dense_ffn(Emission& em, engine::Phase direction, int layer, int mb, Frontie
   const double tokens = em.rank_tokens();
   tensor_parallel_enter(em, direction, layer, mb, f);
   auto cost = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
-    const Time forward = dense_ffn_time(cm, em.ctx.model, tokens, em.ctx.dtype_bytes(), em.plan.tensor_parallel.size);
+    const Time forward = dense_ffn_time(cm, em.ctx.model, tokens, em.plan.tensor_parallel.size);
     return direction != engine::Phase::Backward ? forward : cm.backward(forward);
   });
   for (const std::uint32_t g : em.active())

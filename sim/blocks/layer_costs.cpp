@@ -1,33 +1,61 @@
+// Kernel-by-kernel costs of an MoE transformer layer (see layer_costs.hpp). Byte counts of the
+// memory-bound kernels are derived where each is costed.
 #include "sim/blocks/layer_costs.hpp"
 
 namespace moesim::blocks {
 
-Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn) {
-  if (tokens <= 0) return 0;
-  return (m.ffn_gemms() - 1) * cm.gemm(tokens, ffn, m.hidden) + cm.gemm(tokens, m.hidden, ffn);
+namespace {
+// Bytes per activation element in the compute model's training dtype.
+double act(const compute::ComputeModel& cm) { return compute::activation_bytes(cm.options().dtype); }
+
+// RMSNorm of `tokens` rows of `width`: reads the rows, writes the normed rows (the weight vector
+// is negligible): 2·T·width·a.
+Time norm(const compute::ComputeModel& cm, double tokens, double width) { return cm.memory_bound(2 * tokens * width * act(cm)); }
+
+// Residual add (Megatron-Core's bias-dropout-add, no bias or dropout in these models): reads the
+// block's output and the residual, writes their sum: 3·T·H·a.
+Time residual_add(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
+  return cm.memory_bound(3 * tokens * m.hidden * act(cm));
+}
+}  // namespace
+
+Time experts_time(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
+                  double ffn) {
+  double copies = 0;
+  for (const double t : tokens)
+    if (t > 0) copies += t;
+  if (copies <= 0) return 0;
+  const bool gated = m.ffn_gemms() == 3;
+  // The activation over every copy: SwiGLU reads the gate and up halves (2·ffn) and writes ffn;
+  // an MLP's GeLU reads ffn and writes ffn: (3 or 2)·copies·ffn·a.
+  const Time activation = cm.memory_bound((gated ? 3.0 : 2.0) * copies * ffn * act(cm));
+  return cm.grouped_gemm(tokens, (gated ? 2 : 1) * ffn, m.hidden) + activation + cm.grouped_gemm(tokens, m.hidden, ffn);
 }
 
-Time qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double b, int tp) {
+Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn) {
+  const double rows[1] = {tokens};
+  return experts_time(cm, m, rows, ffn);
+}
+
+Time qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
   if (!m.attention) return 0;
-  const Time norm = cm.memory_bound(2 * tokens * m.hidden * b);  // read and write the activations
-  if (!m.mla) return cm.gemm(tokens, (m.query_width() + m.key_width() + m.value_width()) / tp, m.hidden) + norm;
+  const Time pre_norm = norm(cm, tokens, m.hidden);  // the pre-attention RMSNorm
+  if (!m.mla) return cm.gemm(tokens, (m.query_width() + m.key_width() + m.value_width()) / tp, m.hidden) + pre_norm;
   // MLA: the down projections whole on every rank, each latent normed, the up projections of this
   // rank's heads.
   const workload::LatentAttention& a = *m.mla;
   const double heads = m.heads / static_cast<double>(tp);
-  const Time q = a.q_lora_rank > 0 ? cm.gemm(tokens, a.q_lora_rank, m.hidden) +
-                                         cm.memory_bound(2 * tokens * a.q_lora_rank * b) +
+  const Time q = a.q_lora_rank > 0 ? cm.gemm(tokens, a.q_lora_rank, m.hidden) + norm(cm, tokens, a.q_lora_rank) +
                                          cm.gemm(tokens, heads * m.qk_head_dim(), a.q_lora_rank)
                                    : cm.gemm(tokens, heads * m.qk_head_dim(), m.hidden);
-  const Time kv = cm.gemm(tokens, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden) +
-                  cm.memory_bound(2 * tokens * a.kv_lora_rank * b) +
+  const Time kv = cm.gemm(tokens, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden) + norm(cm, tokens, a.kv_lora_rank) +
                   cm.gemm(tokens, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank);
-  return q + kv + norm;
+  return q + kv + pre_norm;
 }
 
 Time output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
   if (!m.attention) return 0;
-  return cm.gemm(tokens, m.hidden, m.output_width() / tp);
+  return cm.gemm(tokens, m.hidden, m.output_width() / tp) + residual_add(cm, m, tokens);
 }
 
 Time attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
@@ -48,7 +76,7 @@ namespace {
 Time attention_projections(const compute::ComputeModel& cm, const workload::ModelShape& m,
                            const workload::TrainingConfig& t, int tp) {
   const double tokens = t.tokens_per_microbatch();
-  return qkv_projection_time(cm, m, tokens, cluster::dtype_bytes(t.dtype), tp) + output_projection_time(cm, m, tokens, tp);
+  return qkv_projection_time(cm, m, tokens, tp) + output_projection_time(cm, m, tokens, tp);
 }
 }  // namespace
 
@@ -64,27 +92,44 @@ Time attention_backward_time(const compute::ComputeModel& cm, const workload::Mo
   return cm.backward(attention_projections(cm, m, t, tp)) + attention_core_backward_time(cm, m, t, tp);
 }
 
-Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double b) {
-  return cm.gemm(tokens, m.experts, m.hidden) + cm.memory_bound(2 * tokens * m.experts * 4) +
-         cm.memory_bound(2 * tokens * m.top_k * m.hidden * b);
+Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
+  if (tokens <= 0) return 0;
+  const double a = act(cm);
+  // The pre-MLP RMSNorm (a layer with attention; expert-only models have none).
+  const Time pre_norm = m.attention ? norm(cm, tokens, m.hidden) : 0;
+  // Router logits: a GeMM of the tokens against the E router columns.
+  const Time router = cm.gemm(tokens, m.experts, m.hidden);
+  // Softmax and top-k in one kernel over fp32 logits: reads T·E·4, writes the dense routing
+  // probabilities T·E·4 (Megatron-Core's routing map and probs are T×E): 2·T·E·4.
+  const Time top_k = cm.memory_bound(2 * tokens * m.experts * 4);
+  // Permute: reads each token once, writes its k copies grouped by expert: (1 + k)·T·H·a.
+  const Time permute = cm.memory_bound((1 + m.top_k) * tokens * m.hidden * a);
+  return pre_norm + router + top_k + permute;
 }
 
-Time combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double b) {
-  return cm.memory_bound(2 * tokens * m.top_k * m.hidden * b) +
-         (m.attention ? cm.memory_bound(2 * tokens * m.hidden * b) : 0);
+Time combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
+  if (tokens <= 0) return 0;
+  // Un-permute: reads the k expert outputs of each token and writes their probability-weighted sum
+  // (the k probabilities per token are negligible): (k + 1)·T·H·a.
+  const Time unpermute = cm.memory_bound((m.top_k + 1) * tokens * m.hidden * act(cm));
+  return unpermute + (m.attention ? residual_add(cm, m, tokens) : 0);
 }
 
-Time dense_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double b, int tp) {
-  const Time norm = cm.memory_bound(2 * tokens * m.hidden * b);  // read and write the activations
-  return ffn_time(cm, m, tokens, m.dense_ffn_hidden / tp) + norm;
+Time dense_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
+  if (tokens <= 0) return 0;
+  return norm(cm, tokens, m.hidden) + ffn_time(cm, m, tokens, m.dense_ffn_hidden / tp) + residual_add(cm, m, tokens);
 }
 
-Time embedding_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double b) {
-  return cm.memory_bound(2 * tokens * m.hidden * b);
+Time embedding_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
+  // A gather: reads the tokens' rows of the table, writes them: 2·T·H·a.
+  return cm.memory_bound(2 * tokens * m.hidden * act(cm));
 }
 
 Time lm_head_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
-  return cm.gemm(tokens, m.vocab / tp, m.hidden) + cm.memory_bound(2 * tokens * m.vocab / tp * 4);
+  // The final RMSNorm, the logits GeMM, and the fp32 softmax over the rank's vocabulary columns
+  // (reads and writes T·V/tp·4).
+  return (m.attention ? norm(cm, tokens, m.hidden) : 0) + cm.gemm(tokens, m.vocab / tp, m.hidden) +
+         cm.memory_bound(2 * tokens * m.vocab / tp * 4);
 }
 
 }  // namespace moesim::blocks

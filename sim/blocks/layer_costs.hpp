@@ -1,18 +1,30 @@
 // Compute durations of the pieces of an MoE transformer layer on one GPU kind, forward (backward
 // through the compute model's backward factor, except the attention core whose backward has its
-// own measured throughput when a calibration table gives it): attention with its projections and
-// norm, the router, the experts' FFN, the combine, dense FFN blocks, embedding, LM head and the
-// optimizer step. Attention, dense FFN and LM head split over a tensor-parallel group of `tp`
-// GPUs as Megatron-LM does (heads, projection columns, FFN columns, vocabulary per rank).
+// own measured throughput when a calibration table gives it), kernel by kernel as Megatron-Core
+// runs them: attention with its projections, norm and residual add, the router, the local experts
+// as grouped GeMMs, the combine, dense FFN blocks, embedding, LM head. Attention, dense FFN and LM
+// head split over a tensor-parallel group of `tp` GPUs as Megatron-LM does (heads, projection
+// columns, FFN columns, vocabulary per rank). Memory-bound kernels are costed from the bytes they
+// move through HBM, derived at each one (T tokens, H hidden, a bytes per activation element:
+// compute::activation_bytes, BF16 under FP8 training).
 #pragma once
+
+#include <span>
 
 #include "sim/compute/compute_model.hpp"
 #include "sim/workload/model_shape.hpp"
 
 namespace moesim::blocks {
 
-// FFN of `tokens` tokens through an expert (or dense FFN) of size `ffn`: H→ffn (twice for SwiGLU),
-// then ffn→H.
+// The FFNs of one GPU's local experts, `tokens[i]` token copies through expert i, each of size
+// `ffn`, as Megatron-Core's GroupedMLP / TEGroupedMLP runs them: fc1 as one grouped GeMM over all
+// of them (H → ffn, or H → 2·ffn for SwiGLU, gate and up projections in one weight), the activation
+// over all their copies in one kernel, fc2 as one grouped GeMM (ffn → H). The one rule for expert
+// compute, whatever the number of local experts.
+Time experts_time(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
+                  double ffn);
+// One FFN of `tokens` tokens and size `ffn` (a dense FFN, the shared experts, one expert): the
+// same with one group.
 Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn);
 
 // The attention block of one microbatch on one GPU (no context parallelism): projections, norm and core.
@@ -21,8 +33,8 @@ Time attention_time(const compute::ComputeModel& cm, const workload::ModelShape&
 Time attention_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
                              const workload::TrainingConfig& t, int tp = 1);
 // Its pieces, forward, for `tokens` tokens: the norm and the Q, K, V projections; the output projection.
-Time qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
-                         double dtype_bytes, int tp = 1);
+Time qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
+// The output projection and the residual add after it.
 Time output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 // The attention core (QK^T, softmax, PV) of a microbatch's whole sequence, heads split over tp,
 // forward and backward.
@@ -30,16 +42,18 @@ Time attention_core_time(const compute::ComputeModel& cm, const workload::ModelS
                          int tp = 1);
 Time attention_core_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
                                   const workload::TrainingConfig& t, int tp = 1);
-// Router GeMM, softmax/top-k and permuting the k copies into the send buffer, for `tokens` tokens.
-Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double dtype_bytes);
-// Un-permute, weighted sum of the k expert outputs, residual add (and the norm with attention).
-Time combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double dtype_bytes);
-// A dense FFN block and its norm over `tokens` tokens, FFN columns split over `tp` GPUs.
-Time dense_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double dtype_bytes,
-                    int tp = 1);
+// The pre-MLP norm (with attention), router GeMM, softmax/top-k and permuting the k copies into the
+// send buffer, for `tokens` tokens.
+Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens);
+// Un-permute with the weighted sum of the k expert outputs, and the residual add (with attention).
+Time combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens);
+// A dense FFN block over `tokens` tokens, FFN columns split over `tp` GPUs: its norm, FFN and
+// residual add.
+Time dense_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 // The embedding lookup of `tokens` tokens (a gather of their rows).
-Time embedding_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double dtype_bytes);
-// Logits of `tokens` tokens over the vocabulary split over `tp` GPUs, and their fp32 softmax.
+Time embedding_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens);
+// The final norm, the logits of `tokens` tokens over the vocabulary split over `tp` GPUs, and their
+// fp32 softmax.
 Time lm_head_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 
 }  // namespace moesim::blocks

@@ -150,12 +150,11 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
          const Frontier* fetched, Frontier& f, Frontier& experts_done) {
   const auto& m = em.ctx.model;
   const std::uint32_t gpus = em.gpus();
-  const double b = em.ctx.dtype_bytes();
   const bool forward = pass.phase != Phase::Backward;
   const bool comm = exchanges(p);
   const auto kernel_cost = [&](bool gate) {
     return PerKind(em.ctx, [&, gate](const compute::ComputeModel& cm) {
-      const Time t = gate ? gate_time(cm, m, p.gate_tokens, b) : combine_time(cm, m, p.combine_tokens, b);
+      const Time t = gate ? gate_time(cm, m, p.gate_tokens) : combine_time(cm, m, p.combine_tokens);
       return forward ? t : cm.backward(t);
     });
   };
@@ -172,9 +171,10 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
     shared = f;
     const auto ls = em.label(pass.phase, WorkKind::Expert, "shared_expert", layer, mb);
     tensor_parallel_enter(em, pass.phase, layer, mb, shared, StreamRole::Side);
-    // Each shared expert: an FFN of the rank's tokens with its columns split over tp.
+    // The shared experts: one FFN of the rank's tokens, as wide as all of them (Megatron-Core's
+    // SharedExpertMLP), its columns split over tp.
     auto cost = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
-      const Time t = m.shared_experts * ffn_time(cm, m, em.rank_tokens(), m.ffn_hidden / em.plan.tensor_parallel.size);
+      const Time t = ffn_time(cm, m, em.rank_tokens(), m.shared_experts * m.ffn_hidden / em.plan.tensor_parallel.size);
       return forward ? t : cm.backward(t);
     });
     for (const std::uint32_t g : em.active())

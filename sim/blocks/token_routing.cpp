@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <map>
-#include <unordered_map>
 
 #include "sim/blocks/layer_costs.hpp"
 #include "sim/core/error.hpp"
@@ -55,9 +54,14 @@ LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, 
     out.dispatch.push_back(traffic);
     out.combine.push_back(traffic);
   }
-  for (std::uint32_t g = 0; g < ctx.topology.gpu_count(); ++g)
-    out.expert_forward[g] = ps_to_time(lp.local_experts * static_cast<double>(ffn_time(
-                                           ctx.compute_of(g), m, lp.padded_tokens / lp.local_experts, lp.expert_ffn_hidden)));
+  // Each GPU's local experts on an even share of the padded tokens: one grouped FFN per GPU kind.
+  const std::vector<double> rows(static_cast<std::size_t>(lp.local_experts), lp.padded_tokens / lp.local_experts);
+  std::vector<Time> by_kind(ctx.compute.size(), -1);
+  for (std::uint32_t g = 0; g < ctx.topology.gpu_count(); ++g) {
+    Time& t = by_kind[ctx.topology.kind_index(g)];
+    if (t < 0) t = experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden);
+    out.expert_forward[g] = t;
+  }
   // Capacity drops of this layer's routing (the padded exchanges do not change with them): the
   // share a gate over gate_tokens tokens drops above capacity.
   const auto plan = workload::plan_dispatch(ctx.routing.popularity(it, layer), lp.gate_tokens, m.top_k, t.capacity_factor);
@@ -95,19 +99,14 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
     if (fresh) it2->second = by_rank(*g.replicas, g.gpus.size());
     return it2->second;
   };
-  // Expert compute of GPU g (rank `rank` of its group) from the token copies each expert received;
-  // one expert's FFN costed once per GPU kind and token count (counts repeat over the experts).
-  std::vector<std::unordered_map<double, Time>> ffn_memo(ctx.compute.size());
-  const auto expert_ffn = [&](std::uint32_t g, double tokens) {
-    auto [it, fresh] = ffn_memo[topo.kind_index(g)].try_emplace(tokens, 0);
-    if (fresh) it->second = ffn_time(ctx.compute_of(g), m, tokens, lp.expert_ffn_hidden);
-    return it->second;
-  };
-  const auto experts_time = [&](std::uint32_t g, const RankReplicas& rr, std::size_t rank, const std::vector<double>& received) {
-    Time total = 0;
-    if (!(ip.role(g) & parallel::kRunsExperts)) return total;
-    for (const auto& [e, share] : rr[rank]) total += expert_ffn(g, received[e] * share / chunks);
-    return total;
+  // Expert compute of GPU g (rank `rank` of its group): its local experts' FFNs as grouped GeMMs
+  // over the token copies each received (experts_time: one rule for every GPU).
+  std::vector<double> rows;  // one GPU's local experts' copies of this chunk, reused
+  const auto gpu_experts = [&](std::uint32_t g, const RankReplicas& rr, std::size_t rank, const std::vector<double>& received) {
+    if (!(ip.role(g) & parallel::kRunsExperts)) return Time{0};
+    rows.clear();
+    for (const auto& [e, share] : rr[rank]) rows.push_back(received[e] * share / chunks);
+    return experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden);
   };
   const auto sources_of = [&](const parallel::DispatchGroup& g) {
     std::vector<bool> source(g.gpus.size());
@@ -144,12 +143,11 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
           brought[i] += received[gi][e] * share * m.hidden * b / chunks;
         }
       }
-      for (const std::uint32_t g : members) {
-        Time t = 0;
-        if (ip.role(g) & parallel::kRunsExperts)
-          for (const double x : tokens) t += expert_ffn(g, x / chunks);
-        out.expert_forward[g] = t;
-      }
+      rows.clear();
+      for (const double x : tokens) rows.push_back(x / chunks);
+      for (const std::uint32_t g : members)
+        out.expert_forward[g] =
+            ip.role(g) & parallel::kRunsExperts ? experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden) : 0;
       auto [found, fresh] = exchanges.try_emplace(brought, gather.size());
       if (fresh) {
         std::vector<double> bytes(k * k, 0.0);
@@ -209,7 +207,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
       for (std::uint32_t r = 0; r < n && !etp; ++r) {  // under ETP costed over the ETP group below
         const std::uint32_t g = group.gpus[r];
         Time& cached = sh.by_kind_rank[topo.kind_index(g) * n + r];
-        if (cached < 0) cached = experts_time(g, rr, r, received);
+        if (cached < 0) cached = gpu_experts(g, rr, r, received);
         out.expert_forward[g] = cached;
       }
       out.dispatch.push_back(sh.dispatch);
@@ -277,7 +275,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
       }
       const RankReplicas& rr = replicas_of(group);
       if (!etp)  // else costed over the ETP group below
-        for (std::uint32_t r = 0; r < n; ++r) out.expert_forward[group.gpus[r]] = experts_time(group.gpus[r], rr, r, received);
+        for (std::uint32_t r = 0; r < n; ++r) out.expert_forward[group.gpus[r]] = gpu_experts(group.gpus[r], rr, r, received);
       for (int e = 0; e < m.experts; ++e) out.expert_tokens[e] += received[e];
       if (etp) received_by_group.push_back(received);
       auto dispatch = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(n, std::move(bytes)));

@@ -3,7 +3,8 @@
 // the token copies every expert received.
 //   - Routed: each source GPU (one that runs attention) keeps at most the capacity of each expert
 //     and sends each expert's copies to the expert's replicas in its group, split by their shares
-//     (MoeLayerPlan's ReplicaTable); a GPU computes each replica it holds on the copies it gets.
+//     (MoeLayerPlan's ReplicaTable); a GPU computes the replicas it holds on the copies they get, as
+//     grouped GeMMs (experts_time).
 //     Sources draw their routing per layer and microbatch (a dense matrix per group) or send their
 //     expected shares (one factored matrix shared by all groups), as RoutingModel::sampled says.
 //     Without a capacity, a source draws over bins of experts placed alike (a rank's experts) and

@@ -24,7 +24,7 @@ void embedding(Emission& em, engine::Phase direction, int mb, Frontier& f) {
   const bool backward = direction == engine::Phase::Backward;
   if (backward) tensor_parallel_enter(em, direction, 0, mb, f);
   on_token_holders(em, direction, "embedding", 0, mb, f,
-                   [&](const compute::ComputeModel& cm) { return embedding_time(cm, em.ctx.model, tokens, em.ctx.dtype_bytes()); });
+                   [&](const compute::ComputeModel& cm) { return embedding_time(cm, em.ctx.model, tokens); });
   if (!backward) tensor_parallel_exit(em, direction, 0, mb, f);
 }
 

@@ -1,6 +1,6 @@
 // A GPU kind: vendor data-sheet figures (dense peak FLOPS per dtype, HBM bandwidth and capacity,
-// host link) and the efficiencies the roofline compute model applies. The catalogue of kinds is
-// topologies/gpus.json; each entry cites its data sheet.
+// host link), published maximum achievable matmul measurements, and the efficiencies the compute
+// model applies. The catalogue of kinds is topologies/gpus.json; each entry cites its sources.
 #pragma once
 
 #include <array>
@@ -19,6 +19,15 @@ std::string_view to_string(Dtype d);
 // Bytes per element as stored in memory (tf32 is stored as fp32).
 double dtype_bytes(Dtype d);
 
+// A published "maximum achievable matmul FLOPS" measurement (Stas Bekman's mamf-finder,
+// stas00/ml-engineering compute/accelerator/README.md): the best FLOP/s a brute-force search over
+// GeMM shapes reached, and the shape (M×N×K) that reached it. The compute model derives its GeMM
+// ceiling from it (compute::ComputeModel).
+struct MatmulMeasurement {
+  double flops = 0;  // FLOP/s; 0: none published
+  double m = 0, n = 0, k = 0;
+};
+
 struct GpuSpec {
   std::string key;   // catalogue key, e.g. "h100-sxm5-80gb"
   std::string name;  // vendor name
@@ -26,7 +35,10 @@ struct GpuSpec {
   double hbm_bytes_per_second = 0;
   double memory_bytes = 0;
   int sms = 0;  // streaming multiprocessors; 0: unknown (no wave quantization)
+  // GeMM ceiling (the fraction of peak a tile's main loop sustains) for dtypes without a
+  // measurement in `mamf` (see compute::ComputeModel for the fallback order).
   double gemm_efficiency = 0.7;
+  std::array<MatmulMeasurement, 5> mamf{};  // per Dtype
   double attention_efficiency = 0.5;
   bool flash_attention = true;
   Bandwidth host_bandwidth{16e9};
@@ -35,6 +47,7 @@ struct GpuSpec {
   std::string source;
 
   double peak(Dtype d) const { return peak_flops[static_cast<std::size_t>(d)]; }
+  const MatmulMeasurement& measured_matmul(Dtype d) const { return mamf[static_cast<std::size_t>(d)]; }
 };
 
 }  // namespace moesim::cluster

@@ -1,12 +1,41 @@
+// The GeMM shape model, the fixed kernel cost and the ceilings from published matmul
+// measurements: see compute_model.hpp; every fitted constant is in the block below.
 #include "sim/compute/compute_model.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
 
 namespace moesim::compute {
+
+namespace {
+// ---- The GeMM shape model's constants (one place) ----
+// Output tile shapes (rows × columns) the model chooses from: those of cuBLAS's and CUTLASS's
+// sm_80/sm_90 16-bit kernels, 128×256 and 256×128 (CUTLASS's large-tile defaults), 128×128, and
+// 64-row tiles for skinny outputs (64 is the smallest M of Hopper's wgmma).
+constexpr std::array<std::array<double, 2>, 6> kGemmTiles{{{128, 256}, {256, 128}, {128, 128}, {64, 128}, {128, 64}, {64, 64}}};
+// Fitted, with kKernelOverhead, to the OpenXLA sm_90 table as a whole (tests/data/realdata/20_*:
+// 375 batched shapes, b ∈ {1, 2, 4} × M, N, K ∈ {256 … 4096}, BF16 and TF32 achieved FLOP/s on an
+// H100-class GPU), the H100's ceiling derived from its BF16 MAMF at each step: mean time error
+// 3.3 % (BF16) and 12 % (TF32); compute_test's XlaSm90Table reports it. One set for every dtype:
+// the intensity is per operand byte, so TF32's 4-byte operands need tiles twice as wide (the
+// table's TF32 column fits best so, with BF16's ceiling).
+constexpr double kCriticalIntensity = 55;  // FLOPs per operand byte at which a tile reaches the ceiling
+constexpr double kTileRampK = 155;         // a tile's prologue and epilogue, in K elements of its main loop
+// Split-K: slices of at least 512 K elements (the rule of the earlier model, not fitted), partial
+// sums in fp32 written and read back once.
+constexpr double kMinSplitK = 512;
+constexpr double kPartialSumBytes = 4;
+}  // namespace
+
+double activation_bytes(cluster::Dtype d) {
+  // Transformer Engine's FP8 recipes: FP8 GeMM inputs, BF16 outputs and activations.
+  return d == cluster::Dtype::fp8 ? 2.0 : cluster::dtype_bytes(d);
+}
 
 ComputeModel::ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, KernelTables tables)
     : gpu_(std::move(gpu)), options_(options), tables_(std::move(tables)) {
@@ -15,33 +44,107 @@ ComputeModel::ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, KernelT
     throw InfeasibleError(fmt::format("GPU {} has no {} peak in the catalogue; pick a dtype it supports",
                                       gpu_.key, cluster::to_string(options_.dtype)));
   element_bytes_ = cluster::dtype_bytes(options_.dtype);
+  precision_ = precision(gpu_, options_.dtype);
+  overhead_ = options_.launch_overhead.value_or(kKernelOverhead);
+  measured_overhead_ = options_.launch_overhead.value_or(0);
+  ceiling_ = derive_ceiling();
+}
+
+ComputeModel::Precision ComputeModel::precision(const cluster::GpuSpec& gpu, cluster::Dtype d) {
+  return {gpu.peak(d), cluster::dtype_bytes(d), activation_bytes(d)};
+}
+
+double ComputeModel::modelled_gemm_seconds(std::span<const double> rows, double n, double k, double ceiling,
+                                           const Precision& p) const {
+  double rows_sum = 0, groups = 0;
+  for (const double r : rows)
+    if (r > 0) rows_sum += r, groups += 1;
+  if (rows_sum <= 0 || n <= 0 || k <= 0) return 0;
+  const double hbm = gpu_.hbm_bytes_per_second;
+  // A and C per group's rows, each group's own B.
+  const double bytes = rows_sum * k * p.operand_bytes + groups * k * n * p.operand_bytes + rows_sum * n * p.output_bytes;
+  const double memory = bytes / hbm;
+  const double sms = gpu_.sms;
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& [tm, tn] : kGemmTiles) {
+    const double intensity = 2 * tm * tn / ((tm + tn) * p.operand_bytes);
+    const double tile_rate = p.peak * ceiling * std::min(1.0, intensity / kCriticalIntensity);  // all SMs on such tiles
+    double seconds;
+    if (sms <= 0) {  // SM count unknown: no wave quantization, no split-K
+      seconds = std::max(2 * rows_sum * n * (k + kTileRampK) / tile_rate, memory);
+    } else {
+      double tiles = 0;
+      for (const double r : rows)
+        if (r > 0) tiles += std::ceil(r / tm);
+      tiles *= std::ceil(n / tn);
+      const double split = tiles < sms ? std::max(1.0, std::min(std::floor(sms / tiles), std::floor(k / kMinSplitK))) : 1.0;
+      const double waves = std::ceil(tiles * split / sms);
+      const double compute = waves * sms * 2 * tm * tn * (k / split + kTileRampK) / tile_rate;
+      const double reduction = split > 1 ? 2 * rows_sum * n * split * kPartialSumBytes / hbm : 0.0;
+      seconds = std::max(compute, memory) + reduction;
+    }
+    best = std::min(best, seconds);
+  }
+  return time_to_seconds(overhead_) + best;
+}
+
+double ComputeModel::derive_ceiling() const {
+  if (options_.gemm_efficiency) return *options_.gemm_efficiency;
+  // The dtype's own measurement, else (fp16, tf32: the same tensor cores) bf16's.
+  cluster::Dtype d = options_.dtype;
+  if (gpu_.measured_matmul(d).flops <= 0 && (d == cluster::Dtype::fp16 || d == cluster::Dtype::tf32)) d = cluster::Dtype::bf16;
+  const cluster::MatmulMeasurement* mm = &gpu_.measured_matmul(d);
+  if (mm->flops <= 0 || gpu_.peak(d) <= 0) return gpu_.gemm_efficiency;
+  // The ceiling at which the model, in the measurement's dtype, takes the measured time at the
+  // measured shape: time falls as the ceiling rises, so bisect (60 halvings: far below a picosecond).
+  const Precision p = precision(gpu_, d);
+  const double measured = 2 * mm->m * mm->n * mm->k / mm->flops;
+  const double shape[1] = {mm->m};
+  if (modelled_gemm_seconds(shape, mm->n, mm->k, 1.0, p) > measured)
+    throw InfeasibleError(fmt::format("GPU {}: the measured matmul rate {:.1f} TFLOP/s at {}x{}x{} is beyond what its {} peak "
+                                      "allows with a kernel overhead of {:.1f} us; check the measurement and the peak",
+                                      gpu_.key, mm->flops / 1e12, mm->m, mm->n, mm->k, cluster::to_string(d),
+                                      time_to_seconds(overhead_) * 1e6));
+  double lo = 0, hi = 1;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = (lo + hi) / 2;
+    (modelled_gemm_seconds(shape, mm->n, mm->k, mid, p) > measured ? lo : hi) = mid;
+  }
+  return hi;
+}
+
+double ComputeModel::gemm_seconds(double m, double n, double k) const {
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  if (tables_.gemm_flops) {
+    const double flops = 2.0 * m * n * k;
+    const double bytes = (m * k + k * n) * precision_.operand_bytes + m * n * precision_.output_bytes;
+    return time_to_seconds(measured_overhead_) +
+           std::max(flops / tables_.gemm_flops(m, n, k), bytes / gpu_.hbm_bytes_per_second);
+  }
+  const double rows[1] = {m};
+  return modelled_gemm_seconds(rows, n, k, ceiling_, precision_);
 }
 
 double ComputeModel::gemm_efficiency(double m, double n, double k) const {
-  if (tables_.gemm_flops) return tables_.gemm_flops(m, n, k) / peak_;
-  return options_.gemm_efficiency.value_or(gpu_.gemm_efficiency) * wave_efficiency(m, n, k);
+  const double s = gemm_seconds(m, n, k);
+  return s > 0 ? 2.0 * m * n * k / (s * peak_) : 0.0;
 }
 
-double ComputeModel::wave_efficiency(double m, double n, double k) const {
-  if (gpu_.sms <= 0) return 1.0;
-  const double sms = gpu_.sms;
-  double tiles = std::ceil(m / 128) * std::ceil(n / 128);
-  if (tiles < sms) tiles *= std::max(1.0, std::min(std::floor(sms / tiles), std::floor(k / 512)));
-  const double waves = std::ceil(tiles / sms);
-  return tiles / (waves * sms);
-}
-
-Time ComputeModel::roofline(double flops, double efficiency, double bytes) const {
+Time ComputeModel::roofline(double flops, double efficiency, double bytes, Time fixed) const {
   const double compute_s = flops / (peak_ * efficiency);
   const double memory_s = bytes / gpu_.hbm_bytes_per_second;
-  return options_.launch_overhead + seconds_to_time(std::max(compute_s, memory_s));
+  return fixed + seconds_to_time(std::max(compute_s, memory_s));
 }
 
-Time ComputeModel::gemm(double m, double n, double k) const {
-  if (m <= 0 || n <= 0 || k <= 0) return 0;
-  const double flops = 2.0 * m * n * k;
-  const double bytes = (m * k + k * n + m * n) * element_bytes_;
-  return roofline(flops, gemm_efficiency(m, n, k), bytes);
+Time ComputeModel::gemm(double m, double n, double k) const { return seconds_to_time(gemm_seconds(m, n, k)); }
+
+Time ComputeModel::grouped_gemm(std::span<const double> rows, double n, double k) const {
+  if (tables_.gemm_flops) {  // measured shapes: each group as the GeMM the table measured
+    Time total = 0;
+    for (const double r : rows) total += gemm(r, n, k);
+    return total;
+  }
+  return seconds_to_time(modelled_gemm_seconds(rows, n, k, ceiling_, precision_));
 }
 
 double attention_forward_flops(double batch, double heads, double seq, double head_dim, bool causal) {
@@ -61,9 +164,11 @@ double attention_bytes(double batch, double heads, double seq, double head_dim, 
 Time ComputeModel::attention(double batch, double heads, double seq, double head_dim, bool causal) const {
   if (batch <= 0 || seq <= 0) return 0;
   const double flops = attention_forward_flops(batch, heads, seq, head_dim, causal);
-  const double efficiency = tables_.attention_flops ? tables_.attention_flops(seq, head_dim, causal) / peak_
-                                                    : options_.attention_efficiency.value_or(gpu_.attention_efficiency);
-  return roofline(flops, efficiency, attention_bytes(batch, heads, seq, head_dim, element_bytes_, gpu_.flash_attention));
+  const bool measured = static_cast<bool>(tables_.attention_flops);
+  const double efficiency = measured ? tables_.attention_flops(seq, head_dim, causal) / peak_
+                                     : options_.attention_efficiency.value_or(gpu_.attention_efficiency);
+  return roofline(flops, efficiency, attention_bytes(batch, heads, seq, head_dim, element_bytes_, gpu_.flash_attention),
+                  measured ? measured_overhead_ : overhead_);
 }
 
 Time ComputeModel::attention_backward(double batch, double heads, double seq, double head_dim, bool causal) const {
@@ -74,12 +179,13 @@ Time ComputeModel::attention_backward(double batch, double heads, double seq, do
   // gradient and P as often again as the forward: twice the forward's bytes.
   const double flops = kAttentionBackwardFlopRatio * attention_forward_flops(batch, heads, seq, head_dim, causal);
   const double efficiency = tables_.attention_backward_flops(seq, head_dim, causal) / peak_;
-  return roofline(flops, efficiency, 2 * attention_bytes(batch, heads, seq, head_dim, element_bytes_, gpu_.flash_attention));
+  return roofline(flops, efficiency, 2 * attention_bytes(batch, heads, seq, head_dim, element_bytes_, gpu_.flash_attention),
+                  measured_overhead_);
 }
 
 Time ComputeModel::memory_bound(double bytes) const {
   if (bytes <= 0) return 0;
-  return options_.launch_overhead + seconds_to_time(bytes / gpu_.hbm_bytes_per_second);
+  return overhead_ + seconds_to_time(bytes / gpu_.hbm_bytes_per_second);
 }
 
 Time host_optimizer_step(double params, double bytes_per_param, double bytes_per_second) {

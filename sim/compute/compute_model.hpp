@@ -1,25 +1,60 @@
-// Kernel cost on one GPU kind: a roofline. A kernel takes
-//     launch_overhead + max(FLOPs / (peak[dtype] · efficiency), bytes moved / HBM bandwidth).
-// GeMM efficiency is the GPU's `gemm_efficiency` (the fraction of peak a large cuBLAS GeMM
-// reaches) times the wave quantization of the shape, unless a calibration table (KernelTables,
-// bound from the scenario's profile by sim/simulation/calibration_binding) gives the measured
-// FLOP/s of the shape: then efficiency = measured / peak. Wave
-// quantization: the output is cut into 128×128 tiles, one per SM at a time; when there are fewer
-// tiles than SMs, K is split (as cuBLAS's split-K does) into up to SMs/tiles slices of at least
-// 512; the last wave of tiles leaves SMs idle: efficiency × tiles / (waves · SMs). attention uses the GPU's
-// `attention_efficiency`, and without FlashAttention it also reads and writes the L×L score
-// matrix through HBM (HeterMoE §2.2: why V100 falls far behind A40 on long sequences).
-// Backward costs `backward_factor` (2 by default: gradients of inputs and of weights) times forward;
-// the attention core's backward instead takes its own measured FLOP/s when a calibration table
-// holds them (attention_backward).
+// Kernel cost on one GPU kind. Every kernel pays a fixed cost (launch, ramp-up and tail: the
+// scenario's `compute.launch_overhead`, else kKernelOverhead) and then runs as fast as its FLOPs or
+// its HBM bytes allow.
+//
+// GeMM, uncalibrated (the constants and their sources are in compute_model.cpp, in one place):
+//     time = fixed cost + max(compute, bytes moved / HBM bandwidth) + split-K reduction
+//   - compute: the output is cut into tiles of one shape, chosen as cuBLAS's heuristics aim to
+//     (the candidate of kGemmTiles that finishes first: large tiles for large outputs, 64-row
+//     tiles for skinny ones); a wave runs one tile per SM; a tile takes 2·tm·tn·(K + ramp) FLOPs
+//     at (peak / SMs) · ceiling · tile efficiency. The ramp is the K-equivalent of a tile's
+//     prologue and epilogue; tile efficiency = min(1, intensity / critical intensity), with the
+//     tile's intensity in FLOPs per operand byte, 2·tm·tn / ((tm + tn) · element bytes): small tiles
+//     (and wide elements) starve the tensor cores of operands. The last wave leaves SMs idle.
+//   - split-K: an output of fewer tiles than SMs is split along K into up to SMs/tiles slices of at
+//     least 512 (cuBLAS's split-K); the fp32 partial sums are written and read back once.
+//   - ceiling: the fraction of peak a tile's main loop sustains, per GPU kind and dtype, derived
+//     from the GPU's published maximum achievable matmul FLOPS (cluster::MatmulMeasurement): the
+//     ceiling at which this model takes exactly the measured time at the measured shape. fp16 and
+//     tf32 without their own measurement take bf16's (same tensor cores; the XLA sm_90 table's f32
+//     column fits with bf16's ceiling); otherwise the GPU's `gemm_efficiency`.
+//     `compute.gemm_efficiency` overrides it for every GPU.
+//   - FP8 (Transformer Engine): FP8 operands (1 byte), BF16 output; its own MAMF measurement gives
+//     its ceiling (Hopper reaches 71 % of its doubled peak where BF16 reaches 80 %).
+// A grouped GeMM (Megatron-Core's GroupedMLP / cuBLAS grouped GEMM over the local experts) is one
+// kernel: the tiles of all groups fill the waves together, one fixed cost; a batched GeMM (XLA's
+// b) is a grouped GeMM of equal groups.
+//
+// Calibration tables (KernelTables, bound from the scenario's profile by
+// sim/simulation/calibration_binding) replace the model for the shapes they measure: a GeMM takes
+// max(FLOPs / measured FLOP/s, bytes / HBM bandwidth) plus the scenario's explicit launch overhead
+// (none by default: a measured time includes its launch), a grouped GeMM the sum of its groups.
+// Attention uses the GPU's `attention_efficiency`, and without FlashAttention it also reads and
+// writes the L×L score matrix through HBM (HeterMoE §2.2: why V100 falls far behind A40 on long
+// sequences). Backward costs `backward_factor` (2 by default: gradients of inputs and of weights)
+// times forward; the attention core's backward instead takes its own measured FLOP/s when a
+// calibration table holds them (attention_backward).
 #pragma once
 
 #include <functional>
 #include <optional>
+#include <span>
 
 #include "sim/cluster/gpu_spec.hpp"
 
 namespace moesim::compute {
+
+// The fixed cost of every kernel the model costs (launch, ramp-up, tail), unless the scenario sets
+// `compute.launch_overhead`: fitted with the GeMM constants to the OpenXLA sm_90 table as a whole
+// (tests/data/realdata/20_*; its smallest GeMM, 256³ bf16, 34 MFLOP or 0.04 us at peak, takes
+// 5.2 us). Taken for every GPU kind and for memory-bound kernels too (assumption: no public table
+// of other GPUs' or of elementwise kernels' fixed cost).
+inline constexpr Time kKernelOverhead = 5'300'000;  // 5.3 us
+
+// Bytes per element of the activations kernels read and write in a training dtype: its own width,
+// except FP8, where Transformer Engine keeps activations (norms, activations, GeMM outputs) in
+// BF16 and casts only the GeMM inputs to FP8.
+double activation_bytes(cluster::Dtype d);
 
 // Self-attention core FLOPs: QKᵀ and P·V, two GeMMs of 2·L·L·d per head; causal masking halves
 // the useful work.
@@ -29,9 +64,11 @@ constexpr double kAttentionBackwardFlopRatio = 2.5;
 
 struct ComputeOptions {
   cluster::Dtype dtype = cluster::Dtype::bf16;
-  Time launch_overhead = 0;
+  // Every kernel's fixed cost; unset: kKernelOverhead for modelled kernels, none added to the
+  // measured times of calibration tables.
+  std::optional<Time> launch_overhead;
   double backward_factor = 2.0;
-  std::optional<double> gemm_efficiency;       // overrides the GPU's
+  std::optional<double> gemm_efficiency;       // overrides every GPU's GeMM ceiling
   std::optional<double> attention_efficiency;  // overrides the GPU's
   double optimizer_bytes_per_param = 32;        // Adam: read/write fp32 master, moments, gradient
 };
@@ -58,6 +95,9 @@ class ComputeModel {
 
   // C[m×n] = A[m×k]·B[k×n].
   Time gemm(double m, double n, double k) const;
+  // One grouped GeMM kernel: C_i[rows_i×n] = A_i[rows_i×k]·B_i[k×n] for every group i (each its
+  // own B, as each expert its own weights); groups without rows do nothing.
+  Time grouped_gemm(std::span<const double> rows, double n, double k) const;
   // Self-attention core (QKᵀ, softmax, ·V) for `batch` sequences, `heads` heads of `head_dim`.
   Time attention(double batch, double heads, double seq, double head_dim, bool causal) const;
   // Its backward (dQ, dK, dV): at the measured backward FLOP/s when a table gives them, else
@@ -70,17 +110,32 @@ class ComputeModel {
 
   const cluster::GpuSpec& gpu() const { return gpu_; }
   const ComputeOptions& options() const { return options_; }
+  // The fraction of the dtype's peak one GeMM of this shape achieves, fixed cost included.
   double gemm_efficiency(double m, double n, double k) const;
-  // The fraction of the GPU's SMs a GeMM of this shape keeps busy (1 when the SM count is unknown).
-  double wave_efficiency(double m, double n, double k) const;
+  // The GeMM ceiling of this GPU kind and dtype (see the header comment).
+  double gemm_ceiling() const { return ceiling_; }
+  // The fixed cost of a modelled kernel.
+  Time kernel_overhead() const { return overhead_; }
 
  private:
-  Time roofline(double flops, double efficiency, double bytes) const;
+  // A dtype's peak and GeMM element widths.
+  struct Precision {
+    double peak, operand_bytes, output_bytes;
+  };
+  static Precision precision(const cluster::GpuSpec& gpu, cluster::Dtype d);
+  double modelled_gemm_seconds(std::span<const double> rows, double n, double k, double ceiling, const Precision& p) const;
+  double gemm_seconds(double m, double n, double k) const;
+  double derive_ceiling() const;
+  Time roofline(double flops, double efficiency, double bytes, Time fixed) const;
   cluster::GpuSpec gpu_;
   ComputeOptions options_;
   KernelTables tables_;
   double peak_;
-  double element_bytes_;
+  double element_bytes_;  // activations and attention operands
+  Precision precision_;   // GeMMs
+  Time overhead_;         // modelled kernels' fixed cost
+  Time measured_overhead_;  // added to measured (table) kernels
+  double ceiling_;
 };
 
 }  // namespace moesim::compute

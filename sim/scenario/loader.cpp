@@ -115,6 +115,14 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g) {
   s.memory_bytes = schema::as_bytes(g.at("memory"));
   if (g.contains("sms")) s.sms = g.at("sms").get<int>();
   s.gemm_efficiency = g.at("gemm_efficiency").get<double>();
+  if (g.contains("mamf"))
+    for (cluster::Dtype d : cluster::kDtypes) {
+      const std::string n(cluster::to_string(d));
+      if (!g.at("mamf").contains(n)) continue;
+      const Json& e = g.at("mamf").at(n);
+      s.mamf[static_cast<std::size_t>(d)] = {schema::as_flops(e.at("flops")), e.at("m").get<double>(), e.at("n").get<double>(),
+                                             e.at("k").get<double>()};
+    }
   s.attention_efficiency = g.at("attention_efficiency").get<double>();
   s.flash_attention = g.at("flash_attention").get<bool>();
   if (g.contains("host_link")) {
@@ -471,7 +479,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                                                 : workload::RoutingSampling::Auto;
   const Json& cp = doc.at("compute");
   s.compute.dtype = s.training.dtype;
-  s.compute.launch_overhead = schema::as_time(cp.at("launch_overhead"));
+  if (cp.contains("launch_overhead")) s.compute.launch_overhead = schema::as_time(cp.at("launch_overhead"));
   s.compute.backward_factor = cp.at("backward_factor").get<double>();
   if (cp.contains("gemm_efficiency")) s.compute.gemm_efficiency = cp.at("gemm_efficiency").get<double>();
   if (cp.contains("attention_efficiency")) s.compute.attention_efficiency = cp.at("attention_efficiency").get<double>();

@@ -5,6 +5,19 @@ namespace moesim::scenario {
 using namespace moesim::schema;
 
 NodePtr gpu_schema() {
+  static const NodePtr measurement = object({
+      required("flops", flops(), "the best FLOP/s measured, e.g. \"794.5TFLOPS\""),
+      required("m", integer(1), "M of the shape that reached it"),
+      required("n", integer(1), "N of the shape that reached it"),
+      required("k", integer(1), "K of the shape that reached it"),
+  });
+  static const NodePtr mamf = object({
+      optional("fp32", measurement, nullptr, "FP32 measurement"),
+      optional("tf32", measurement, nullptr, "TF32 measurement"),
+      optional("fp16", measurement, nullptr, "FP16 measurement"),
+      optional("bf16", measurement, nullptr, "BF16 measurement"),
+      optional("fp8", measurement, nullptr, "FP8 measurement"),
+  });
   static const NodePtr s = object({
       required("name", string(), "the vendor's name of the GPU"),
       required("peak_flops", object({
@@ -18,7 +31,12 @@ NodePtr gpu_schema() {
       required("hbm_bandwidth", bandwidth(), "memory bandwidth, e.g. \"3.35TB/s\""),
       required("memory", bytes(), "memory capacity, e.g. \"80GiB\""),
       optional("sms", integer(1), nullptr, "streaming multiprocessors (enables GeMM wave quantization)"),
-      optional("gemm_efficiency", number(0, 1, true), 0.7, "fraction of peak a large GeMM reaches"),
+      optional("gemm_efficiency", number(0, 1, true), 0.7,
+               "GeMM ceiling: fraction of peak a tile's main loop sustains, for dtypes without a \"mamf\" measurement"),
+      optional("mamf", mamf, nullptr,
+               "published maximum achievable matmul FLOPS per dtype and the shape that reached them, e.g. "
+               "{\"bf16\": {\"flops\": \"794.5TFLOPS\", \"m\": 2048, \"n\": 2048, \"k\": 13312}}: the GeMM "
+               "ceiling is derived from them"),
       optional("attention_efficiency", number(0, 1, true), 0.5, "fraction of peak attention reaches"),
       optional("flash_attention", boolean(), true, "whether FlashAttention runs on this GPU"),
       optional("host_link", object({required("bandwidth", bandwidth(), "per direction, e.g. \"32GB/s\""),
@@ -202,9 +220,11 @@ NodePtr scenario_schema() {
                "2*ceil(log2 n) latency steps); nvls (NVLink SHARP inside one NVSwitch, else ring); direct"),
   });
   static const NodePtr compute = object({
-      optional("launch_overhead", time(), "0us", "fixed cost added to every kernel"),
+      optional("launch_overhead", time(), nullptr,
+               "fixed cost of every kernel (default: 5.3us for modelled kernels, none added to a calibration "
+               "profile's measured times)"),
       optional("backward_factor", number(0, std::nullopt, true), 2.0, "backward compute / forward compute"),
-      optional("gemm_efficiency", number(0, 1, true), nullptr, "override every GPU's GeMM efficiency"),
+      optional("gemm_efficiency", number(0, 1, true), nullptr, "override every GPU's GeMM ceiling"),
       optional("attention_efficiency", number(0, 1, true), nullptr, "override every GPU's attention efficiency"),
   });
   // An axis has exactly one of "path" and "paths" and, with "paths", values that are arrays of one

@@ -386,9 +386,11 @@ TEST(GemmTableCsv, HeldOutShapesOfXlasH100Table) {
   // Fit the table on the shapes whose M, N and K are all in {256, 1024, 4096} (27 of 125) and
   // predict the other 98 (each has a coordinate of 512 or 2048, midway in log2 between two fitted
   // ones, so every prediction interpolates 8 measured corners): the time error averages under
-  // 10 % for bf16 (9.5 %) and for f32 (9.8 %) — a 4× spacing of the grid costs that much — while
-  // the roofline (75 % of H100's 989 TFLOP/s with wave quantization) misses the same bf16 shapes
-  // by 51 % on average, being blind to the launch-bound small GeMMs (256³: 6.5 TFLOP/s measured).
+  // 10 % for bf16 (9.5 %) and for f32 (9.8 %) — a 4× spacing of the grid costs that much. The
+  // uncalibrated shape model misses the same bf16 shapes by 3.6 % on average, but it was fitted to
+  // the whole table (compute_model.cpp), these shapes included: no held-out test for it. (The flat
+  // roofline before it, 75 % of peak with 128×128 wave quantization and no launch cost, missed
+  // them by 51 %.)
   const Measurements all = read_gemm_table_csv(realdata(kXlaGrid), kXlaGrid);
   const auto on_coarse_grid = [](const GemmSample& g) {
     const auto coarse = [](double x) { return x == 256 || x == 1024 || x == 4096; };
@@ -420,11 +422,11 @@ TEST(GemmTableCsv, HeldOutShapesOfXlasH100Table) {
     }
     EXPECT_EQ(n, 98);
     std::cout << fmt::format("{}: held-out mean error {:.1f}%, worst {:.1f}%{}\n", dtype, 100 * sum / n, 100 * worst,
-                             dtype == "bf16" ? fmt::format("; the bf16 roofline's {:.1f}%", 100 * roofline_sum / n) : "");
+                             dtype == "bf16" ? fmt::format("; the uncalibrated model's {:.1f}%", 100 * roofline_sum / n) : "");
     EXPECT_LT(sum / n, 0.10) << dtype;
     EXPECT_GT(sum / n, 0.05) << dtype;  // a real interpolation, not the measured points echoed back
     if (dtype == "bf16") {
-      EXPECT_GT(roofline_sum / n, 0.45);
+      EXPECT_LT(roofline_sum / n, 0.05);
     }
   }
 }

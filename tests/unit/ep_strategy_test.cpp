@@ -70,9 +70,15 @@ TEST(EpStrategy, SkewedRoutingMakesTheHotGpuTheSlowest) {
   // With Zipf routing and no capacity limit the GPU holding the hottest expert computes most:
   // its expert busy time exceeds the mean. Expected shares, so that the margin does not depend on
   // one seed's draw: Zipf 1.2 over 4 experts gives the hottest 1/(1 + 2^-1.2 + 3^-1.2 + 4^-1.2) =
-  // 0.53 of the copies, 2.1× the mean; its GPU's expert time, not linear at 272 tokens, is still
-  // above 1.2× (sampled draws over 12 seeds give 1.15–1.52).
+  // 0.53 of the copies, 2.1× the mean. With 1024 tokens per GPU and experts of H 1024, M 4096 the
+  // GeMMs span several waves, so that they and not the kernels' fixed costs decide (with the 128
+  // tokens, H 256 and M 512 of kSmallEp every expert's GeMMs fit one wave of an H100 and all GPUs
+  // take the same time): the hot GPU's 2176 copies need 544 tiles of 128×128 (5 waves) for fc1
+  // where a mean GPU's 1024 need 256 (2 waves); its expert time is above 1.2× the mean.
   auto doc = schema::Json::parse(kSmallEp);
+  doc["training"]["sequence_length"] = 1024;
+  doc["model"]["hidden"] = 1024;
+  doc["model"]["ffn_hidden"] = 4096;
   doc["routing"] = {{"kind", "zipf"}, {"zipf_exponent", 1.2}, {"sampling", "expected"}};
   const auto r = run(doc.dump())->results_json();
   EXPECT_GT(r["busy_ms"]["expert"]["max"].get<double>(), 1.2 * r["busy_ms"]["expert"]["mean"].get<double>());
@@ -235,12 +241,18 @@ TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {
   compute::ComputeModel cm(topo.gpu(0), sc.compute);
   const auto& m = sc.model;
   const double t = 128, h = 256, b = 2;
+  // Kernels as layer_costs costs them (every kernel with its fixed cost): RMSNorm reads and writes
+  // T·H·b, a residual add reads two and writes one.
   const Time norm = cm.memory_bound(2 * t * h * b);
-  const Time attention = cm.gemm(t, h + 2 * 4 * 64, h) + cm.attention(1, 4, 128, 64, true) + cm.gemm(t, h, h) + norm;
-  const Time gate = cm.gemm(t, 2, h) + cm.memory_bound(2 * t * 2 * 4) + cm.memory_bound(2 * t * 1 * h * b);
-  const Time output = cm.memory_bound(2 * t * 1 * h * b) + norm;
-  // Each expert gets 64 tokens from each of the 2 GPUs: 128 tokens through H→M→H.
-  const Time experts = cm.gemm(128, 512, h) + cm.gemm(128, h, 512);
+  const Time residual = cm.memory_bound(3 * t * h * b);
+  const Time attention = norm + cm.gemm(t, h + 2 * 4 * 64, h) + cm.attention(1, 4, 128, 64, true) + cm.gemm(t, h, h) + residual;
+  // Pre-MLP norm, router GeMM, softmax/top-k over 2·T·E·4 B, permute (1 + k)·T·H·b.
+  const Time gate = norm + cm.gemm(t, 2, h) + cm.memory_bound(2 * t * 2 * 4) + cm.memory_bound(2 * t * h * b);
+  // Un-permute (k + 1)·T·H·b, residual add.
+  const Time output = cm.memory_bound(2 * t * h * b) + residual;
+  // Each expert gets 64 tokens from each of the 2 GPUs: 128 tokens through H→M, the GeLU (reads
+  // and writes 128·M·b), M→H.
+  const Time experts = cm.gemm(128, 512, h) + cm.memory_bound(2 * 128 * 512 * b) + cm.gemm(128, h, 512);
   // The all-to-all: each GPU sends the half of its 128·256·2 B meant for the other GPU.
   cluster::LinkGraph graph(topo);
   network::AnalyticModel net(topo, network::AlphaBetaTable::from_topology(topo, graph));

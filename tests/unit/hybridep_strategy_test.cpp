@@ -122,14 +122,14 @@ TEST(HybridEpStrategy, Eq8InItsThreeCasesWithTheAnalyticModel) {
     int hidden, ffn, micro_batch, sequence, layers, dense_layers, dense_ffn;
   };
   const Case cases[] = {
-      // P_E = 2·1024·8·2 B = 32 KiB: Lat_AG(0) = 15·32 KiB / 1.25 GB/s = 0.39 ms < Lat_PE ≈ 0.79 ms.
+      // P_E = 2·1024·8·2 B = 32 KiB: Lat_AG(0) = 15·32 KiB / 1.25 GB/s = 0.39 ms < Lat_PE ≈ 0.86 ms.
       {"case 1", "1", 0.0, 1024, 8, 2, 4096, 1, 0, 8},
       // P_E = 64 KiB, D = 4096 tokens·1024·2 B = 8 MiB: 2D ≥ 16·P_E; Lat_AG(0) = 0.79 ms > Lat_PE.
       {"case 2.2", "2.2", 0.0, 1024, 16, 8, 512, 1, 0, 16},
       // D = 256·1024·2 B = 0.5 MiB < 16·P_E/2 with P_E = 2·1024·28·2 B = 112 KiB; a dense layer of
-      // FFN 131072 before the MoE layer makes Lat_PE ≈ 0.66 ms: p* = 1 − B·Lat_PE/(15·P_E) = 0.52,
-      // p = ⌈0.52·15⌉/15 = 8/15, a domain of 8 GPUs.
-      {"case 2.1", "2.1", 8.0 / 15, 1024, 28, 1, 256, 2, 1, 131072},
+      // FFN 114688 before the MoE layer makes Lat_PE ≈ 0.68 ms: p* = 1 − B·Lat_PE/(15·P_E) = 0.50,
+      // p = ⌈0.50·15⌉/15 = 8/15, a domain of 8 GPUs.
+      {"case 2.1", "2.1", 8.0 / 15, 1024, 28, 1, 256, 2, 1, 114688},
   };
   for (const Case& c : cases) {
     auto doc = schema::Json::parse(R"({

@@ -164,8 +164,10 @@ TEST(TensorParallel, AttentionSplitsHeadsAndColumnsBetweenAnAllGatherAndAReduceS
   const auto sc = test::scenario_from(doc.dump());
   const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
   const double tokens = 128, h = 256;
+  // The norm (reads and writes 128·256 bf16 values), the projections, the core, and the residual
+  // add after the output projection (reads two, writes one: 3·128·256·2 B).
   const Time expected = cm.gemm(tokens, 768.0 / 2, h) + cm.gemm(tokens, h, h / 2) + cm.memory_bound(2 * tokens * h * 2) +
-                        cm.attention(1, 4.0 / 2, 128, 64, true);
+                        cm.attention(1, 4.0 / 2, 128, 64, true) + cm.memory_bound(3 * tokens * h * 2);
   int attention = 0;
   for (const auto& t : sim.task_log().tasks())
     if (t.end >= 0 && t.label.kind == engine::WorkKind::Attention && t.label.phase == engine::Phase::Forward) {
@@ -187,8 +189,9 @@ TEST(TensorParallel, LatentAttentionSplitsItsUpProjectionsByHeads) {
   // (256 → 64) and the key/value one (256 → 32 + 16 rotary) whole on each rank, each latent
   // normed (read and write of 128·64 and 128·32 bf16 values); the up projections of the rank's 2
   // heads: 64 → 2·(32 + 16) for queries, 32 → 2·(32 + 32) for keys and values; the output
-  // projection from 2·32 value columns; the block's norm; and the core over 2 heads whose
-  // QK^T is 48 wide and PV 32: the work of a head of (48 + 32)/2 = 40.
+  // projection from 2·32 value columns and the residual add after it (3·128·256 bf16 values); the
+  // block's norm; and the core over 2 heads whose QK^T is 48 wide and PV 32: the work of a head of
+  // (48 + 32)/2 = 40.
   auto doc = two_gpus(2);
   doc["model"]["mla"] = {{"q_lora_rank", 64}, {"kv_lora_rank", 32}, {"qk_nope_head_dim", 32},
                          {"qk_rope_head_dim", 16}, {"v_head_dim", 32}};
@@ -199,7 +202,8 @@ TEST(TensorParallel, LatentAttentionSplitsItsUpProjectionsByHeads) {
   const double t = 128;
   const Time q = cm.gemm(t, 64, 256) + cm.memory_bound(2 * t * 64 * 2) + cm.gemm(t, 2 * 48, 64);
   const Time kv = cm.gemm(t, 48, 256) + cm.memory_bound(2 * t * 32 * 2) + cm.gemm(t, 2 * 64, 32);
-  const Time expected = q + kv + cm.memory_bound(2 * t * 256 * 2) + cm.gemm(t, 256, 2 * 32) + cm.attention(1, 2, 128, 40, true);
+  const Time expected = q + kv + cm.memory_bound(2 * t * 256 * 2) + cm.gemm(t, 256, 2 * 32) + cm.memory_bound(3 * t * 256 * 2) +
+                        cm.attention(1, 2, 128, 40, true);
   int attention = 0;
   for (const auto& task : sim.task_log().tasks())
     if (task.end >= 0 && task.label.kind == engine::WorkKind::Attention && task.label.phase == engine::Phase::Forward) {
@@ -244,7 +248,8 @@ TEST(TensorParallel, SharedExpertsAreATensorParallelMlpBesideTheExchanges) {
     if (t.end < 0 || t.gpu != 0 || t.label.phase != engine::Phase::Forward || t.label.layer != 1) continue;
     const std::string name = sim.engine().names()[t.label.name];
     if (name == "shared_expert") {
-      EXPECT_EQ(t.end - t.start, cm.gemm(128, 256, 256) + cm.gemm(128, 256, 256));  // 128 tokens, H→M/2, M/2→H
+      // 128 tokens, H→M/2, the GeLU (reads and writes 128·256 bf16 values), M/2→H.
+      EXPECT_EQ(t.end - t.start, cm.gemm(128, 256, 256) + cm.memory_bound(2 * 128 * 256 * 2) + cm.gemm(128, 256, 256));
     }
     if (name == "TP-ReduceScatter" && t.stream == sim.engine().stream_specs().size() - 1) shared_end = t.end;
     if (name == "combine_output") output_start = t.start;
@@ -276,7 +281,7 @@ TEST(ContextParallel, AttentionRunsAsARingOverTheSequenceShards) {
   // (Megatron-Core splits the sequence into 2·cp chunks, two per rank). Its attention is the QKV
   // projection of 64 tokens (768 columns) with the norm, then the core in cp = 2 steps of a
   // quarter of the whole sequence's core each (the rank's half of the causal work, split over
-  // the steps), then the output projection of 64 tokens. Between the steps the ring passes K and
+  // the steps), then the output projection of 64 tokens and the residual add (3·64·256·2 B). Between the steps the ring passes K and
   // V of 64 tokens, 4 heads of 64: 2·64·256·2 = 65536 B per rank; the backward passes their
   // gradients too, 131072 B. Two layers: 2 forward and 2 backward ring steps over 2 ranks, and
   // the MoE layer's 4 exchanges of the 32 tokens each GPU routes to the other (32·256·2 B).
@@ -287,7 +292,8 @@ TEST(ContextParallel, AttentionRunsAsARingOverTheSequenceShards) {
   const auto sc = test::scenario_from(doc.dump());
   const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
   const double tokens = 64, h = 256;
-  const Time qkv = cm.gemm(tokens, 768, h) + cm.memory_bound(2 * tokens * h * 2), out = cm.gemm(tokens, h, h);
+  const Time qkv = cm.gemm(tokens, 768, h) + cm.memory_bound(2 * tokens * h * 2),
+             out = cm.gemm(tokens, h, h) + cm.memory_bound(3 * tokens * h * 2);
   const Time step = cm.attention(1, 4, 128, 64, true) / 4;
   std::map<std::string, int> forward;
   Time ring_end = -1, second_step_start = -1;
@@ -326,7 +332,8 @@ TEST(ExpertTensorParallel, EachGpuComputesItsSliceOfItsGroupsTokens) {
   // 1, each a 1/2 column slice (M/2 = 256). GPU 0 receives 32 copies per expert from itself and
   // from GPU 2 (64 per expert), GPU 1 likewise from its EP group; the ETP all-gather brings each
   // the other's 2·64 copies of 512 B = 65536 B, and each computes both experts on all 128 copies
-  // of each at half width: 2 × (128×256×256 + 128×256×256) GeMMs, the same FLOPs as one whole
+  // of each at half width, as one grouped GeMM over the two for each of fc1 and fc2 and one GeLU
+  // over the 256 copies (reads and writes 256·256 bf16 values): the same FLOPs as one whole
   // expert of 128 copies at ep 4. The partial outputs go back by a reduce-scatter of the same
   // 65536 B per rank. Forward and backward: 4 all-gathers and 4 reduce-scatters over the two ETP
   // groups, 131072 B each; the dispatch sends the 64 copies for the peer's experts, 32768 B per
@@ -338,7 +345,8 @@ TEST(ExpertTensorParallel, EachGpuComputesItsSliceOfItsGroupsTokens) {
   sim.run(test::with_task_log());
   const auto sc = test::scenario_from(doc.dump());
   const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
-  const Time expert = 2 * (cm.gemm(128, 256, 256) + cm.gemm(128, 256, 256));
+  const std::vector<double> copies{128, 128};
+  const Time expert = cm.grouped_gemm(copies, 256, 256) + cm.memory_bound(2 * 256 * 256 * 2) + cm.grouped_gemm(copies, 256, 256);
   Time gathered = -1, experts_start = -1, experts_end = -1, scattered_start = -1, scattered_end = -1, combine_start = -1;
   int expert_tasks = 0;
   for (const auto& t : sim.task_log().tasks()) {

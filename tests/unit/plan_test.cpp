@@ -40,6 +40,10 @@ struct Routed {
     rt = blocks::route_layer(ctx, plan, layer, 0, 0, 0);
   }
   Time ffn(double tokens) const { return blocks::ffn_time(compute[0], sc.model, tokens, sc.model.ffn_hidden); }
+  // A GPU's replicas, one grouped FFN over their copies (in expert order).
+  Time experts(std::vector<double> copies) const {
+    return blocks::experts_time(compute[0], sc.model, copies, sc.model.ffn_hidden);
+  }
 };
 
 parallel::MoeLayerPlan one_group(std::vector<std::uint32_t> gpus, std::vector<std::vector<parallel::Replica>> replicas) {
@@ -59,7 +63,8 @@ TEST(Plan, TwoReplicasSplitAnExpertsTokensAsThePlanSays) {
   // 1 lives on rank 1. Each GPU routes 512 of its 1024 tokens to each expert. Source 0 keeps
   // 512/4 = 128 for its own replica and sends 384 + 512 = 896 tokens of 256·2 B to rank 1:
   // 458752 B; source 1 sends 128 tokens to rank 0: 65536 B. Expert 0 receives 1024 copies over
-  // both sources: rank 0 computes 256 of them, rank 1 the other 768 and all 1024 of expert 1.
+  // both sources: rank 0 computes 256 of them, rank 1 the other 768 and all 1024 of expert 1, in
+  // one grouped FFN.
   const auto lp = one_group({0, 1}, {{{0, 0.25}, {1, 0.75}}, {{1, 1.0}}});
   const Routed r(small(2), parallel::IterationPlan{}, lp);
   ASSERT_EQ(r.rt.dispatch.size(), 1u);
@@ -67,7 +72,8 @@ TEST(Plan, TwoReplicasSplitAnExpertsTokensAsThePlanSays) {
   EXPECT_DOUBLE_EQ(r.rt.dispatch[0]->at(1, 0), 65536.0);
   EXPECT_DOUBLE_EQ(r.rt.combine[0]->at(1, 0), 458752.0);  // combine returns what was dispatched
   EXPECT_EQ(r.rt.expert_forward[0], r.ffn(256));
-  EXPECT_EQ(r.rt.expert_forward[1], r.ffn(768) + r.ffn(1024));
+  EXPECT_EQ(r.rt.expert_forward[1], r.experts({768, 1024}));
+  EXPECT_LT(r.rt.expert_forward[1], r.ffn(768) + r.ffn(1024));  // one launch per kernel, not two
   EXPECT_EQ(r.rt.expert_tokens, (std::vector<double>{1024, 1024}));
   EXPECT_DOUBLE_EQ(r.rt.routed_copies, 2048);
 }
@@ -84,7 +90,7 @@ TEST(Plan, SampledRoutingSplitsEachSourcesDrawByTheShares) {
   EXPECT_DOUBLE_EQ(e0 + e1, 2048);
   EXPECT_NE(e0, 1024);  // drawn, not expected
   EXPECT_EQ(r.rt.expert_forward[0], r.ffn(e0 / 4));
-  EXPECT_EQ(r.rt.expert_forward[1], r.ffn(e0 * 0.75) + r.ffn(e1));
+  EXPECT_EQ(r.rt.expert_forward[1], r.experts({e0 * 0.75, e1}));
 }
 
 TEST(Plan, DroplessSampledRoutingIsEachSourcesMultinomial) {

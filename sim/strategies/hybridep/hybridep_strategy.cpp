@@ -145,13 +145,13 @@ const DomainChoice& HybridEpStrategy::domain(const StrategyContext& ctx) const {
       in.bandwidth = in.bandwidth > 0 ? std::min(in.bandwidth, share) : share;
     }
   const auto& cm = ctx.compute[0];
-  const double tokens = t.tokens_per_microbatch(), b = ctx.dtype_bytes();
+  const double tokens = t.tokens_per_microbatch();
   const Time attention = blocks::attention_time(cm, m, t);
   const double dense_between = m.moe_layers() > 0
                                    ? static_cast<double>(m.layers - m.moe_layers()) / m.moe_layers() *
-                                         time_to_seconds(attention + blocks::dense_ffn_time(cm, m, tokens, b))
+                                         time_to_seconds(attention + blocks::dense_ffn_time(cm, m, tokens))
                                    : 0.0;
-  in.pre_expert_seconds = time_to_seconds(attention + blocks::gate_time(cm, m, tokens, b)) + dense_between;
+  in.pre_expert_seconds = time_to_seconds(attention + blocks::gate_time(cm, m, tokens)) + dense_between;
   if (gpus > 1) c.model = solve(in);
   const sc::Json& d = options_.domain;
   if (d.is_array()) {

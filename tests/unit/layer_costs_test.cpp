@@ -1,0 +1,78 @@
+// The kernels of an MoE layer (sim/blocks/layer_costs): memory-bound kernels from the bytes they
+// move, derived by hand; the local experts as grouped GeMMs with one activation kernel.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "sim/blocks/layer_costs.hpp"
+#include "sim/compute/compute_model.hpp"
+
+using namespace moesim;
+
+namespace {
+// A made-up GPU: 1 PFLOP/s BF16 (2 FP8), 3 TB/s, 132 SMs, GeMM ceiling 0.5.
+cluster::GpuSpec gpu() {
+  cluster::GpuSpec g;
+  g.key = "test";
+  g.peak_flops[static_cast<std::size_t>(cluster::Dtype::bf16)] = 1e15;
+  g.peak_flops[static_cast<std::size_t>(cluster::Dtype::fp8)] = 2e15;
+  g.hbm_bytes_per_second = 3e12;
+  g.sms = 132;
+  g.gemm_efficiency = 0.5;
+  return g;
+}
+
+workload::ModelShape moe_layer(bool attention) {
+  workload::ModelShape m;
+  m.hidden = 1024;
+  m.ffn_hidden = 512;
+  m.experts = 16;
+  m.top_k = 4;
+  m.expert_kind = workload::ExpertKind::SwiGlu;
+  m.attention = attention;
+  return m;
+}
+}  // namespace
+
+TEST(LayerCosts, MemoryBoundKernelsOfTheMoeBlock) {
+  // T = 1000 tokens, H = 1024, E = 16, k = 4, BF16 (a = 2 B), 3e12 B/s, fixed cost 5.3 us each.
+  compute::ComputeOptions o;
+  compute::ComputeModel cm(gpu(), o);
+  const auto m = moe_layer(true);
+  const double t = 1000, h = 1024, a = 2;
+  const auto mb = [&](double bytes) { return compute::kKernelOverhead + seconds_to_time(bytes / 3e12); };
+  // Gate: pre-MLP RMSNorm 2·T·H·a, the router GeMM, softmax/top-k 2·T·E·4, permute (1 + k)·T·H·a.
+  EXPECT_EQ(blocks::gate_time(cm, m, t),
+            mb(2 * t * h * a) + cm.gemm(t, 16, h) + mb(2 * t * 16 * 4) + mb(5 * t * h * a));
+  // Combine: un-permute with the weighted sum (k + 1)·T·H·a, residual add 3·T·H·a.
+  EXPECT_EQ(blocks::combine_time(cm, m, t), mb(5 * t * h * a) + mb(3 * t * h * a));
+  // A bare MoE layer (no attention) has no norm and no residual add.
+  const auto bare = moe_layer(false);
+  EXPECT_EQ(blocks::gate_time(cm, bare, t), cm.gemm(t, 16, h) + mb(2 * t * 16 * 4) + mb(5 * t * h * a));
+  EXPECT_EQ(blocks::combine_time(cm, bare, t), mb(5 * t * h * a));
+  // Under FP8 the activations stay BF16: the same bytes.
+  compute::ComputeOptions f;
+  f.dtype = cluster::Dtype::fp8;
+  compute::ComputeModel fp8(gpu(), f);
+  EXPECT_EQ(blocks::combine_time(fp8, m, t), mb(5 * t * h * a) + mb(3 * t * h * a));
+}
+
+TEST(LayerCosts, LocalExpertsRunAsGroupedGemmsWithOneActivation) {
+  // Three local SwiGLU experts (ffn 512) with 300, 0 and 700 copies: fc1 one grouped GeMM
+  // H → 2·ffn, SwiGLU over all 1000 copies (reads 2·ffn, writes ffn: 3·1000·512·2 B), fc2 one
+  // grouped GeMM ffn → H.
+  compute::ComputeModel cm(gpu(), {});
+  const auto m = moe_layer(true);
+  const std::vector<double> copies{300, 0, 700};
+  EXPECT_EQ(blocks::experts_time(cm, m, copies, 512),
+            cm.grouped_gemm(copies, 1024, 1024) + compute::kKernelOverhead + seconds_to_time(3.0 * 1000 * 512 * 2 / 3e12) +
+                cm.grouped_gemm(copies, 1024, 512));
+  // Three kernel launches whatever the number of experts: apart, the two experts cost more.
+  EXPECT_LT(blocks::experts_time(cm, m, copies, 512), blocks::ffn_time(cm, m, 300, 512) + blocks::ffn_time(cm, m, 700, 512));
+  // A dense FFN: its norm, the FFN, the residual add.
+  auto dense = m;
+  dense.dense_ffn_hidden = 2048;
+  EXPECT_EQ(blocks::dense_ffn_time(cm, dense, 1000),
+            compute::kKernelOverhead + seconds_to_time(2.0 * 1000 * 1024 * 2 / 3e12) + blocks::ffn_time(cm, dense, 1000, 2048) +
+                compute::kKernelOverhead + seconds_to_time(3.0 * 1000 * 1024 * 2 / 3e12));
+}
