@@ -57,25 +57,19 @@ Json Loader::preset(const std::string& folder, const std::string& name, const st
   return read_json(p);
 }
 
-Json Loader::gpu_catalogue() const {
-  if (catalogue_) return *catalogue_;
-  const fs::path p = data_dir_ / "topologies" / "gpus.json";
+Json Loader::catalogue(const char* file, const char* key, const schema::NodePtr& entry, std::optional<Json>& cache) const {
+  if (cache) return *cache;
+  const fs::path p = data_dir_ / "topologies" / file;
   const Json doc = read_json(p);
-  if (!doc.contains("gpus") || !doc.at("gpus").is_object())
-    throw InputError(p.string(), "$.gpus", "missing the \"gpus\" object", "see docs/presets.md");
-  catalogue_ = schema::validate(schema::map_of(gpu_schema()), doc.at("gpus"), p.string(), "$.gpus");
-  return *catalogue_;
+  if (!doc.contains(key) || !doc.at(key).is_object())
+    throw InputError(p.string(), fmt::format("$.{}", key), fmt::format("missing the \"{}\" object", key), "see docs/presets.md");
+  cache = schema::validate(schema::map_of(entry), doc.at(key), p.string(), fmt::format("$.{}", key));
+  return *cache;
 }
 
-Json Loader::link_catalogue() const {
-  if (links_) return *links_;
-  const fs::path p = data_dir_ / "topologies" / "links.json";
-  const Json doc = read_json(p);
-  if (!doc.contains("links") || !doc.at("links").is_object())
-    throw InputError(p.string(), "$.links", "missing the \"links\" object", "see docs/presets.md");
-  links_ = schema::validate(schema::map_of(link_schema()), doc.at("links"), p.string(), "$.links");
-  return *links_;
-}
+Json Loader::gpu_catalogue() const { return catalogue("gpus.json", "gpus", gpu_schema(), catalogue_); }
+
+Json Loader::link_catalogue() const { return catalogue("links.json", "links", link_schema(), links_); }
 
 Json Loader::resolve(const Json& raw, const std::string& file) const {
   if (!raw.is_object()) throw InputError(file, "", "a scenario must be a JSON object", "write { \"name\": ..., ... }");

@@ -75,6 +75,9 @@ class Loader {
                       const std::string& path) const;
   schema::Json gpu_catalogue() const;
   schema::Json link_catalogue() const;
+  // topologies/FILE's object under KEY, each entry checked against `entry`, read once into `cache`.
+  schema::Json catalogue(const char* file, const char* key, const schema::NodePtr& entry,
+                         std::optional<schema::Json>& cache) const;
   std::filesystem::path data_dir_;
   mutable std::optional<schema::Json> catalogue_;  // topologies/gpus.json, read once
   mutable std::optional<schema::Json> links_;      // topologies/links.json, read once

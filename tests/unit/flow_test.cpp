@@ -25,11 +25,7 @@ using test::level;
 
 using Bench = test::NetworkBench;
 
-std::vector<std::uint32_t> iota(std::uint32_t n) {
-  std::vector<std::uint32_t> v(n);
-  std::iota(v.begin(), v.end(), 0u);
-  return v;
-}
+using test::iota;
 
 }  // namespace
 

@@ -19,11 +19,7 @@ using test::level;
 
 Topology one_level(std::uint32_t gpus) { return Topology({level("gpu", gpus, "128Gbps", "5us")}, {any_gpu()}, {}); }
 
-std::vector<std::uint32_t> iota(std::uint32_t n) {
-  std::vector<std::uint32_t> v(n);
-  std::iota(v.begin(), v.end(), 0u);
-  return v;
-}
+using test::iota;
 
 struct Fixture {
   explicit Fixture(Topology t) : topo(std::move(t)), graph(topo), model(topo, AlphaBetaTable::from_topology(topo, graph)) {}

@@ -27,6 +27,13 @@ inline cluster::GpuSpec any_gpu() {
   return g;
 }
 
+// GPUs from, from + 1, ..., from + n − 1 (a group in rank order).
+inline std::vector<std::uint32_t> iota(std::uint32_t n, std::uint32_t from = 0) {
+  std::vector<std::uint32_t> v(n);
+  for (std::uint32_t i = 0; i < n; ++i) v[i] = from + i;
+  return v;
+}
+
 // A switch level from unit strings.
 inline cluster::Level level(const char* name, std::uint32_t count, const char* bw, const char* latency,
                             double oversubscription = 1) {
