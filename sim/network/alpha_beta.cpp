@@ -107,9 +107,12 @@ StepsCost AlphaBetaTable::steps_cost(CollectiveKind kind, std::span<const TierLo
     const int finest = measured ? loads[used - 1].tier : static_cast<int>(drains.size());
     for (int t = 0; t < static_cast<int>(drains.size()); ++t) {
       const cluster::LinkTech* link = links_[t].get();
-      drains[t] = t > finest ? 1.0
-                  : overridden(kind, t) || !link ? drain_factor(kind, t, 0)
-                                                 : 1.0 / efficiency(*link, best.protocol);
+      // A tier the step does not load, whose link lacks the chosen protocol, drains as Simple.
+      const double e = link ? efficiency(*link, best.protocol) : 0;
+      drains[t] = t > finest                         ? 1.0
+                  : overridden(kind, t) || !link     ? drain_factor(kind, t, 0)
+                  : e > 0                            ? 1.0 / e
+                                                     : 1.0 / efficiency(*link, cluster::Protocol::Simple);
     }
     for (std::size_t i = 0; i < used; ++i)
       if (overridden(kind, loads[i].tier)) drains[loads[i].tier] = drain_factor(kind, loads[i].tier, loads[i].bytes);
