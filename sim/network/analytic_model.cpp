@@ -204,9 +204,7 @@ CollectiveCost AnalyticModel::p2p(double bytes, std::uint32_t from, std::uint32_
   c.bytes_by_level.assign(topology_.tier_count(), 0.0);
   const int l = topology_.first_differing_tier(from, to);
   if (l < 0 || bytes <= 0) return c;
-  // One transfer uses one port of each worker it leaves: 1/ports of the worker's bandwidth.
-  std::vector<TierLoad> loads;
-  for (int k = l; k < topology_.tier_count(); ++k) loads.push_back({k, bytes * topology_.tiers()[k].ports, k == l ? 1.0 : 0.0, 0.0});
+  const std::vector<TierLoad> loads = transfer_loads(topology_, from, to, bytes);
   double pcie = 0;  // a measured send_recv already includes the finer tiers and the hosts
   if (!params_.overridden(CollectiveKind::P2P, l) && topology_.hosts() && topology_.host_of(from) != topology_.host_of(to))
     pcie = bytes * std::max(pcie_beta(topology_, from), pcie_beta(topology_, to));

@@ -252,37 +252,47 @@ std::vector<TierLoad> ring_loads(const cluster::Topology& topo, const std::vecto
       const int l = topo.first_differing_tier(ring[i], ring[(i + 1) % ring.size()]);
       if (l >= 0) ++first_crossed[l];
     }
-  std::map<std::uint32_t, std::uint32_t> leaving;            // worker → ring edges leaving it
-  std::map<std::uint32_t, std::vector<bool>> ports_used;  // worker → ports its ring members use
+  std::map<std::uint32_t, std::uint32_t> leaving;  // worker → ring edges leaving it
   for (int l = 0; l < topo.tier_count(); ++l) {
     leaving.clear();
-    ports_used.clear();
-    const std::uint32_t ports = topo.tiers()[l].ports;
-    for (const auto& ring : rings) {
-      if (ring.size() < 2) continue;
-      for (std::size_t i = 0; i < ring.size(); ++i) {
-        const std::uint32_t u = ring[i], v = ring[(i + 1) % ring.size()];
-        const std::uint32_t wu = topo.tier_worker(u, l);
-        if (ports > 1) {
-          auto& used = ports_used[wu];
-          if (used.empty()) used.assign(ports, false);
-          used[topo.port(u, l)] = true;
-        }
-        if (wu == topo.tier_worker(v, l)) continue;
-        ++leaving[wu];
+    for (const auto& ring : rings)
+      for (std::size_t i = 0; ring.size() > 1 && i < ring.size(); ++i) {
+        const std::uint32_t wu = topo.tier_worker(ring[i], l);
+        if (wu != topo.tier_worker(ring[(i + 1) % ring.size()], l)) ++leaving[wu];
       }
-    }
+    const auto ports = ring_ports(topo, rings, l);
     double busiest = 0;
     for (const auto& [w, count] : leaving) {
-      double spread = 1;  // a port drains at 1/ports of the worker's bandwidth
-      if (ports > 1) {
-        const auto& used = ports_used[w];
-        spread = static_cast<double>(ports) / static_cast<double>(std::count(used.begin(), used.end(), true));
-      }
+      // A port drains at 1/ports of the worker's bandwidth; the edges spread over the ports used.
+      const double spread = ports.empty() ? 1.0
+                                          : static_cast<double>(topo.tiers()[l].ports) / static_cast<double>(ports[w].size());
       busiest = std::max(busiest, count * spread);
     }
     if (busiest > 0) loads.push_back({l, chunk * busiest, edges ? static_cast<double>(first_crossed[l]) / edges : 0.0, 0.0});
   }
+  return loads;
+}
+
+std::vector<std::vector<std::uint32_t>> ring_ports(const cluster::Topology& topo,
+                                                   const std::vector<std::vector<std::uint32_t>>& rings, int tier) {
+  std::vector<std::vector<std::uint32_t>> used;
+  if (topo.tiers()[tier].ports <= 1) return used;
+  used.resize(topo.tier_workers(tier));
+  for (const auto& ring : rings)
+    for (std::uint32_t g : ring) {
+      if (ring.size() < 2) break;  // a ring of one GPU sends nothing
+      auto& ports = used[topo.tier_worker(g, tier)];
+      const std::uint32_t p = topo.port(g, tier);
+      if (std::find(ports.begin(), ports.end(), p) == ports.end()) ports.push_back(p);
+    }
+  return used;
+}
+
+std::vector<TierLoad> transfer_loads(const cluster::Topology& topo, std::uint32_t from, std::uint32_t to, double bytes) {
+  std::vector<TierLoad> loads;
+  const int top = topo.first_differing_tier(from, to);
+  if (top < 0) return loads;
+  for (int k = top; k < topo.tier_count(); ++k) loads.push_back({k, bytes * topo.tiers()[k].ports, k == top ? 1.0 : 0.0, 0.0});
   return loads;
 }
 

@@ -96,6 +96,14 @@ std::uint32_t compress_hosts(const cluster::Topology& topology, std::span<const 
 // tier is this one.
 std::vector<TierLoad> ring_loads(const cluster::Topology& topology, const std::vector<std::vector<std::uint32_t>>& rings,
                                  double chunk);
+// The ports (NICs) of each tier-`tier` worker that the rings' members use, in order of first use:
+// NCCL's ring channels leave a worker through all of them. Empty when the tier's workers have one
+// port each.
+std::vector<std::vector<std::uint32_t>> ring_ports(const cluster::Topology& topology,
+                                                   const std::vector<std::vector<std::uint32_t>>& rings, int tier);
+// What one point-to-point transfer of `bytes` puts on each tier: every tier from the coarsest
+// crossed down, through one port of each worker (a port's load counted against the worker's β).
+std::vector<TierLoad> transfer_loads(const cluster::Topology& topology, std::uint32_t from, std::uint32_t to, double bytes);
 // For a direct exchange among `members`: per tier, the most peers a member has whose coarsest
 // tier crossed is this one. NCCL runs an all-to-all as grouped send/recv, so the exchange pays a
 // latency per peer (AlphaBetaTable::steps_cost).

@@ -175,15 +175,9 @@ FlowPhase FlowDemands::demand(const CollectivePhase& phase, std::span<const std:
     std::vector<PortSpread> spread(tiers);
     bool spreads = false;
     for (int l = 0; l < tiers; ++l) {
-      if (topology_.tiers()[l].ports <= 1 || !topology_.fabric(l).switched()) continue;
-      spread[l].resize(topology_.tier_workers(l));
-      for (const auto& ring : r->rings)
-        for (std::uint32_t g : ring) {
-          auto& used = spread[l][topology_.tier_worker(g, l)];
-          const std::uint32_t p = topology_.port(g, l);
-          if (std::find(used.begin(), used.end(), p) == used.end()) used.push_back(p);
-        }
-      spreads = true;
+      if (!topology_.fabric(l).switched()) continue;
+      spread[l] = ring_ports(topology_, r->rings, l);
+      spreads = spreads || !spread[l].empty();
     }
     for (const auto& ring : r->rings)
       for (std::size_t i = 0; ring.size() > 1 && i < ring.size(); ++i) {
@@ -191,13 +185,9 @@ FlowPhase FlowDemands::demand(const CollectivePhase& phase, std::span<const std:
         if (l >= 0) out.bytes_by_level[l] += bytes;
       }
   } else if (const auto* x = std::get_if<TransferPhase>(&phase.work)) {
-    const int top = topology_.first_differing_tier(x->from, x->to);
-    if (top >= 0) {
-      std::vector<TierLoad> loads;
-      for (int k = top; k < topology_.tier_count(); ++k)
-        loads.push_back({k, x->bytes * topology_.tiers()[k].ports, k == top ? 1.0 : 0.0, 0.0});
+    const std::vector<TierLoad> loads = transfer_loads(topology_, x->from, x->to, x->bytes);
+    if (!loads.empty())
       out.latency = params_.steps_cost(phase.kind, loads, 1, 0, std::span(drain_).first(topology_.tier_count())).latency;
-    }
     const int l = add_path(x->from, x->to, x->bytes);
     if (l >= 0) out.bytes_by_level[l] += x->bytes;
   } else if (const auto* h = std::get_if<HostCopyPhase>(&phase.work)) {
