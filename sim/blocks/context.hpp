@@ -23,7 +23,8 @@ struct Context {
   const std::vector<compute::ComputeModel>& compute;
 
   const compute::ComputeModel& compute_of(std::uint32_t gpu) const { return compute[topology.kind_index(gpu)]; }
-  double dtype_bytes() const { return cluster::dtype_bytes(training.dtype); }
+  // What the training keeps and sends per element (BF16 under FP8: cluster::storage_bytes).
+  double dtype_bytes() const { return cluster::storage_bytes(training.dtype); }
 };
 
 // A duration that depends only on a GPU's kind, costed once per kind however many GPUs ask:

@@ -6,7 +6,7 @@ namespace moesim::blocks {
 
 namespace {
 // Bytes per activation element in the compute model's training dtype.
-double act(const compute::ComputeModel& cm) { return compute::activation_bytes(cm.options().dtype); }
+double act(const compute::ComputeModel& cm) { return cluster::storage_bytes(cm.options().dtype); }
 
 // RMSNorm of `tokens` rows of `width`: reads the rows, writes the normed rows (the weight vector
 // is negligible): 2·T·width·a.
@@ -17,24 +17,33 @@ Time norm(const compute::ComputeModel& cm, double tokens, double width) { return
 Time residual_add(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
   return cm.memory_bound(3 * tokens * m.hidden * act(cm));
 }
-}  // namespace
 
-Time experts_time(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
-                  double ffn) {
+// The FFNs of experts_time; `cast_input`: fc1's input comes from no norm, so under FP8 training
+// it is cast in a kernel of its own (the permuted tokens of routed experts).
+Time grouped_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
+                      double ffn, bool cast_input) {
   double copies = 0;
   for (const double t : tokens)
     if (t > 0) copies += t;
   if (copies <= 0) return 0;
   const bool gated = m.ffn_gemms() == 3;
   // The activation over every copy: SwiGLU reads the gate and up halves (2·ffn) and writes ffn;
-  // an MLP's GeLU reads ffn and writes ffn: (3 or 2)·copies·ffn·a.
+  // an MLP's GeLU reads ffn and writes ffn: (3 or 2)·copies·ffn·a (its FP8 output for fc2 is
+  // written instead of the BF16 one).
   const Time activation = cm.memory_bound((gated ? 3.0 : 2.0) * copies * ffn * act(cm));
-  return cm.grouped_gemm(tokens, (gated ? 2 : 1) * ffn, m.hidden) + activation + cm.grouped_gemm(tokens, m.hidden, ffn);
+  const Time cast = cast_input ? cm.fp8_cast(copies * m.hidden) : 0;
+  return cast + cm.grouped_gemm(tokens, (gated ? 2 : 1) * ffn, m.hidden) + activation + cm.grouped_gemm(tokens, m.hidden, ffn);
+}
+}  // namespace
+
+Time experts_time(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
+                  double ffn) {
+  return grouped_ffn_time(cm, m, tokens, ffn, true);
 }
 
 Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn) {
   const double rows[1] = {tokens};
-  return experts_time(cm, m, rows, ffn);
+  return grouped_ffn_time(cm, m, rows, ffn, false);
 }
 
 Time qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
@@ -55,7 +64,9 @@ Time qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelS
 
 Time output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
   if (!m.attention) return 0;
-  return cm.gemm(tokens, m.hidden, m.output_width() / tp) + residual_add(cm, m, tokens);
+  // Its input, the attention core's output, is cast to FP8 on its own under FP8 training.
+  const double width = m.output_width() / tp;
+  return cm.fp8_cast(tokens * width) + cm.gemm(tokens, m.hidden, width) + residual_add(cm, m, tokens);
 }
 
 Time attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,

@@ -6,7 +6,7 @@
 // head split over a tensor-parallel group of `tp` GPUs as Megatron-LM does (heads, projection
 // columns, FFN columns, vocabulary per rank). Memory-bound kernels are costed from the bytes they
 // move through HBM, derived at each one (T tokens, H hidden, a bytes per activation element:
-// compute::activation_bytes, BF16 under FP8 training).
+// cluster::storage_bytes, BF16 under FP8 training).
 #pragma once
 
 #include <span>
@@ -19,12 +19,13 @@ namespace moesim::blocks {
 // The FFNs of one GPU's local experts, `tokens[i]` token copies through expert i, each of size
 // `ffn`, as Megatron-Core's GroupedMLP / TEGroupedMLP runs them: fc1 as one grouped GeMM over all
 // of them (H → ffn, or H → 2·ffn for SwiGLU, gate and up projections in one weight), the activation
-// over all their copies in one kernel, fc2 as one grouped GeMM (ffn → H). The one rule for expert
+// over all their copies in one kernel, fc2 as one grouped GeMM (ffn → H); under FP8 training the
+// permuted copies are first cast to FP8 (compute::ComputeModel::fp8_cast). The one rule for expert
 // compute, whatever the number of local experts.
 Time experts_time(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
                   double ffn);
-// One FFN of `tokens` tokens and size `ffn` (a dense FFN, the shared experts, one expert): the
-// same with one group.
+// One FFN of `tokens` tokens and size `ffn` (a dense FFN, the shared experts): the same with one
+// group, its input cast to FP8 by the norm before it.
 Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn);
 
 // The attention block of one microbatch on one GPU (no context parallelism): projections, norm and core.

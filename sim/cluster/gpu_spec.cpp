@@ -30,4 +30,8 @@ double dtype_bytes(Dtype d) {
   return 4;
 }
 
+Dtype storage_dtype(Dtype d) { return d == Dtype::fp8 ? Dtype::bf16 : d; }
+
+double storage_bytes(Dtype d) { return dtype_bytes(storage_dtype(d)); }
+
 }  // namespace moesim::cluster

@@ -18,6 +18,14 @@ std::optional<Dtype> parse_dtype(std::string_view text);
 std::string_view to_string(Dtype d);
 // Bytes per element as stored in memory (tf32 is stored as fp32).
 double dtype_bytes(Dtype d);
+// The dtype a training in dtype d keeps and sends its tensors in (weights, gradients,
+// activations, the tokens its experts exchange) and its attention core computes in, and its bytes
+// per element: d itself, except FP8: Transformer Engine's FP8 recipes (DelayedScaling, MXFP8BlockScaling
+// in NVIDIA/TransformerEngine transformer_engine/common/recipe) cast only the GeMM operands of its
+// linear layers to FP8 and keep everything else in BF16, the attention core included (`fp8_dpa`
+// defaults to False), and Megatron-Core's all-to-all token dispatcher sends BF16 hidden states.
+Dtype storage_dtype(Dtype d);
+double storage_bytes(Dtype d);
 
 // A published "maximum achievable matmul FLOPS" measurement (Stas Bekman's mamf-finder,
 // stas00/ml-engineering compute/accelerator/README.md): the best FLOP/s a brute-force search over

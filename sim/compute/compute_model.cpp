@@ -32,26 +32,23 @@ constexpr double kMinSplitK = 512;
 constexpr double kPartialSumBytes = 4;
 }  // namespace
 
-double activation_bytes(cluster::Dtype d) {
-  // Transformer Engine's FP8 recipes: FP8 GeMM inputs, BF16 outputs and activations.
-  return d == cluster::Dtype::fp8 ? 2.0 : cluster::dtype_bytes(d);
-}
-
 ComputeModel::ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, KernelTables tables)
     : gpu_(std::move(gpu)), options_(options), tables_(std::move(tables)) {
   peak_ = gpu_.peak(options_.dtype);
   if (peak_ <= 0)
     throw InfeasibleError(fmt::format("GPU {} has no {} peak in the catalogue; pick a dtype it supports",
                                       gpu_.key, cluster::to_string(options_.dtype)));
-  element_bytes_ = cluster::dtype_bytes(options_.dtype);
+  attention_peak_ = gpu_.peak(cluster::storage_dtype(options_.dtype));
+  element_bytes_ = cluster::storage_bytes(options_.dtype);
   precision_ = precision(gpu_, options_.dtype);
   overhead_ = options_.launch_overhead.value_or(kKernelOverhead);
   measured_overhead_ = options_.launch_overhead.value_or(0);
   ceiling_ = derive_ceiling();
+  max_flops_ = derive_max_flops();
 }
 
 ComputeModel::Precision ComputeModel::precision(const cluster::GpuSpec& gpu, cluster::Dtype d) {
-  return {gpu.peak(d), cluster::dtype_bytes(d), activation_bytes(d)};
+  return {gpu.peak(d), cluster::dtype_bytes(d), cluster::storage_bytes(d)};
 }
 
 double ComputeModel::modelled_gemm_seconds(std::span<const double> rows, double n, double k, double ceiling,
@@ -88,11 +85,24 @@ double ComputeModel::modelled_gemm_seconds(std::span<const double> rows, double 
   return time_to_seconds(overhead_) + best;
 }
 
+cluster::Dtype ComputeModel::measurement_dtype() const {
+  // The dtype's own measurement, else (fp16, tf32: the same tensor cores) bf16's.
+  const cluster::Dtype d = options_.dtype;
+  if (gpu_.measured_matmul(d).flops <= 0 && (d == cluster::Dtype::fp16 || d == cluster::Dtype::tf32)) return cluster::Dtype::bf16;
+  return d;
+}
+
+double ComputeModel::derive_max_flops() const {
+  if (options_.gemm_efficiency) return 0;  // the scenario's ceiling stands alone
+  const cluster::Dtype d = measurement_dtype();
+  const cluster::MatmulMeasurement& mm = gpu_.measured_matmul(d);
+  if (mm.flops <= 0 || gpu_.peak(d) <= 0) return 0;
+  return mm.flops * peak_ / gpu_.peak(d);
+}
+
 double ComputeModel::derive_ceiling() const {
   if (options_.gemm_efficiency) return *options_.gemm_efficiency;
-  // The dtype's own measurement, else (fp16, tf32: the same tensor cores) bf16's.
-  cluster::Dtype d = options_.dtype;
-  if (gpu_.measured_matmul(d).flops <= 0 && (d == cluster::Dtype::fp16 || d == cluster::Dtype::tf32)) d = cluster::Dtype::bf16;
+  const cluster::Dtype d = measurement_dtype();
   const cluster::MatmulMeasurement* mm = &gpu_.measured_matmul(d);
   if (mm->flops <= 0 || gpu_.peak(d) <= 0) return gpu_.gemm_efficiency;
   // The ceiling at which the model, in the measurement's dtype, takes the measured time at the
@@ -122,7 +132,15 @@ double ComputeModel::gemm_seconds(double m, double n, double k) const {
            std::max(flops / tables_.gemm_flops(m, n, k), bytes / gpu_.hbm_bytes_per_second);
   }
   const double rows[1] = {m};
-  return modelled_gemm_seconds(rows, n, k, ceiling_, precision_);
+  return capped_gemm_seconds(rows, n, k);
+}
+
+double ComputeModel::capped_gemm_seconds(std::span<const double> rows, double n, double k) const {
+  const double modelled = modelled_gemm_seconds(rows, n, k, ceiling_, precision_);
+  if (max_flops_ <= 0) return modelled;
+  double rows_sum = 0;
+  for (const double r : rows) rows_sum += std::max(0.0, r);
+  return std::max(modelled, 2 * rows_sum * n * k / max_flops_);
 }
 
 double ComputeModel::gemm_efficiency(double m, double n, double k) const {
@@ -130,8 +148,8 @@ double ComputeModel::gemm_efficiency(double m, double n, double k) const {
   return s > 0 ? 2.0 * m * n * k / (s * peak_) : 0.0;
 }
 
-Time ComputeModel::roofline(double flops, double efficiency, double bytes, Time fixed) const {
-  const double compute_s = flops / (peak_ * efficiency);
+Time ComputeModel::attention_roofline(double flops, double efficiency, double bytes, Time fixed) const {
+  const double compute_s = flops / (attention_peak_ * efficiency);
   const double memory_s = bytes / gpu_.hbm_bytes_per_second;
   return fixed + seconds_to_time(std::max(compute_s, memory_s));
 }
@@ -144,7 +162,7 @@ Time ComputeModel::grouped_gemm(std::span<const double> rows, double n, double k
     for (const double r : rows) total += gemm(r, n, k);
     return total;
   }
-  return seconds_to_time(modelled_gemm_seconds(rows, n, k, ceiling_, precision_));
+  return seconds_to_time(capped_gemm_seconds(rows, n, k));
 }
 
 double attention_forward_flops(double batch, double heads, double seq, double head_dim, bool causal) {
@@ -165,9 +183,9 @@ Time ComputeModel::attention(double batch, double heads, double seq, double head
   if (batch <= 0 || seq <= 0) return 0;
   const double flops = attention_forward_flops(batch, heads, seq, head_dim, causal);
   const bool measured = static_cast<bool>(tables_.attention_flops);
-  const double efficiency = measured ? tables_.attention_flops(seq, head_dim, causal) / peak_
+  const double efficiency = measured ? tables_.attention_flops(seq, head_dim, causal) / attention_peak_
                                      : options_.attention_efficiency.value_or(gpu_.attention_efficiency);
-  return roofline(flops, efficiency, attention_bytes(batch, heads, seq, head_dim, element_bytes_, gpu_.flash_attention),
+  return attention_roofline(flops, efficiency, attention_bytes(batch, heads, seq, head_dim, element_bytes_, gpu_.flash_attention),
                   measured ? measured_overhead_ : overhead_);
 }
 
@@ -178,14 +196,19 @@ Time ComputeModel::attention_backward(double batch, double heads, double seq, do
   // it reads Q, K, V, O and dO and writes dQ, dK, dV, and (unfused) passes the scores, their
   // gradient and P as often again as the forward: twice the forward's bytes.
   const double flops = kAttentionBackwardFlopRatio * attention_forward_flops(batch, heads, seq, head_dim, causal);
-  const double efficiency = tables_.attention_backward_flops(seq, head_dim, causal) / peak_;
-  return roofline(flops, efficiency, 2 * attention_bytes(batch, heads, seq, head_dim, element_bytes_, gpu_.flash_attention),
+  const double efficiency = tables_.attention_backward_flops(seq, head_dim, causal) / attention_peak_;
+  return attention_roofline(flops, efficiency, 2 * attention_bytes(batch, heads, seq, head_dim, element_bytes_, gpu_.flash_attention),
                   measured_overhead_);
 }
 
 Time ComputeModel::memory_bound(double bytes) const {
   if (bytes <= 0) return 0;
   return overhead_ + seconds_to_time(bytes / gpu_.hbm_bytes_per_second);
+}
+
+Time ComputeModel::fp8_cast(double elements) const {
+  if (options_.dtype != cluster::Dtype::fp8 || elements <= 0) return 0;
+  return memory_bound(elements * (element_bytes_ + 2 * cluster::dtype_bytes(cluster::Dtype::fp8)));
 }
 
 Time host_optimizer_step(double params, double bytes_per_param, double bytes_per_second) {

@@ -18,7 +18,8 @@
 //     ceiling at which this model takes exactly the measured time at the measured shape. fp16 and
 //     tf32 without their own measurement take bf16's (same tensor cores; the XLA sm_90 table's f32
 //     column fits with bf16's ceiling); otherwise the GPU's `gemm_efficiency`.
-//     `compute.gemm_efficiency` overrides it for every GPU.
+//     `compute.gemm_efficiency` overrides it for every GPU. The measured maximum also bounds every
+//     GeMM's rate: no shape runs faster than the best the brute-force search found.
 //   - FP8 (Transformer Engine): FP8 operands (1 byte), BF16 output; its own MAMF measurement gives
 //     its ceiling (Hopper reaches 71 % of its doubled peak where BF16 reaches 80 %).
 // A grouped GeMM (Megatron-Core's GroupedMLP / cuBLAS grouped GEMM over the local experts) is one
@@ -29,7 +30,8 @@
 // sim/simulation/calibration_binding) replace the model for the shapes they measure: a GeMM takes
 // max(FLOPs / measured FLOP/s, bytes / HBM bandwidth) plus the scenario's explicit launch overhead
 // (none by default: a measured time includes its launch), a grouped GeMM the sum of its groups.
-// Attention uses the GPU's `attention_efficiency`, and without FlashAttention it also reads and
+// Attention computes in the training's storage dtype (BF16 under FP8 training,
+// cluster::storage_dtype) at the GPU's `attention_efficiency` of that dtype's peak, and without FlashAttention it also reads and
 // writes the L×L score matrix through HBM (HeterMoE §2.2: why V100 falls far behind A40 on long
 // sequences). Backward costs `backward_factor` (2 by default: gradients of inputs and of weights)
 // times forward; the attention core's backward instead takes its own measured FLOP/s when a
@@ -50,11 +52,6 @@ namespace moesim::compute {
 // 5.2 us). Taken for every GPU kind and for memory-bound kernels too (assumption: no public table
 // of other GPUs' or of elementwise kernels' fixed cost).
 inline constexpr Time kKernelOverhead = 5'300'000;  // 5.3 us
-
-// Bytes per element of the activations kernels read and write in a training dtype: its own width,
-// except FP8, where Transformer Engine keeps activations (norms, activations, GeMM outputs) in
-// BF16 and casts only the GeMM inputs to FP8.
-double activation_bytes(cluster::Dtype d);
 
 // Self-attention core FLOPs: QKᵀ and P·V, two GeMMs of 2·L·L·d per head; causal masking halves
 // the useful work.
@@ -105,6 +102,13 @@ class ComputeModel {
   Time attention_backward(double batch, double heads, double seq, double head_dim, bool causal) const;
   // A memory-bound kernel that moves `bytes` through HBM (norms, activations, permutations).
   Time memory_bound(double bytes) const;
+  // Under FP8 training, the kernel that casts a GeMM's activation operand of `elements` elements
+  // from BF16 to FP8 where no earlier kernel fuses the cast (Transformer Engine fuses it into a
+  // norm before the GeMM, LayerNormLinear, and into the activation before an FFN's fc2): it reads
+  // the BF16 tensor and writes two FP8 copies, one scaled along each axis (the wgrad GeMM reads
+  // the input transposed: TE's FP8 transpose on Hopper, MXFP8's column-wise blocks on Blackwell),
+  // 2 + 2·1 bytes per element (the block scales, 1/32 byte per copy, neglected). 0 otherwise.
+  Time fp8_cast(double elements) const;
   Time optimizer_step(double params) const;
   Time backward(Time forward) const;
 
@@ -125,17 +129,27 @@ class ComputeModel {
   static Precision precision(const cluster::GpuSpec& gpu, cluster::Dtype d);
   double modelled_gemm_seconds(std::span<const double> rows, double n, double k, double ceiling, const Precision& p) const;
   double gemm_seconds(double m, double n, double k) const;
+  // The modelled time, never faster than the published maximum achievable rate (max_flops_).
+  double capped_gemm_seconds(std::span<const double> rows, double n, double k) const;
+  cluster::Dtype measurement_dtype() const;  // whose MAMF sets the ceiling
   double derive_ceiling() const;
-  Time roofline(double flops, double efficiency, double bytes, Time fixed) const;
+  double derive_max_flops() const;
+  // The attention core: FLOPs at `efficiency` of the attention peak, or its HBM bytes.
+  Time attention_roofline(double flops, double efficiency, double bytes, Time fixed) const;
   cluster::GpuSpec gpu_;
   ComputeOptions options_;
   KernelTables tables_;
-  double peak_;
-  double element_bytes_;  // activations and attention operands
+  double peak_;            // GeMMs: the dtype's peak
+  double attention_peak_;  // the attention core: its storage dtype's (cluster::storage_dtype)
+  double element_bytes_;   // activations and attention operands
   Precision precision_;   // GeMMs
   Time overhead_;         // modelled kernels' fixed cost
   Time measured_overhead_;  // added to measured (table) kernels
   double ceiling_;
+  // The maximum achievable matmul FLOP/s of the dtype (its MAMF, or bf16's scaled by the peaks;
+  // 0: none published, or the scenario sets the ceiling): by definition, the best any shape
+  // reached, so no modelled GeMM runs faster (the tile model alone lets long-K shapes pass it).
+  double max_flops_;
 };
 
 }  // namespace moesim::compute

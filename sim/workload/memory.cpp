@@ -6,7 +6,7 @@ namespace moesim::workload {
 
 MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, const MemoryInputs& in) {
   MemoryFootprint f;
-  const double b = cluster::dtype_bytes(t.dtype);
+  const double b = cluster::storage_bytes(t.dtype);
   f.weights = (in.weight_params >= 0 ? in.weight_params : in.params) * b;
   f.gradients = (in.gradient_params >= 0 ? in.gradient_params : in.params) * b;
   f.optimizer = (in.optimizer_params >= 0 ? in.optimizer_params : in.params) * (b < 4 ? 12.0 : 8.0);
@@ -14,8 +14,10 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
     f.host = f.optimizer + f.gradients;
     f.optimizer = 0;
   }
-  // Korthikanti et al. count bytes for 16-bit activations; scale by b/2 for other dtypes.
-  const double scale = b / 2.0;
+  // Korthikanti et al. count bytes for 16-bit activations; scale by the dtype's width over 2:
+  // under FP8 by 1/2, as Transformer Engine keeps the FP8 casts of its GeMM inputs, most of
+  // these bytes, for the backward (an approximation: norms and softmax keep BF16 inputs).
+  const double scale = cluster::dtype_bytes(t.dtype) / 2.0;
   const double sbh = in.tokens * m.hidden;
   // The attention scores (5·a·s²·b) are kept unless FlashAttention or selective recomputation
   // recomputes them in the backward.

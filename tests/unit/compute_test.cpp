@@ -197,6 +197,48 @@ TEST(ComputeModel, PublishedMaximumAchievableMatmulFlops) {
   EXPECT_DOUBLE_EQ(compute::ComputeModel(catalogue("h100-sxm5-80gb"), o).gemm_ceiling(), 0.6);
 }
 
+TEST(ComputeModel, NoGemmRunsFasterThanTheMeasuredMaximum) {
+  // GB200 FP8: the best rate mamf-finder found is 3615.6 TFLOP/s (at 19456×5120×1536). DeepSeek-V3's
+  // expert fc1 on 4 local experts of 8192 copies each (H 7168 → 2·2048) has 4.7× that K: the tile
+  // model alone, whose tile ramp weighs less at long K, would run it faster than any measured
+  // shape; held to the maximum, it takes 2·4·8192·4096·7168 FLOP / 3615.6 TFLOP/s exactly.
+  const auto fp8 = model("gb200-nvl72", cluster::Dtype::fp8);
+  const std::vector<double> rows(4, 8192);
+  const double flops = 2.0 * 4 * 8192 * 4096 * 7168;
+  EXPECT_NEAR(flops / time_to_seconds(fp8.grouped_gemm(rows, 4096, 7168)) / 3615.6e12, 1.0, 1e-9);
+  EXPECT_NEAR(fp8.gemm_efficiency(32768, 4096, 7168), 3615.6 / 5000, 1e-9);
+  // TF32 on H100 is held to BF16's maximum scaled by the peaks: 794.5 · 494.7 / 989.4 TFLOP/s.
+  const auto tf32 = model("h100-sxm5-80gb", cluster::Dtype::tf32);
+  EXPECT_LE(tf32.gemm_efficiency(16384, 16384, 16384), 794.5 / 989.4 + 1e-9);
+  // A scenario's own ceiling stands alone: 0.9 of peak is beyond the measured maximum.
+  compute::ComputeOptions o;
+  o.dtype = cluster::Dtype::fp8;
+  o.gemm_efficiency = 0.9;
+  EXPECT_GT(compute::ComputeModel(catalogue("gb200-nvl72"), o).gemm_efficiency(32768, 4096, 7168), 3615.6 / 5000);
+}
+
+TEST(ComputeModel, Fp8TrainingKeepsTheAttentionCoreInBf16) {
+  // Transformer Engine's FP8 recipes leave the attention core in BF16 (fp8_dpa defaults to False):
+  // 2 sequences of 4096, 16 heads of 128, causal: 4·2·16·4096²·128/2 = 1.374e14 FLOP at the BF16
+  // peak 1e15 × attention efficiency 0.5 (not the FP8 peak 2e15): 0.2749 s, as BF16 training.
+  compute::ComputeModel bf16(gpu(true), no_overhead()), fp8(gpu(true), no_overhead(cluster::Dtype::fp8));
+  expect_ps(fp8.attention(2, 16, 4096, 128, true), 4.0 * 2 * 16 * 4096 * 4096 * 128 / 2 / 5e14);
+  EXPECT_EQ(fp8.attention(2, 16, 4096, 128, true), bf16.attention(2, 16, 4096, 128, true));
+  // Without FlashAttention the scores pass through HBM in BF16 too: the same bytes.
+  compute::ComputeModel bf16_unfused(gpu(false), no_overhead()), fp8_unfused(gpu(false), no_overhead(cluster::Dtype::fp8));
+  EXPECT_EQ(fp8_unfused.attention(2, 16, 4096, 128, true), bf16_unfused.attention(2, 16, 4096, 128, true));
+}
+
+TEST(ComputeModel, Fp8CastReadsBf16AndWritesTwoFp8Copies) {
+  // 1e9 elements: read 2 B, write the row-wise and the column-wise FP8 copy, 1 B each: 4e9 B at
+  // 3e12 B/s = 1.3333 ms, plus the kernel's fixed cost 5.3 us. BF16 training casts nothing.
+  compute::ComputeOptions o;
+  o.dtype = cluster::Dtype::fp8;
+  compute::ComputeModel fp8(gpu(true), o);
+  EXPECT_EQ(fp8.fp8_cast(1e9), compute::kKernelOverhead + seconds_to_time(4e9 / 3e12));
+  EXPECT_EQ(compute::ComputeModel(gpu(true), {}).fp8_cast(1e9), 0);
+}
+
 TEST(ComputeModel, XlaSm90Table) {
   // The OpenXLA sm_90 matmul table (tests/data/realdata/20_*, see SOURCES.md): 375 batched shapes
   // [b, m, k]·[b, k, n], b ∈ {1, 2, 4} × m, n, k ∈ {256 … 4096}, achieved FLOP/s in BF16 and in

@@ -46,6 +46,17 @@ TEST(EpStrategy, CommunicatedBytesMatchHandCount) {
   EXPECT_EQ(sim->results().engine.tasks, 4u * (17 + 10));
 }
 
+TEST(EpStrategy, Fp8TrainingSendsBf16TokensAndGradients) {
+  // Transformer Engine casts only GeMM operands to FP8; the tokens the all-to-alls carry and the
+  // gradients the all-reduce sums stay BF16 (cluster::storage_bytes): the hand counts of
+  // CommunicatedBytesMatchHandCount, byte for byte.
+  auto doc = schema::Json::parse(kSmallEp);
+  doc["training"]["dtype"] = "fp8";
+  const auto& ns = run(doc.dump())->network_stats();
+  EXPECT_DOUBLE_EQ(ns.by_kind[static_cast<int>(network::CollectiveKind::AllToAll)].bytes, 1572864.0);
+  EXPECT_DOUBLE_EQ(ns.by_kind[static_cast<int>(network::CollectiveKind::AllReduce)].bytes, 2 * 3164160.0);
+}
+
 TEST(EpStrategy, TheSameScenarioGivesTheSameResults) {
   EXPECT_EQ(run(kSmallEp)->results_json().dump(), run(kSmallEp)->results_json().dump());
 }

@@ -76,3 +76,31 @@ TEST(LayerCosts, LocalExpertsRunAsGroupedGemmsWithOneActivation) {
             compute::kKernelOverhead + seconds_to_time(2.0 * 1000 * 1024 * 2 / 3e12) + blocks::ffn_time(cm, dense, 1000, 2048) +
                 compute::kKernelOverhead + seconds_to_time(3.0 * 1000 * 1024 * 2 / 3e12));
 }
+
+TEST(LayerCosts, Fp8CastsTheGemmInputsNoNormProduces) {
+  // Under FP8, Transformer Engine's norms (and the activation before fc2) write the FP8 inputs of
+  // the GeMMs after them; two inputs come from elsewhere and are cast on their own, each reading
+  // 2 B and writing 2 × 1 B per element: the permuted copies before the experts' fc1 (1000 × H)
+  // and the attention core's output before the output projection (T × output width).
+  compute::ComputeOptions o;
+  o.dtype = cluster::Dtype::fp8;
+  compute::ComputeModel fp8(gpu(), o);
+  auto m = moe_layer(true);
+  m.heads = 8;
+  m.explicit_head_dim = 128;
+  const auto mb = [&](double bytes) { return compute::kKernelOverhead + seconds_to_time(bytes / 3e12); };
+  const std::vector<double> copies{300, 0, 700};
+  const Time ffn = fp8.grouped_gemm(copies, 1024, 1024) + mb(3.0 * 1000 * 512 * 2) + fp8.grouped_gemm(copies, 1024, 512);
+  EXPECT_EQ(blocks::experts_time(fp8, m, copies, 512), mb(4.0 * 1000 * 1024) + ffn);
+  // A dense FFN or the shared experts read the norm's FP8 output: no cast.
+  const std::vector<double> one{1000};
+  EXPECT_EQ(blocks::ffn_time(fp8, m, 1000, 512),
+            fp8.grouped_gemm(one, 1024, 1024) + mb(3.0 * 1000 * 512 * 2) + fp8.grouped_gemm(one, 1024, 512));
+  // Output projection of 1000 tokens from 8 × 128 columns: the cast 4 · 1000 · 1024 B, the GeMM,
+  // the residual add 3 · T · H · 2 B.
+  EXPECT_EQ(blocks::output_projection_time(fp8, m, 1000),
+            mb(4.0 * 1000 * 1024) + fp8.gemm(1000, 1024, 1024) + mb(3.0 * 1000 * 1024 * 2));
+  // BF16 training casts nothing.
+  compute::ComputeModel bf16(gpu(), {});
+  EXPECT_EQ(blocks::output_projection_time(bf16, m, 1000), bf16.gemm(1000, 1024, 1024) + mb(3.0 * 1000 * 1024 * 2));
+}

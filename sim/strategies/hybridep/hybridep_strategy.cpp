@@ -121,7 +121,7 @@ void HybridEpStrategy::check(const StrategyContext& ctx) const {
 
 double HybridEpStrategy::own_expert_bytes(const StrategyContext& ctx) const {
   return (ctx.model.experts / static_cast<double>(ctx.topology.gpu_count())) * ctx.model.expert_params() *
-         cluster::dtype_bytes(ctx.training.dtype);
+         cluster::storage_bytes(ctx.training.dtype);
 }
 
 const DomainChoice& HybridEpStrategy::domain(const StrategyContext& ctx) const {
@@ -136,7 +136,7 @@ const DomainChoice& HybridEpStrategy::domain(const StrategyContext& ctx) const {
   // before a MoE layer's experts (attention and gate, and the dense blocks between MoE layers).
   StreamInputs& in = c.inputs;
   in.gpus = gpus;
-  in.data_bytes = t.tokens_per_microbatch() * m.top_k * m.hidden * cluster::dtype_bytes(t.dtype) * t.microbatches;
+  in.data_bytes = t.tokens_per_microbatch() * m.top_k * m.hidden * cluster::storage_bytes(t.dtype) * t.microbatches;
   in.expert_bytes = own_expert_bytes(ctx) / options_.compression_ratio;
   in.bandwidth = 0;
   for (int l = 0; l < topo.level_count(); ++l)
@@ -287,7 +287,7 @@ std::vector<workload::MemoryFootprint> HybridEpStrategy::memory(const StrategyCo
   auto out = ep::memory(ctx, static_cast<int>(ctx.topology.gpu_count()));
   if (!migrates(ctx)) return out;
   const auto& m = ctx.model;
-  const double b = cluster::dtype_bytes(ctx.training.dtype);
+  const double b = cluster::storage_bytes(ctx.training.dtype);
   // Gathered experts of one layer, restored for compute, and their gradients until the layer's
   // reduce-scatter (one layer at a time). With SR compression every layer's gathered residuals
   // wait compressed in the receive queue and are decoded when needed (forward and backward);

@@ -136,7 +136,7 @@ ParmInputs ParmStrategy::inputs(const StrategyContext& ctx) const {
   in.experts = static_cast<std::uint32_t>(ctx.model.experts);
   in.top_k = static_cast<std::uint32_t>(ctx.model.top_k);
   in.capacity_factor = ctx.training.capacity_factor;
-  in.bytes_per_element = cluster::dtype_bytes(ctx.training.dtype);
+  in.bytes_per_element = cluster::storage_bytes(ctx.training.dtype);
   in.n_mp = static_cast<std::uint32_t>(options_.mp);
   in.n_esp = static_cast<std::uint32_t>(options_.esp);
   in.n_ep = ctx.topology.gpu_count() / in.n_esp;
