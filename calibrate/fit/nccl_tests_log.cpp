@@ -251,9 +251,10 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
         return r >= top ? std::numeric_limits<double>::infinity() : top / (top - r);
       };
       const double lo = n_of(ratio - delta), hi = n_of(ratio + delta);
-      const auto first = static_cast<long long>(std::ceil(lo - 1e-9)),
+      // lo infinite: even the smallest ratio the digits allow is beyond every rank count's factor.
+      const auto first = std::isfinite(lo) ? static_cast<long long>(std::ceil(lo - 1e-9)) : 0,
                  last = std::isfinite(hi) ? static_cast<long long>(std::floor(hi + 1e-9)) : first + 1000000;
-      if (last < first || last < 2)
+      if (!std::isfinite(lo) || last < first || last < 2)
         throw InputError(file, at,
                          fmt::format("busbw/algbw = {:.4f} (line {}) is not the {} factor of any rank count", ratio,
                                      best->line, collective),

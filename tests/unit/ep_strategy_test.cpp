@@ -52,7 +52,8 @@ TEST(EpStrategy, Fp8TrainingSendsBf16TokensAndGradients) {
   // CommunicatedBytesMatchHandCount, byte for byte.
   auto doc = schema::Json::parse(kSmallEp);
   doc["training"]["dtype"] = "fp8";
-  const auto& ns = run(doc.dump())->network_stats();
+  const auto sim = run(doc.dump());
+  const auto& ns = sim->network_stats();
   EXPECT_DOUBLE_EQ(ns.by_kind[static_cast<int>(network::CollectiveKind::AllToAll)].bytes, 1572864.0);
   EXPECT_DOUBLE_EQ(ns.by_kind[static_cast<int>(network::CollectiveKind::AllReduce)].bytes, 2 * 3164160.0);
 }
