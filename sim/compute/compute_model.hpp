@@ -31,8 +31,8 @@
 // max(FLOPs / measured FLOP/s, bytes / HBM bandwidth) plus the scenario's explicit launch overhead
 // (none by default: a measured time includes its launch), a grouped GeMM the sum of its groups.
 // Attention computes in the training's storage dtype (BF16 under FP8 training,
-// cluster::storage_dtype) at the GPU's `attention_efficiency` of that dtype's peak, and without FlashAttention it also reads and
-// writes the L×L score matrix through HBM (HeterMoE §2.2: why V100 falls far behind A40 on long
+// cluster::storage_dtype) at the GPU's `attention_efficiency` of that dtype's peak, and without
+// FlashAttention it also reads and writes the L×L score matrix through HBM (HeterMoE §2.2: why V100 falls far behind A40 on long
 // sequences). Backward costs `backward_factor` (2 by default: gradients of inputs and of weights)
 // times forward; the attention core's backward instead takes its own measured FLOP/s when a
 // calibration table holds them (attention_backward).
