@@ -47,7 +47,8 @@ struct GpuSpec {
   // measurement in `mamf` (see compute::ComputeModel for the fallback order).
   double gemm_efficiency = 0.7;
   std::array<MatmulMeasurement, 5> mamf{};  // per Dtype
-  double attention_efficiency = 0.5;
+  double attention_efficiency = 0.5;  // the fused attention forward's fraction of peak
+  double attention_backward_efficiency = 0;  // its backward's; 0: compute::kAttentionBackwardToForward × forward
   bool flash_attention = true;
   Bandwidth host_bandwidth{16e9};
   Time host_latency = 2 * kMicrosecond;

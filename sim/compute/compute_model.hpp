@@ -31,11 +31,12 @@
 // max(FLOPs / measured FLOP/s, bytes / HBM bandwidth) plus the scenario's explicit launch overhead
 // (none by default: a measured time includes its launch), a grouped GeMM the sum of its groups.
 // Attention computes in the training's storage dtype (BF16 under FP8 training,
-// cluster::storage_dtype) at the GPU's `attention_efficiency` of that dtype's peak, and without
+// cluster::storage_dtype) at the GPU's `attention_efficiency` of that dtype's peak (forward) and
+// `attention_backward_efficiency` (backward, 2.5× the forward's FLOPs), and without
 // FlashAttention it also reads and writes the L×L score matrix through HBM (HeterMoE §2.2: why V100 falls far behind A40 on long
-// sequences). Backward costs `backward_factor` (2 by default: gradients of inputs and of weights)
-// times forward; the attention core's backward instead takes its own measured FLOP/s when a
-// calibration table holds them (attention_backward).
+// sequences). Other kernels' backward costs `backward_factor` (2 by default: gradients of inputs
+// and of weights) times forward; the attention core's backward has its own FLOP count and rate,
+// measured ones when a calibration table holds them (attention_backward).
 #pragma once
 
 #include <functional>
@@ -46,23 +47,41 @@
 
 namespace moesim::compute {
 
-// The fixed cost of every kernel the model costs (launch, ramp-up, tail), unless the scenario sets
-// `compute.launch_overhead`: fitted with the GeMM constants to the OpenXLA sm_90 table as a whole
-// (tests/data/realdata/20_*; its smallest GeMM, 256³ bf16, 34 MFLOP or 0.04 us at peak, takes
-// 5.2 us). Taken for every GPU kind and for memory-bound kernels too (assumption: no public table
-// of other GPUs' or of elementwise kernels' fixed cost).
+// The fixed cost of every GeMM and attention kernel the model costs (launch, ramp-up, tail), unless
+// the scenario sets `compute.launch_overhead`: fitted with the GeMM constants to the OpenXLA sm_90
+// table as a whole (tests/data/realdata/20_*; its smallest GeMM, 256³ bf16, 34 MFLOP or 0.04 us at
+// peak, takes 5.2 us; this project's cuBLASLt table on an H100 measured 6.2 us). Taken for every
+// GPU kind (assumption: no public table of other GPUs' fixed cost).
 inline constexpr Time kKernelOverhead = 5'300'000;  // 5.3 us
+// Memory-bound kernels (copies, the permutation's row gathers, norms, activations, softmax, casts)
+// take fixed cost + bytes / (kHbmEfficiency · HBM bandwidth): both fitted together, by relative
+// least squares, to this project's H100 measurements of such kernels as a whole
+// (tests/data/measured/h100-memory-bound-kernels.json: copy, row gather, RMSNorm, eager SwiGLU and
+// router softmax over 4096–65536 tokens × 2048–7168; 15 % mean time error where datasheet bandwidth
+// and the GeMM fixed cost missed by 22 %). The efficiency is taken for every GPU kind (assumption:
+// STREAM-like copies reach 85–90 % of the datasheet on every HBM generation; norms and activations
+// less).
+inline constexpr Time kMemoryKernelOverhead = 2'340'000;  // 2.34 us
+inline constexpr double kHbmEfficiency = 0.814;
 
 // Self-attention core FLOPs: QKᵀ and P·V, two GeMMs of 2·L·L·d per head; causal masking halves
 // the useful work.
 double attention_forward_flops(double batch, double heads, double seq, double head_dim, bool causal);
 // Backward: dV, dP, dQ, dK and the recomputed QKᵀ, 5 GeMMs against the forward's 2.
 constexpr double kAttentionBackwardFlopRatio = 2.5;
+// The fused attention backward reaches a lower fraction of peak than its forward (more GeMMs per
+// softmax element, dQ accumulated across key blocks): 0.80 of the forward's efficiency, the mean
+// over sequence lengths 2048–8192 of cuDNN's fused attention (what Transformer Engine runs), BF16,
+// head dim 128, causal, measured by this project on an H100 (tests/data/measured/
+// h100-fused-attention.json: 0.74, 0.81, 0.86). The GPU's own `attention_backward_efficiency`,
+// where the catalogue has one, replaces it.
+constexpr double kAttentionBackwardToForward = 0.80;
 
 struct ComputeOptions {
   cluster::Dtype dtype = cluster::Dtype::bf16;
-  // Every kernel's fixed cost; unset: kKernelOverhead for modelled kernels, none added to the
-  // measured times of calibration tables.
+  // Every kernel's fixed cost; unset: kKernelOverhead for modelled GeMM and attention kernels,
+  // kMemoryKernelOverhead for memory-bound ones, none added to the measured times of calibration
+  // tables.
   std::optional<Time> launch_overhead;
   double backward_factor = 2.0;
   std::optional<double> gemm_efficiency;       // overrides every GPU's GeMM ceiling
@@ -97,8 +116,8 @@ class ComputeModel {
   Time grouped_gemm(std::span<const double> rows, double n, double k) const;
   // Self-attention core (QKᵀ, softmax, ·V) for `batch` sequences, `heads` heads of `head_dim`.
   Time attention(double batch, double heads, double seq, double head_dim, bool causal) const;
-  // Its backward (dQ, dK, dV): at the measured backward FLOP/s when a table gives them, else
-  // backward(attention(...)).
+  // Its backward (dQ, dK, dV): kAttentionBackwardFlopRatio × the forward's FLOPs at the measured
+  // backward FLOP/s when a table gives them, else at the GPU's attention backward efficiency.
   Time attention_backward(double batch, double heads, double seq, double head_dim, bool causal) const;
   // A memory-bound kernel that moves `bytes` through HBM (norms, activations, permutations).
   Time memory_bound(double bytes) const;
@@ -125,6 +144,7 @@ class ComputeModel {
   // A dtype's peak and GeMM element widths.
   struct Precision {
     double peak, operand_bytes, output_bytes;
+    double critical_intensity;  // FLOPs per operand byte at which a tile reaches the ceiling
   };
   static Precision precision(const cluster::GpuSpec& gpu, cluster::Dtype d);
   double modelled_gemm_seconds(std::span<const double> rows, double n, double k, double ceiling, const Precision& p) const;
@@ -144,6 +164,8 @@ class ComputeModel {
   double element_bytes_;   // activations and attention operands
   Precision precision_;   // GeMMs
   Time overhead_;         // modelled kernels' fixed cost
+  Time memory_overhead_;  // memory-bound kernels' fixed cost
+  double attention_backward_efficiency_;
   Time measured_overhead_;  // added to measured (table) kernels
   double ceiling_;
   // The maximum achievable matmul FLOP/s of the dtype (its MAMF, or bf16's scaled by the peaks;

@@ -118,6 +118,7 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g) {
                                              e.at("k").get<double>()};
     }
   s.attention_efficiency = g.at("attention_efficiency").get<double>();
+  if (g.contains("attention_backward_efficiency")) s.attention_backward_efficiency = g.at("attention_backward_efficiency").get<double>();
   s.flash_attention = g.at("flash_attention").get<bool>();
   if (g.contains("host_link")) {
     s.host_bandwidth = schema::as_bandwidth(g.at("host_link").at("bandwidth"));

@@ -37,7 +37,9 @@ NodePtr gpu_schema() {
                "published maximum achievable matmul FLOPS per dtype and the shape that reached them, e.g. "
                "{\"bf16\": {\"flops\": \"794.5TFLOPS\", \"m\": 2048, \"n\": 2048, \"k\": 13312}}: the GeMM "
                "ceiling is derived from them"),
-      optional("attention_efficiency", number(0, 1, true), 0.5, "fraction of peak attention reaches"),
+      optional("attention_efficiency", number(0, 1, true), 0.5, "fraction of peak the fused attention forward reaches"),
+      optional("attention_backward_efficiency", number(0, 1, true), nullptr,
+               "fraction of peak its backward reaches (default: 0.80 × the forward's, as measured on an H100)"),
       optional("flash_attention", boolean(), true, "whether FlashAttention runs on this GPU"),
       optional("host_link", object({required("bandwidth", bandwidth(), "per direction, e.g. \"32GB/s\""),
                                     required("latency", time(), "e.g. \"2us\"")}),
@@ -221,8 +223,8 @@ NodePtr scenario_schema() {
   });
   static const NodePtr compute = object({
       optional("launch_overhead", time(), nullptr,
-               "fixed cost of every kernel (default: 5.3us for modelled kernels, none added to a calibration "
-               "profile's measured times)"),
+               "fixed cost of every kernel (default: 5.3us for modelled GeMM and attention kernels, 2.34us for "
+               "memory-bound ones, none added to a calibration profile's measured times)"),
       optional("backward_factor", number(0, std::nullopt, true), 2.0, "backward compute / forward compute"),
       optional("gemm_efficiency", number(0, 1, true), nullptr, "override every GPU's GeMM ceiling"),
       optional("attention_efficiency", number(0, 1, true), nullptr, "override every GPU's attention efficiency"),

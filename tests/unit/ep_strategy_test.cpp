@@ -257,7 +257,11 @@ TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {
   // T·H·b, a residual add reads two and writes one.
   const Time norm = cm.memory_bound(2 * t * h * b);
   const Time residual = cm.memory_bound(3 * t * h * b);
-  const Time attention = norm + cm.gemm(t, h + 2 * 4 * 64, h) + cm.attention(1, 4, 128, 64, true) + cm.gemm(t, h, h) + residual;
+  // Attention: the projections and norms (backward: backward_factor × forward) and the core (its own
+  // backward cost).
+  const Time projections = norm + cm.gemm(t, h + 2 * 4 * 64, h) + cm.gemm(t, h, h) + residual;
+  const Time attention = projections + cm.attention(1, 4, 128, 64, true);
+  const Time attention_backward = cm.backward(projections) + cm.attention_backward(1, 4, 128, 64, true);
   // Pre-MLP norm, router GeMM, softmax/top-k over 2·T·E·4 B, permute (1 + k)·T·H·b.
   const Time gate = norm + cm.gemm(t, 2, h) + cm.memory_bound(2 * t * 2 * 4) + cm.memory_bound(2 * t * h * b);
   // Un-permute (k + 1)·T·H·b, residual add.
@@ -278,7 +282,7 @@ TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {
   const Time optimizer = cm.optimizer_step(m.replicated_params() + m.expert_params());
 
   const Time forward = attention + gate + a2a + experts + a2a + output;
-  const Time backward = cm.backward(output) + a2a + cm.backward(experts) + a2a + cm.backward(gate) + cm.backward(attention);
+  const Time backward = cm.backward(output) + a2a + cm.backward(experts) + a2a + cm.backward(gate) + attention_backward;
   const Time expected = forward + backward + all_reduce + optimizer;
   EXPECT_EQ(sim->metrics().iteration_time[0], expected);
   EXPECT_EQ(sim->metrics().gpus[0].exposed_communication, 4 * a2a + all_reduce);

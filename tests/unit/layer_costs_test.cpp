@@ -35,12 +35,13 @@ workload::ModelShape moe_layer(bool attention) {
 }  // namespace
 
 TEST(LayerCosts, MemoryBoundKernelsOfTheMoeBlock) {
-  // T = 1000 tokens, H = 1024, E = 16, k = 4, BF16 (a = 2 B), 3e12 B/s, fixed cost 5.3 us each.
+  // T = 1000 tokens, H = 1024, E = 16, k = 4, BF16 (a = 2 B), HBM 3e12 B/s of which memory-bound
+  // kernels reach kHbmEfficiency, fixed cost kMemoryKernelOverhead each.
   compute::ComputeOptions o;
   compute::ComputeModel cm(gpu(), o);
   const auto m = moe_layer(true);
   const double t = 1000, h = 1024, a = 2;
-  const auto mb = [&](double bytes) { return compute::kKernelOverhead + seconds_to_time(bytes / 3e12); };
+  const auto mb = [&](double bytes) { return compute::kMemoryKernelOverhead + seconds_to_time(bytes / (compute::kHbmEfficiency * 3e12)); };
   // Gate: pre-MLP RMSNorm 2·T·H·a, the router GeMM, softmax/top-k 2·T·E·4, permute (1 + k)·T·H·a.
   EXPECT_EQ(blocks::gate_time(cm, m, t),
             mb(2 * t * h * a) + cm.gemm(t, 16, h) + mb(2 * t * 16 * 4) + mb(5 * t * h * a));
@@ -65,7 +66,7 @@ TEST(LayerCosts, LocalExpertsRunAsGroupedGemmsWithOneActivation) {
   const auto m = moe_layer(true);
   const std::vector<double> copies{300, 0, 700};
   EXPECT_EQ(blocks::experts_time(cm, m, copies, 512),
-            cm.grouped_gemm(copies, 1024, 1024) + compute::kKernelOverhead + seconds_to_time(3.0 * 1000 * 512 * 2 / 3e12) +
+            cm.grouped_gemm(copies, 1024, 1024) + compute::kMemoryKernelOverhead + seconds_to_time(3.0 * 1000 * 512 * 2 / (compute::kHbmEfficiency * 3e12)) +
                 cm.grouped_gemm(copies, 1024, 512));
   // Three kernel launches whatever the number of experts: apart, the two experts cost more.
   EXPECT_LT(blocks::experts_time(cm, m, copies, 512), blocks::ffn_time(cm, m, 300, 512) + blocks::ffn_time(cm, m, 700, 512));
@@ -73,8 +74,8 @@ TEST(LayerCosts, LocalExpertsRunAsGroupedGemmsWithOneActivation) {
   auto dense = m;
   dense.dense_ffn_hidden = 2048;
   EXPECT_EQ(blocks::dense_ffn_time(cm, dense, 1000),
-            compute::kKernelOverhead + seconds_to_time(2.0 * 1000 * 1024 * 2 / 3e12) + blocks::ffn_time(cm, dense, 1000, 2048) +
-                compute::kKernelOverhead + seconds_to_time(3.0 * 1000 * 1024 * 2 / 3e12));
+            compute::kMemoryKernelOverhead + seconds_to_time(2.0 * 1000 * 1024 * 2 / (compute::kHbmEfficiency * 3e12)) + blocks::ffn_time(cm, dense, 1000, 2048) +
+                compute::kMemoryKernelOverhead + seconds_to_time(3.0 * 1000 * 1024 * 2 / (compute::kHbmEfficiency * 3e12)));
 }
 
 TEST(LayerCosts, Fp8CastsTheGemmInputsNoNormProduces) {
@@ -88,7 +89,7 @@ TEST(LayerCosts, Fp8CastsTheGemmInputsNoNormProduces) {
   auto m = moe_layer(true);
   m.heads = 8;
   m.explicit_head_dim = 128;
-  const auto mb = [&](double bytes) { return compute::kKernelOverhead + seconds_to_time(bytes / 3e12); };
+  const auto mb = [&](double bytes) { return compute::kMemoryKernelOverhead + seconds_to_time(bytes / (compute::kHbmEfficiency * 3e12)); };
   const std::vector<double> copies{300, 0, 700};
   const Time ffn = fp8.grouped_gemm(copies, 1024, 1024) + mb(3.0 * 1000 * 512 * 2) + fp8.grouped_gemm(copies, 1024, 512);
   EXPECT_EQ(blocks::experts_time(fp8, m, copies, 512), mb(4.0 * 1000 * 1024) + ffn);

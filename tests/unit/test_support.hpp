@@ -54,6 +54,14 @@ inline std::string realdata(const std::string& name) {
   return b.str();
 }
 
+// A file of tests/data/measured (what this project measured on real GPUs, SOURCES.md there).
+inline std::string measured(const std::string& name) {
+  std::ifstream in(std::string(MOESIM_SOURCE_DIR) + "/tests/data/measured/" + name);
+  std::stringstream b;
+  b << in.rdbuf();
+  return b.str();
+}
+
 // The profile `moesim calibrate fit LOG --gpus-per-node 8` fits from a real nccl-tests log.
 inline calibration::Profile profile_from_log(const std::string& name) {
   calibrate::Measurements m;
