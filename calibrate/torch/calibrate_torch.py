@@ -270,8 +270,8 @@ def main():
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1)
     if what & {"memory", "grouped"}:
-        mem = dict(doc, tool="moesim-calibrate-torch (memory-bound kernels, grouped GeMMs)", gemm=None, attention=None)
-        mem.pop("gemm"), mem.pop("attention")
+        mem = {key: value for key, value in doc.items() if key not in ("gemm", "attention")}
+        mem["tool"] = "moesim-calibrate-torch (memory-bound kernels, grouped GeMMs)"
         if "memory" in what:
             mem["kernels"] = measure_memory(torch, run, log)
         if "grouped" in what:
