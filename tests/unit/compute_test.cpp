@@ -359,6 +359,64 @@ TEST(ComputeModel, MeasuredH100FusedAttention) {
   EXPECT_LT((err[std::pair{64, 1}].mean()), 0.30);
 }
 
+TEST(ComputeModel, MeasuredH100GroupedExpertGemms) {
+  // Held out of every fit: grouped expert GeMMs on an H100 (torch._grouped_mm, the CUTLASS grouped
+  // kernel PyTorch's MoE layers call; tests/data/measured/h100-grouped-gemm.json), BF16, the expert
+  // fc1/fc2 shapes of Mixtral-8x7B, DeepSeek-V3 and Qwen3-30B-A3B, 1–64 groups, rows split evenly or
+  // skewed (the token counts of a Zipf-like router), 4096–65536 rows in all.
+  const auto doc = nlohmann::json::parse(test::measured("h100-grouped-gemm.json"));
+  const auto h100 = model("h100-sxm5-80gb");
+  std::map<std::string, ErrorStats> err;  // by split
+  for (const auto& g : doc.at("grouped_gemm")) {
+    const std::vector<double> rows = g.at("rows").get<std::vector<double>>();
+    const double n = g.at("n"), k = g.at("k"), measured = g.at("time").get<double>() * 1e-6;
+    const double predicted = time_to_seconds(h100.grouped_gemm(rows, n, k));
+    err[g.at("split")].add(predicted, measured,
+                           fmt::format("{} {} {} groups {}: {:.1f} us measured, {:.1f} us predicted", g.at("model").get<std::string>(),
+                                       g.at("gemm").get<std::string>(), rows.size(), g.at("split").get<std::string>(), measured * 1e6,
+                                       predicted * 1e6));
+  }
+  for (const auto& [split, e] : err)
+    std::cout << fmt::format("H100 grouped GeMM {}: {} cases, mean |time error| {:.1f}%, worst {:+.1f}% ({})\n", split, e.rows,
+                             100 * e.mean(), 100 * e.worst, e.worst_case);
+  ASSERT_EQ(err.at("even").rows + err.at("skewed").rows, 198);
+  // The model is optimistic on all cases but one (+1 %): 19.8 % (even) and 24.8 % (skewed) mean time error, worst
+  // −47 % (Qwen3-30B-A3B's small fc1, 4096 rows over 8 groups). Most of it is the kernel, not the
+  // grouping: with ONE group, torch._grouped_mm reaches 615–640 TFLOP/s on the large Mixtral and
+  // DeepSeek shapes where the model (and cuBLASLt, h100-cublaslt-gemm.json) runs at 794; what grows
+  // with the groups and the skew is what the model's per-group tiles and waves capture. The model
+  // stays at cuBLAS's rate: Megatron-Core's GroupedMLP runs Transformer Engine's grouped GeMM
+  // (cuBLASLt per group on several streams), not this CUTLASS kernel; a scenario whose experts
+  // run it should calibrate (`moesim calibrate fit` takes these tables).
+  EXPECT_LT(err.at("even").mean(), 0.25);
+  EXPECT_LT(err.at("skewed").mean(), 0.30);
+  EXPECT_LT(std::abs(err.at("even").worst), 0.50);
+  EXPECT_LT(std::abs(err.at("skewed").worst), 0.50);
+}
+
+TEST(ComputeModel, MeasuredH100MemoryBoundKernels) {
+  // The fit data of kMemoryKernelOverhead and kHbmEfficiency (h100-memory-bound-kernels.json): copy,
+  // RMSNorm, row gather, eager SwiGLU (two kernels) and router softmax, 4096–65536 rows × 64–7168;
+  // row scatter (index_copy_, 1.2 TB/s: atomics-free but uncoalesced writes) and top-k (56–88 GB/s,
+  // a sort) are not bandwidth kernels and are left out. This pins the fit: 15 % mean time error,
+  // where the datasheet's 3.35 TB/s and the GeMM fixed cost miss by 22 %.
+  const auto doc = nlohmann::json::parse(test::measured("h100-memory-bound-kernels.json"));
+  const auto h100 = model("h100-sxm5-80gb");
+  ErrorStats err;
+  for (const auto& k : doc.at("kernels")) {
+    const std::string name = k.at("kernel");
+    if (name != "copy" && name != "rms_norm" && name != "gather_rows" && name != "swiglu_eager" && name != "softmax") continue;
+    const double kernels = k.at("kernels"), bytes = k.at("bytes"), measured = k.at("time").get<double>() * 1e-6;
+    // A two-kernel op moves its bytes in two launches: two fixed costs.
+    const double predicted = time_to_seconds(h100.memory_bound(bytes / kernels)) * kernels;
+    err.add(predicted, measured, fmt::format("{} {}: {:.1f} us measured, {:.1f} us predicted", name, k.at("shape").dump(), measured * 1e6, predicted * 1e6));
+  }
+  std::cout << fmt::format("H100 memory-bound kernels: {} cases, mean |time error| {:.1f}%, worst {:+.1f}% ({})\n", err.rows,
+                           100 * err.mean(), 100 * err.worst, err.worst_case);
+  EXPECT_EQ(err.rows, 43);
+  EXPECT_LT(err.mean(), 0.16);
+}
+
 TEST(ComputeModel, CalibrationTablesOverrideTheModel) {
   // A table's FLOP/s give the time as before the shape model: max(FLOPs / measured, bytes / HBM),
   // with no fixed cost (a measured time includes its launch) unless the scenario sets one; a grouped
