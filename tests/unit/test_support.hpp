@@ -46,21 +46,19 @@ inline cluster::Level level(const char* name, std::uint32_t count, const char* b
   return l;
 }
 
-// A file of tests/data/realdata (measurements published by others, SOURCES.md there).
-inline std::string realdata(const std::string& name) {
-  std::ifstream in(std::string(MOESIM_SOURCE_DIR) + "/tests/data/realdata/" + name);
+// A file of the source tree (e.g. "scenarios/quickstart.json"), whole.
+inline std::string repository_file(const std::string& path) {
+  std::ifstream in(std::string(MOESIM_SOURCE_DIR) + "/" + path);
   std::stringstream b;
   b << in.rdbuf();
   return b.str();
 }
 
+// A file of tests/data/realdata (measurements published by others, SOURCES.md there).
+inline std::string realdata(const std::string& name) { return repository_file("tests/data/realdata/" + name); }
+
 // A file of tests/data/measured (what this project measured on real GPUs, SOURCES.md there).
-inline std::string measured(const std::string& name) {
-  std::ifstream in(std::string(MOESIM_SOURCE_DIR) + "/tests/data/measured/" + name);
-  std::stringstream b;
-  b << in.rdbuf();
-  return b.str();
-}
+inline std::string measured(const std::string& name) { return repository_file("tests/data/measured/" + name); }
 
 // The profile `moesim calibrate fit LOG --gpus-per-node 8` fits from a real nccl-tests log.
 inline calibration::Profile profile_from_log(const std::string& name) {

@@ -35,8 +35,9 @@ StrategyInfo info() {
                    "share of SREncode's cost saved by fusing it with the optimizer step (paper §V-E: 0.3)"),
       sc::optional("decode_fusion_saving", sc::number(0, 0.99), 0.45,
                    "share of SRDecode's cost saved by fusing it with expert compute (paper §V-E: 0.45)"),
-      sc::optional("gradient_return", sc::enumeration({"compressed", "full"}), "compressed",
-                   "gathered experts' gradients return to their owners compressed like the parameters, or whole"),
+      sc::optional("gradient_return", sc::enumeration({"full", "compressed"}), "full",
+                   "gathered experts' gradients return to their owners whole (full), or compressed like the "
+                   "parameters (compressed: not in the paper, which does not say how they return)"),
       sc::optional("migration_algorithm", sc::enumeration({"ring", "direct"}), "ring",
                    "algorithm of the expert all-gathers and gradient reduce-scatters: ring (NCCL's), or direct "
                    "(one exchange, latency paid once: a stand-in for tree/PAT algorithms over many workers)"),
@@ -124,6 +125,12 @@ double HybridEpStrategy::own_expert_bytes(const StrategyContext& ctx) const {
          cluster::storage_bytes(ctx.training.dtype);
 }
 
+double HybridEpStrategy::transmitted_bytes(const StrategyContext& ctx, double bytes) const {
+  if (!compresses()) return bytes;
+  // Top-k of the residual: 1/ratio of the values, each with its int32 index (§IV-B).
+  return bytes / options_.compression_ratio * (1 + kSrIndexBytes / cluster::storage_bytes(ctx.training.dtype));
+}
+
 const DomainChoice& HybridEpStrategy::domain(const StrategyContext& ctx) const {
   if (domain_) return *domain_;
   const auto& topo = ctx.topology;
@@ -137,22 +144,53 @@ const DomainChoice& HybridEpStrategy::domain(const StrategyContext& ctx) const {
   StreamInputs& in = c.inputs;
   in.gpus = gpus;
   in.data_bytes = t.tokens_per_microbatch() * m.top_k * m.hidden * cluster::storage_bytes(t.dtype) * t.microbatches;
-  in.expert_bytes = own_expert_bytes(ctx) / options_.compression_ratio;
+  in.expert_bytes = transmitted_bytes(ctx, own_expert_bytes(ctx));
   in.bandwidth = 0;
   for (int l = 0; l < topo.level_count(); ++l)
     if (topo.levels()[l].count > 1) {
       const double share = topo.levels()[l].bandwidth.bytes_per_second / topo.gpus_per_worker(l);
       in.bandwidth = in.bandwidth > 0 ? std::min(in.bandwidth, share) : share;
     }
-  const auto& cm = ctx.compute[0];
+  // Lat_PE: the slowest GPU kind's (the all-to-all after it waits for every GPU).
   const double tokens = t.tokens_per_microbatch();
-  const Time attention = blocks::attention_time(cm, m, t);
-  const double dense_between = m.moe_layers() > 0
-                                   ? static_cast<double>(m.layers - m.moe_layers()) / m.moe_layers() *
-                                         time_to_seconds(attention + blocks::dense_ffn_time(cm, m, tokens))
-                                   : 0.0;
-  in.pre_expert_seconds = time_to_seconds(attention + blocks::gate_time(cm, m, tokens)) + dense_between;
+  double backward_factor = 2;
+  in.pre_expert_seconds = 0;
+  for (const auto& cm : ctx.compute) {
+    const Time attention = blocks::attention_time(cm, m, t);
+    const Time dense_between =
+        m.moe_layers() > 0 ? static_cast<Time>(std::llround(static_cast<double>(m.layers - m.moe_layers()) / m.moe_layers() *
+                                                            static_cast<double>(attention + blocks::dense_ffn_time(cm, m, tokens))))
+                           : 0;
+    const Time pre = attention + blocks::gate_time(cm, m, tokens) + dense_between;
+    if (time_to_seconds(pre) > in.pre_expert_seconds) {
+      in.pre_expert_seconds = time_to_seconds(pre);
+      backward_factor = pre > 0 ? static_cast<double>(cm.backward(pre)) / static_cast<double>(pre) : 2.0;
+    }
+  }
   if (gpus > 1) c.model = solve(in);
+  // The per-level model ranks every candidate: one divisor of each level's worker count.
+  MultiLevelInputs ml;
+  ml.data_bytes = in.data_bytes;
+  ml.expert_bytes = in.expert_bytes;
+  ml.gradient_bytes = options_.compress_gradients ? in.expert_bytes : own_expert_bytes(ctx);
+  ml.pre_expert_seconds = in.pre_expert_seconds;
+  ml.backward_factor = backward_factor;
+  for (int l = 0; l < topo.level_count(); ++l)
+    ml.levels.push_back({topo.levels()[l].count, topo.levels()[l].bandwidth.bytes_per_second / topo.gpus_per_worker(l)});
+  std::vector<std::vector<std::uint32_t>> candidates{{}};
+  for (const auto& level : topo.levels()) {
+    std::vector<std::vector<std::uint32_t>> next;
+    for (const auto& prefix : candidates)
+      for (std::uint32_t d = 1; d <= level.count; ++d)
+        if (level.count % d == 0) {
+          next.push_back(prefix);
+          next.back().push_back(d);
+        }
+    candidates = std::move(next);
+  }
+  for (auto& sizes : candidates) c.ranked.push_back({sizes, domain_latency(ml, sizes)});
+  // Fastest first; ties keep the smaller domain (enumeration order), for determinism.
+  std::stable_sort(c.ranked.begin(), c.ranked.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   const sc::Json& d = options_.domain;
   if (d.is_array()) {
     c.source = "explicit";
@@ -162,7 +200,7 @@ const DomainChoice& HybridEpStrategy::domain(const StrategyContext& ctx) const {
     c.sizes = sizes_for_domain(topo, gpus - d.at("p").get<double>() * (gpus - 1.0));
   } else {
     c.source = "auto";
-    c.sizes = gpus > 1 ? sizes_for_domain(topo, gpus - c.model.p * (gpus - 1.0)) : std::vector<std::uint32_t>(topo.level_count(), 1);
+    c.sizes = c.ranked.front().first;
   }
   c.domain_gpus = std::accumulate(c.sizes.begin(), c.sizes.end(), 1u, std::multiplies<>());
   c.p = gpus > 1 ? (gpus - static_cast<double>(c.domain_gpus)) / (gpus - 1.0) : 1.0;
@@ -209,8 +247,7 @@ double HybridEpStrategy::params_on_gpu(const StrategyContext& ctx) const {
 Time HybridEpStrategy::encode_time(const StrategyContext& ctx, std::size_t kind) const {
   // SREncode per own expert: read the expert and the shared expert, write the residual, and one
   // top-k selection pass over it (4 passes), then the compressed value-index pairs.
-  const double b = ctx.dtype_bytes();
-  const double bytes = own_expert_bytes(ctx) * 4 + own_expert_bytes(ctx) / options_.compression_ratio * (1 + 4 / b);
+  const double bytes = own_expert_bytes(ctx) * 4 + transmitted_bytes(ctx, own_expert_bytes(ctx));
   const Time t = ctx.compute[kind].memory_bound(bytes);
   return static_cast<Time>(std::llround(static_cast<double>(t) * (1 - options_.encode_fusion_saving)));
 }
@@ -219,9 +256,8 @@ Time HybridEpStrategy::decode_time(const StrategyContext& ctx, std::size_t kind)
   // SRDecode of every received expert: read its compressed residual and the shared expert, write
   // the restored expert (fused with the expert GeMMs, §V-E); again in backward, as the restored
   // experts are not kept (see memory()).
-  const double b = ctx.dtype_bytes();
   const double received = domain(ctx).domain_gpus - 1.0;
-  const double bytes = received * (own_expert_bytes(ctx) * 2 + own_expert_bytes(ctx) / options_.compression_ratio * (1 + 4 / b));
+  const double bytes = received * (own_expert_bytes(ctx) * 2 + transmitted_bytes(ctx, own_expert_bytes(ctx)));
   const Time t = ctx.compute[kind].memory_bound(bytes);
   return static_cast<Time>(std::llround(static_cast<double>(t) * (1 - options_.decode_fusion_saving)));
 }
@@ -251,7 +287,7 @@ parallel::PlanPtr HybridEpStrategy::plan(const StrategyContext& ctx, int, const 
     // holds so far, its own experts times the domain sizes of the coarser levels.
     auto fetch = std::make_shared<parallel::ExpertFetch>();
     fetch->at_iteration_start = options_.async_communicator;
-    double bytes = own_expert_bytes(ctx) / options_.compression_ratio;
+    double bytes = transmitted_bytes(ctx, own_expert_bytes(ctx));
     for (int l = 0; l < topo.level_count(); ++l) {
       if (sizes[l] <= 1) continue;
       fetch->steps.push_back({"expert_migration", network::CollectiveKind::AllGather, options_.migration_algorithm, bytes,
@@ -266,12 +302,14 @@ parallel::PlanPtr HybridEpStrategy::plan(const StrategyContext& ctx, int, const 
     in.fetch = std::move(fetch);
     // Every expert has one owner (the EP group is all GPUs): only the gathered copies' gradients
     // travel, by reduce-scatter back to the owners, finest level first.
-    const double ratio = options_.compress_gradients ? options_.compression_ratio : 1.0;
     double held = domain(ctx).domain_gpus;  // own experts' worth of gradients each GPU holds
     for (int l = topo.level_count() - 1; l >= 0; --l) {
       if (sizes[l] <= 1) continue;
       in.expert_gradients.push_back({"gathered_expert_grads", network::CollectiveKind::ReduceScatter,
-                                     options_.migration_algorithm, held * own_expert_bytes(ctx) / ratio, families[l],
+                                     options_.migration_algorithm,
+                                     options_.compress_gradients ? transmitted_bytes(ctx, held * own_expert_bytes(ctx))
+                                                                 : held * own_expert_bytes(ctx),
+                                     families[l],
                                      parallel::StreamRole::Gradient, nullptr});
       held /= sizes[l];
     }
@@ -293,8 +331,7 @@ std::vector<workload::MemoryFootprint> HybridEpStrategy::memory(const StrategyCo
   // wait compressed in the receive queue and are decoded when needed (forward and backward);
   // without it every layer's gathered experts stay restored for the backward.
   const double one_layer = (domain(ctx).domain_gpus - 1.0) * own_expert_bytes(ctx);
-  const double held = compresses() ? one_layer + m.moe_layers() * one_layer / options_.compression_ratio * (1 + 4 / b)
-                                   : m.moe_layers() * one_layer;
+  const double held = compresses() ? one_layer + m.moe_layers() * transmitted_bytes(ctx, one_layer) : m.moe_layers() * one_layer;
   // Shared experts: trained everywhere (weights, gradients, Adam state), as EpStrategy counts params.
   const double shared = compresses() ? m.moe_layers() * m.expert_params() : 0.0;
   for (auto& f : out) {
@@ -310,9 +347,27 @@ std::size_t HybridEpStrategy::tasks_per_iteration(const StrategyContext& ctx) co
          static_cast<std::size_t>(ctx.topology.gpu_count()) * ctx.model.moe_layers() * (2 * ctx.topology.level_count() + 4);
 }
 
+std::vector<Alternative> HybridEpStrategy::alternatives(const StrategyContext& ctx) const {
+  const DomainChoice& c = domain(ctx);
+  if (c.source != "auto") return {};
+  std::vector<Alternative> out;
+  for (std::size_t i = 0; i < c.ranked.size() && i < kSimulatedDomainCandidates; ++i) {
+    const schema::Json sizes = c.ranked[i].first;
+    out.push_back({sizes.dump(), {{"domain", sizes}}});
+  }
+  return out;
+}
+
 schema::Json HybridEpStrategy::describe(const StrategyContext& ctx) const {
   const DomainChoice& c = domain(ctx);
   schema::Json j;
+  if (c.source == "auto") {
+    j["choice"] = schema::Json(c.sizes).dump();
+    schema::Json ranked = schema::Json::array();
+    for (std::size_t i = 0; i < c.ranked.size() && i < kSimulatedDomainCandidates; ++i)
+      ranked.push_back({{"domain", c.ranked[i].first}, {"model_ms", c.ranked[i].second * 1e3}});
+    j["candidates_by_model"] = ranked;
+  }
   j["domain_source"] = c.source;
   j["domain_sizes"] = c.sizes;
   j["domain_gpus"] = c.domain_gpus;

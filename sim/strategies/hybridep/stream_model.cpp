@@ -41,4 +41,28 @@ StreamSolution solve(const StreamInputs& in) {
   return s;
 }
 
+double domain_latency(const MultiLevelInputs& in, const std::vector<std::uint32_t>& sizes) {
+  const std::size_t levels = in.levels.size();
+  double ag = 0, held = in.expert_bytes;
+  double domains = 1;  // N: domains, one GPU of each in an all-to-all group
+  for (std::size_t l = 0; l < levels; ++l) {
+    if (sizes[l] > 1) ag += held * (sizes[l] - 1) / in.levels[l].bandwidth;
+    held *= sizes[l];
+    domains *= static_cast<double>(in.levels[l].count / sizes[l]);
+  }
+  double a2a = 0;
+  double finer = domains;  // domains per worker of the level above
+  for (std::size_t l = 0; l < levels; ++l) {
+    const double here = in.levels[l].count / sizes[l];
+    finer /= here;
+    // Destinations first differing at l: (here − 1) domains at l times every finer combination.
+    const double differing = (here - 1) * finer;
+    if (differing > 0) a2a = std::max(a2a, in.data_bytes * differing / (domains * in.levels[l].bandwidth));
+  }
+  const double rs = in.expert_bytes > 0 ? ag * in.gradient_bytes / in.expert_bytes : 0;
+  const double forward = std::max(in.pre_expert_seconds, ag) + 2 * a2a;
+  const double backward = std::max(in.backward_factor * in.pre_expert_seconds, rs) + 2 * a2a;
+  return forward + backward;
+}
+
 }  // namespace moesim::strategies::hybridep
