@@ -60,13 +60,20 @@ StrategyInfo info() {
   return s;
 }
 
+std::vector<std::uint32_t> divisors(std::uint32_t n) {
+  std::vector<std::uint32_t> out;
+  for (std::uint32_t d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
 std::vector<std::uint32_t> sizes_for_domain(const cluster::Topology& topo, double gpus) {
   std::vector<std::uint32_t> sizes;
   double remaining = gpus;
   for (const auto& level : topo.levels()) {
     std::uint32_t best = 1;
-    for (std::uint32_t d = 1; d <= level.count; ++d)
-      if (level.count % d == 0 && d <= remaining + 1e-9) best = d;
+    for (const std::uint32_t d : divisors(level.count))
+      if (d <= remaining + 1e-9) best = d;
     sizes.push_back(best);
     remaining /= best;
   }
@@ -100,13 +107,10 @@ void HybridEpStrategy::check(const StrategyContext& ctx) const {
     for (std::size_t l = 0; l < d.size(); ++l) {
       const std::uint32_t count = topo.levels()[l].count;
       if (!d[l].is_number_integer() || d[l].get<long long>() < 1 || count % d[l].get<long long>() != 0) {
-        std::vector<std::uint32_t> divisors;
-        for (std::uint32_t k = 1; k <= count; ++k)
-          if (count % k == 0) divisors.push_back(k);
         throw InputError("", fmt::format("$.strategy.domain[{}]", l),
                          fmt::format("{} is not a divisor of level {}'s {} workers", d[l].dump(),
                                      topo.levels()[l].name, count),
-                         fmt::format("use one of {}", fmt::join(divisors, ", ")));
+                         fmt::format("use one of {}", fmt::join(divisors(count), ", ")));
       }
     }
   } else if (d.is_object()) {
@@ -168,29 +172,6 @@ const DomainChoice& HybridEpStrategy::domain(const StrategyContext& ctx) const {
     }
   }
   if (gpus > 1) c.model = solve(in);
-  // The per-level model ranks every candidate: one divisor of each level's worker count.
-  MultiLevelInputs ml;
-  ml.data_bytes = in.data_bytes;
-  ml.expert_bytes = in.expert_bytes;
-  ml.gradient_bytes = options_.compress_gradients ? in.expert_bytes : own_expert_bytes(ctx);
-  ml.pre_expert_seconds = in.pre_expert_seconds;
-  ml.backward_factor = backward_factor;
-  for (int l = 0; l < topo.level_count(); ++l)
-    ml.levels.push_back({topo.levels()[l].count, topo.levels()[l].bandwidth.bytes_per_second / topo.gpus_per_worker(l)});
-  std::vector<std::vector<std::uint32_t>> candidates{{}};
-  for (const auto& level : topo.levels()) {
-    std::vector<std::vector<std::uint32_t>> next;
-    for (const auto& prefix : candidates)
-      for (std::uint32_t d = 1; d <= level.count; ++d)
-        if (level.count % d == 0) {
-          next.push_back(prefix);
-          next.back().push_back(d);
-        }
-    candidates = std::move(next);
-  }
-  for (auto& sizes : candidates) c.ranked.push_back({sizes, domain_latency(ml, sizes)});
-  // Fastest first; ties keep the smaller domain (enumeration order), for determinism.
-  std::stable_sort(c.ranked.begin(), c.ranked.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   const sc::Json& d = options_.domain;
   if (d.is_array()) {
     c.source = "explicit";
@@ -200,6 +181,28 @@ const DomainChoice& HybridEpStrategy::domain(const StrategyContext& ctx) const {
     c.sizes = sizes_for_domain(topo, gpus - d.at("p").get<double>() * (gpus - 1.0));
   } else {
     c.source = "auto";
+    // The per-level model ranks every candidate: one divisor of each level's worker count.
+    MultiLevelInputs ml;
+    ml.data_bytes = in.data_bytes;
+    ml.expert_bytes = in.expert_bytes;
+    ml.gradient_bytes = options_.compress_gradients ? in.expert_bytes : own_expert_bytes(ctx);
+    ml.pre_expert_seconds = in.pre_expert_seconds;
+    ml.backward_factor = backward_factor;
+    std::vector<std::vector<std::uint32_t>> candidates{{}};
+    for (int l = 0; l < topo.level_count(); ++l) {
+      const auto& level = topo.levels()[l];
+      ml.levels.push_back({level.count, level.bandwidth.bytes_per_second / topo.gpus_per_worker(l)});
+      std::vector<std::vector<std::uint32_t>> next;
+      for (const auto& prefix : candidates)
+        for (const std::uint32_t size : divisors(level.count)) {
+          next.push_back(prefix);
+          next.back().push_back(size);
+        }
+      candidates = std::move(next);
+    }
+    for (auto& sizes : candidates) c.ranked.push_back({sizes, domain_latency(ml, sizes)});
+    // Fastest first; ties keep the smaller domain (enumeration order), for determinism.
+    std::stable_sort(c.ranked.begin(), c.ranked.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
     c.sizes = c.ranked.front().first;
   }
   c.domain_gpus = std::accumulate(c.sizes.begin(), c.sizes.end(), 1u, std::multiplies<>());

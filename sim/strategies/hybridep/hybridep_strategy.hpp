@@ -64,8 +64,8 @@ struct DomainChoice {
   StreamSolution model;              // Eq. 10–12 on them
   double p = 1;                      // proportion the sizes realise: (G − ΠS)/(G − 1)
   std::uint32_t domain_gpus = 1;     // ΠS
-  // Every candidate (one divisor per level) with its per-level model latency, fastest first;
-  // "auto" takes the first.
+  // Under "auto": every candidate (one divisor per level) with its per-level model latency,
+  // fastest first; the first is the choice.
   std::vector<std::pair<std::vector<std::uint32_t>, double>> ranked;
 };
 
@@ -113,6 +113,9 @@ class HybridEpStrategy final : public Strategy {
   mutable std::optional<DomainChoice> domain_;
   parallel::PlanPtr plan_;
 };
+
+// The divisors of n, ascending: the domain sizes a level of n workers allows.
+std::vector<std::uint32_t> divisors(std::uint32_t n);
 
 // The domain sizes, coarsest level first, that hold about `gpus` GPUs: each level takes the largest
 // divisor of its worker count not above what is still to place.
