@@ -59,14 +59,17 @@ void expert_tensor_parallel(Emission& em, const parallel::MoeLayerPlan& p, const
 
 // Parm's SAA (§III-D): the all-to-all in phases, phase i sending to rank r + i, each phase's
 // received slice all-gathered during the next one (the GPU's own slice during the first).
-// `chain` ends at each GPU's last all-to-all phase, `join` at its last all-gather phase.
+// `chain` ends at each GPU's last all-to-all phase, `join` at its last all-gather phase. Parm
+// builds SAA from ncclSend/ncclRecv (§III-D), so each phase's gather is grouped send/recv of the
+// slice to every other rank of the group: a direct exchange, costed as one (NCCL's all-to-all is
+// the same grouped send/recv), not as NCCL's ring all-gather and its α.
 void phased_all_to_all(Emission& em, const parallel::MoeLayerPlan& p, StreamRole role, const engine::Label& a2a_label,
                        Phase phase, int layer, int mb, Frontier& chain, Frontier& join) {
   const parallel::PhasedGather& pg = *p.phased_gather;
   parallel::CollectiveStep gather;
   gather.name = pg.name;
-  gather.kind = network::CollectiveKind::AllGather;
-  gather.algorithm = network::Algorithm::Ring;
+  gather.kind = network::CollectiveKind::AllToAll;
+  gather.algorithm = network::Algorithm::Direct;
   gather.bytes = pg.bytes_per_phase;
   gather.groups = pg.groups;
   gather.stream = pg.stream;

@@ -112,7 +112,8 @@ inline constexpr int kMoePoints = static_cast<int>(MoePoint::Count);
 
 // An all-gather run phase by phase beside an all-to-all (Parm's SAA, §III-D): the all-to-all in
 // P − 1 phases, phase i sending to rank r + i; the slice a GPU holds after phase i (its own before
-// the first) is all-gathered in its group during the next phase, on `stream`.
+// the first) is all-gathered in its group during the next phase, on `stream`, by grouped
+// send/recv to each other rank of the group (Parm implements SAA with ncclSend/ncclRecv).
 struct PhasedGather {
   FamilyPtr groups;            // the all-gather groups
   double bytes_per_phase = 0;  // per rank, per phase

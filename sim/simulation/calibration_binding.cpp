@@ -66,7 +66,7 @@ struct Placed {
 }  // namespace
 
 sc::Json bind_collectives(const calibration::Profile& profile, const cluster::Topology& topo, network::Algorithm all_reduce,
-                          network::AlphaBetaTable& params) {
+                          const std::map<std::string, std::vector<std::uint32_t>>& groups, network::AlphaBetaTable& params) {
   sc::Json used = sc::Json::array(), not_used = sc::Json::array(), fallback = sc::Json::array();
   // A node: a worker of the level just above the innermost one (levels run outermost first).
   const int levels = topo.level_count();
@@ -75,32 +75,51 @@ sc::Json bind_collectives(const calibration::Profile& profile, const cluster::To
   for (const auto& e : profile.collectives) {
     const auto kind = kind_of(e.collective);
     const auto skip = [&](const std::string& why) { not_used.push_back({{"entry", e.label()}, {"reason", why}}); };
-    if (!e.group.empty() || !kind) {
-      skip("a parallel-group entry: read by the strategy that names the group (Parm's Algorithm 1), not a network parameter");
-      continue;
-    }
-    const int ranks = e.ranks, nodes = e.nodes;
-    const std::uint32_t each = static_cast<std::uint32_t>(ranks / nodes);
-    if (ranks % nodes != 0 || each > per_node || static_cast<std::uint64_t>(nodes) * per_node > topo.gpu_count()) {
-      skip(fmt::format("its shape ({} ranks on {} nodes) does not fit this cluster ({} nodes of {} GPUs)", ranks, nodes,
-                       topo.gpu_count() / per_node, per_node));
+    if (!kind) {
+      skip(fmt::format("{} is no network collective: read by the strategy that names it (Parm's Algorithm 1)", e.collective));
       continue;
     }
     Placed p;
     p.entry = &e;
     p.kind = *kind;
-    for (int n = 0; n < nodes; ++n)
-      for (std::uint32_t g = 0; g < each; ++g) p.members.push_back(static_cast<std::uint32_t>(n) * per_node + g);
-    if (*kind == CollectiveKind::P2P) p.members = {p.members.front(), p.members.back()};
-    p.level = topo.first_differing_tier(p.members.front(), p.members.back());
-    if (p.level < 0) {
+    if (!e.group.empty()) {
+      // A named group: where the strategy puts it.
+      const auto g = groups.find(e.group);
+      if (g == groups.end()) {
+        skip(fmt::format("this run's strategy forms no group named \"{}\"", e.group));
+        continue;
+      }
+      p.members = g->second;
+    } else {
+      const int ranks = e.ranks, nodes = e.nodes;
+      const std::uint32_t each = static_cast<std::uint32_t>(ranks / nodes);
+      if (ranks % nodes != 0 || each > per_node || static_cast<std::uint64_t>(nodes) * per_node > topo.gpu_count()) {
+        skip(fmt::format("its shape ({} ranks on {} nodes) does not fit this cluster ({} nodes of {} GPUs)", ranks, nodes,
+                         topo.gpu_count() / per_node, per_node));
+        continue;
+      }
+      for (int n = 0; n < nodes; ++n)
+        for (std::uint32_t g = 0; g < each; ++g) p.members.push_back(static_cast<std::uint32_t>(n) * per_node + g);
+    }
+    if (p.members.size() < 2) {
       skip("a group of one GPU");
+      continue;
+    }
+    if (*kind == CollectiveKind::P2P) p.members = {p.members.front(), p.members.back()};
+    // The coarsest level the group crosses.
+    p.level = -1;
+    for (const std::uint32_t m : p.members) {
+      const int l = topo.first_differing_tier(p.members.front(), m);
+      if (l >= 0 && (p.level < 0 || l < p.level)) p.level = l;
+    }
+    if (p.level < 0) {
+      skip("its GPUs cross no level (one GPU listed twice)");
       continue;
     }
     // One entry per kind and level: the one with most ranks; the other is reported.
     auto [it, fresh] = chosen.try_emplace({*kind, p.level}, p);
     if (!fresh) {
-      const bool replaces = ranks > it->second.entry->ranks;
+      const bool replaces = p.members.size() > it->second.members.size();
       const auto& kept = replaces ? e : *it->second.entry;
       not_used.push_back({{"entry", (replaces ? *it->second.entry : e).label()},
                           {"reason", fmt::format("{} sets {} at level {} with more ranks", kept.label(), e.collective,

@@ -12,8 +12,16 @@
 // analytic model the calibrated level alone costs a phase whose coarsest level it is (finer levels
 // are in the measurement), so each entry reproduces its fit on its own shape, which the report
 // checks (`own_shape_error`, and a warning above 2 %: a multi-phase algorithm). Where
-// several entries set one level, the one with most ranks wins. Entries named by a parallel group
-// ("mp") are Parm's Algorithm 1 inputs (parm_strategy.cpp), not network parameters.
+// several entries set one level, the one with most ranks wins.
+// An entry named by a parallel group ("mp", "ep_esp": Parm §V-A/§VI-B measure α-β per collective
+// and group) is placed on the GPUs of that group as the run's strategy forms it
+// (Strategy::named_groups) instead of the first nodes, and bound by the same rule: the simulated
+// collective of that group then costs what the profile says, which is what Parm's Algorithm 1
+// reads (parm_strategy.cpp), so the choice and the simulation see one network. Every collective
+// of that kind at that level pays the same α and β per step (the profile prices the network, not a
+// name): a ring of another size there pays α·(its steps)/(the group's steps). A group the strategy
+// does not form, a group of one GPU, and a collective that is no network collective (Parm's
+// "overlap", read by Algorithm 1 only) are reported as not used.
 //
 // Compute: the GeMM table of the scenario's dtype and the attention tables replace the roofline
 // efficiencies of the GPU kinds the profile was measured on (its provenance "gpu"; every kind
@@ -23,6 +31,8 @@
 // report lists entries used, entries not used and why, and every fallback.
 #pragma once
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "sim/calibration/profile.hpp"
@@ -32,9 +42,11 @@
 
 namespace moesim::simulation {
 
-// Overrides `params` with the profile's collective entries; returns the report's "collectives" part.
+// Overrides `params` with the profile's collective entries, group entries placed on `groups`
+// (name → the GPUs of one such group); returns the report's "collectives" part.
 schema::Json bind_collectives(const calibration::Profile& profile, const cluster::Topology& topology,
-                              network::Algorithm all_reduce, network::AlphaBetaTable& params);
+                              network::Algorithm all_reduce, const std::map<std::string, std::vector<std::uint32_t>>& groups,
+                              network::AlphaBetaTable& params);
 
 // Kernel tables for one GPU kind; `report` gets what was used or why not.
 compute::KernelTables bind_kernels(const calibration::Profile& profile, const cluster::GpuSpec& gpu,

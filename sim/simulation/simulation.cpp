@@ -87,13 +87,18 @@ constexpr double kBytesPerLiveTask = 70;
 
 }  // namespace
 
-Simulation::Simulation(scenario::Scenario scenario)
+Simulation::Simulation(scenario::Scenario scenario) : Simulation(std::move(scenario), nullptr) {}
+
+Simulation::Simulation(scenario::Scenario scenario, std::unique_ptr<strategies::Strategy> strategy)
     : scenario_(std::move(scenario)), topology_(scenario_.topology()) {
+  // The strategy first: a profile's group entries are bound where its groups sit.
+  strategy_ = strategy ? std::move(strategy) : scenario_.strategy->make(scenario_.strategy_options);
   graph_ = std::make_unique<cluster::LinkGraph>(topology_);
   auto params = network::AlphaBetaTable::from_topology(topology_, *graph_);
   if (const auto* profile = scenario_.calibration.get()) {
     calibration_report_ = {{"profile", profile->name}, {"file", profile->file}};
-    calibration_report_["collectives"] = bind_collectives(*profile, topology_, scenario_.all_reduce, params);
+    calibration_report_["collectives"] =
+        bind_collectives(*profile, topology_, scenario_.all_reduce, strategy_->named_groups(topology_), params);
     calibration_report_["compute"] = schema::Json::object();
   }
   network_ = std::make_unique<network::AnalyticModel>(topology_, std::move(params));
@@ -104,12 +109,6 @@ Simulation::Simulation(scenario::Scenario scenario)
     compute_.emplace_back(kind, scenario_.compute, std::move(tables));
   }
   routing_ = std::make_unique<workload::RoutingModel>(scenario_.routing, scenario_.model.experts, scenario_.seed);
-  strategy_ = scenario_.strategy->make(scenario_.strategy_options);
-}
-
-Simulation::Simulation(scenario::Scenario scenario, std::unique_ptr<strategies::Strategy> strategy)
-    : Simulation(std::move(scenario)) {
-  strategy_ = std::move(strategy);
 }
 
 Simulation::~Simulation() = default;

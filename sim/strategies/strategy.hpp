@@ -6,6 +6,7 @@
 // their options (registry.hpp).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,13 @@ class Strategy {
   // Strategy-specific results; a "choice" string, when present, is the sweep's strategy_choice.
   virtual schema::Json describe(const StrategyContext& ctx) const = 0;
   virtual std::vector<Alternative> alternatives(const StrategyContext&) const { return {}; }
+  // The parallel groups a calibration profile may name ("mp", "ep_esp": Parm §V-A measures α-β
+  // per collective and group), each by the GPUs of one of its groups in rank order. A profile
+  // entry of a group named here is bound to the network where those GPUs sit
+  // (sim/simulation/calibration_binding.hpp), so the simulated collective costs what Algorithm 1
+  // reads; groups of one GPU are not bound.
+  using NamedGroups = std::map<std::string, std::vector<std::uint32_t>>;
+  virtual NamedGroups named_groups(const cluster::Topology&) const { return {}; }
 };
 
 }  // namespace moesim::strategies

@@ -28,7 +28,7 @@ TEST(CalibrationBinding, SimulatedAllReduceReproducesTheFitOnItsShape) {
   const calibration::Profile p = profile_from_log("09_aws_p5_h100_8gpu_nvlink_allreduce_awsbatch.txt");
   const cluster::Topology topo({test::level("gpu", 8, "450GB/s", "2us")}, {test::any_gpu()}, {});
   auto params = network::AlphaBetaTable(std::vector<network::AlphaBeta>(1));
-  const auto report = simulation::bind_collectives(p, topo, network::Algorithm::Ring, params);
+  const auto report = simulation::bind_collectives(p, topo, network::Algorithm::Ring, {}, params);
   ASSERT_EQ(report.at("used").size(), 1u);
   EXPECT_EQ(report.at("used")[0].at("steps"), 14.0);
   const network::AnalyticModel model(topo, params);
@@ -63,14 +63,14 @@ TEST(CalibrationBinding, EveryEntryOfATwoLevelClusterReproducesItsOwnShape) {
   const auto topo = test::loader().load(std::string(MOESIM_SOURCE_DIR) + "/scenarios/calibrated-b200.json").topology();
   cluster::LinkGraph graph(topo);
   auto ring = network::AlphaBetaTable::from_topology(topo, graph);
-  const auto report = simulation::bind_collectives(p, topo, network::Algorithm::Ring, ring);
+  const auto report = simulation::bind_collectives(p, topo, network::Algorithm::Ring, {}, ring);
   ASSERT_EQ(report.at("used").size(), 6u);
   for (const auto& u : report.at("used")) {
     EXPECT_LT(std::abs(u.at("own_shape_error").get<double>()), 1e-5) << u.dump();
     EXPECT_FALSE(u.contains("warning")) << u.dump();
   }
   auto hierarchical = network::AlphaBetaTable::from_topology(topo, graph);
-  const auto h = simulation::bind_collectives(p, topo, network::Algorithm::Hierarchical, hierarchical);
+  const auto h = simulation::bind_collectives(p, topo, network::Algorithm::Hierarchical, {}, hierarchical);
   int warned = 0;
   for (const auto& u : h.at("used"))
     if (u.contains("warning")) {
@@ -104,10 +104,50 @@ TEST(CalibrationBinding, EntriesThatDoNotFitAreReported) {
   const calibration::Profile p = profile_from_log("01_h100_a3mega_2node16gpu_allreduce.txt");
   const cluster::Topology topo({test::level("gpu", 8, "450GB/s", "2us")}, {test::any_gpu()}, {});
   auto params = network::AlphaBetaTable(std::vector<network::AlphaBeta>(1));
-  const auto report = simulation::bind_collectives(p, topo, network::Algorithm::Ring, params);
+  const auto report = simulation::bind_collectives(p, topo, network::Algorithm::Ring, {}, params);
   EXPECT_EQ(report.at("used").size(), 0u);
   ASSERT_EQ(report.at("not_used").size(), 1u);
   EXPECT_NE(report.at("not_used")[0].at("reason").get<std::string>().find("does not fit this cluster"), std::string::npos);
+}
+
+TEST(CalibrationBinding, AGroupEntryPricesTheCollectiveWhereTheStrategyPutsTheGroup) {
+  // Parm §VI-B on Testbed A: AG_MP(x) = 664 us + 5.38e-10 s per fp32 element · x, i.e.
+  // 1.345e-10 s per byte of the gathered x (calibrations/parm-testbed-a.json). Bound on the run's
+  // MP group, the simulated ring all-gather of that group (x/n bytes from each of n ranks) must
+  // cost exactly that, for N_MP = 2 (1 ring step of α) and N_MP = 4 (3 steps of α/3), so
+  // Algorithm 1 and the simulation read one network.
+  const auto sc = test::loader().load(std::string(MOESIM_SOURCE_DIR) + "/scenarios/parm-table3-a.json");
+  const auto topo = sc.topology();  // 2 sockets × 4 GPUs
+  const calibration::Profile& p = *sc.calibration;
+  cluster::LinkGraph graph(topo);
+  for (const std::vector<std::uint32_t>& mp : {std::vector<std::uint32_t>{0, 1}, std::vector<std::uint32_t>{0, 1, 2, 3}}) {
+    auto params = network::AlphaBetaTable::from_topology(topo, graph);
+    const auto report = simulation::bind_collectives(p, topo, network::Algorithm::Ring, {{"mp", mp}}, params);
+    ASSERT_EQ(report.at("used").size(), 1u) << report.dump();
+    EXPECT_EQ(report.at("used")[0].at("entry"), "all_gather group=mp");
+    EXPECT_EQ(report.at("used")[0].at("sets"), "all_gather at level gpu");
+    EXPECT_EQ(report.at("used")[0].at("steps"), static_cast<double>(mp.size() - 1));
+    const network::AnalyticModel model(topo, params);
+    for (double x : {4.0 * 1024 * 1024, 256.0 * 1024 * 1024}) {
+      network::CollectiveOp op;
+      op.kind = CollectiveKind::AllGather;
+      op.algorithm = network::Algorithm::Ring;
+      op.bytes = x / static_cast<double>(mp.size());
+      EXPECT_NEAR(time_to_seconds(model.cost(op, mp).duration), 664e-6 + 1.345e-10 * x, 1e-9) << mp.size() << " " << x;
+    }
+  }
+  // A group the strategy does not form, and a group of one GPU (N_MP = 1), bind nothing.
+  for (const std::map<std::string, std::vector<std::uint32_t>>& groups :
+       {std::map<std::string, std::vector<std::uint32_t>>{}, std::map<std::string, std::vector<std::uint32_t>>{{"mp", {0}}}}) {
+    auto params = network::AlphaBetaTable::from_topology(topo, graph);
+    const auto report = simulation::bind_collectives(p, topo, network::Algorithm::Ring, groups, params);
+    EXPECT_EQ(report.at("used").size(), 0u);
+    ASSERT_EQ(report.at("not_used").size(), 1u);
+    EXPECT_NE(report.at("not_used")[0].at("reason").get<std::string>().find(groups.empty() ? "forms no group named \"mp\""
+                                                                                          : "a group of one GPU"),
+              std::string::npos)
+        << report.dump();
+  }
 }
 
 TEST(CalibrationBinding, GemmTableSetsTheComputeModel) {

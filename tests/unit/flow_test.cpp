@@ -133,7 +133,7 @@ TEST(FlowModel, AgreesWithAnalyticOnCalibratedCollectives) {
   const calibration::Profile profile =
       test::profile_from_log("19_b200_hgx_vultr_8gpu_and_2node16gpu_ib_allreduce_allgather_alltoall_fullsweep.txt");
   Bench b(test::loader().load(std::string(MOESIM_SOURCE_DIR) + "/scenarios/calibrated-b200.json").topology());
-  ASSERT_EQ(simulation::bind_collectives(profile, b.topo, Algorithm::Ring, b.params).at("used").size(), 6u);
+  ASSERT_EQ(simulation::bind_collectives(profile, b.topo, Algorithm::Ring, {}, b.params).at("used").size(), 6u);
   for (const std::uint32_t ranks : {8u, 16u}) {
     const GroupId g = b.group(iota(ranks));
     for (const double size : {1048576.0, 268435456.0}) {
@@ -167,7 +167,7 @@ TEST(FlowModel, AgreesWithAnalyticOnCalibratedCollectives) {
   };
   slow.collectives = {entry(8, 1, 20e-6, 2e9), entry(16, 2, 30e-6, 40e9)};
   Bench c(b.topo);
-  simulation::bind_collectives(slow, c.topo, Algorithm::Ring, c.params);
+  simulation::bind_collectives(slow, c.topo, Algorithm::Ring, {}, c.params);
   const CollectiveOp all_reduce{CollectiveKind::AllReduce, Algorithm::Ring, c.group(iota(16)), 268435456.0, nullptr};
   const double f = time_to_seconds(c.run({{all_reduce, 0}}, true)[0].second);
   const double an = time_to_seconds(c.run({{all_reduce, 0}}, false)[0].second);

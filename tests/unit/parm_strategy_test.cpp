@@ -53,7 +53,7 @@ double busy(const schema::Json& r, const char* kind) { return r["busy_ms"][kind]
 }  // namespace
 
 TEST(ParmStrategy, WireBytesOfEachScheduleFollowTheEquations) {
-  // Testbed A (8 GPUs, one level), N_MP = N_ESP = 2, so N_EP = 4 and E = 4. Per GPU:
+  // Testbed A (8 GPUs: 2 sockets × 4), N_MP = N_ESP = 2, so N_EP = 4 and E = 4. Per GPU:
   //   B·L = 1024 tokens, BLM = 1024·1024·4 B = 4 MiB; T = 1.2·1024/4 = 307.2; ETM = 4·T·1024·4 = 1.2·BLM.
   // Forward and backward each run the schedule's communications once (the backward ones are the
   // conjugates with the same sizes). Wire bytes of one collective: ring all-gather of a piece c
@@ -77,14 +77,17 @@ TEST(ParmStrategy, WireBytesOfEachScheduleFollowTheEquations) {
   }
   for (bool saa : {false, true}) {
     // S2 (Eq. 14): the same all-to-alls; MP-AllGather(ETM): 4 groups × 2·1·ETM/2 — with SAA split
-    // into 8 phases whose sums are the same.
+    // into 8 phases whose sums are the same, each phase's gather grouped send/recv (§III-D:
+    // ncclSend/ncclRecv), so its bytes count as an exchange's (all_to_all), not as all_gather.
     auto doc = layer("parm-testbed-a", 2, 2, "s2", 4);
     doc["strategy"]["saa"] = saa;
     const auto r = run(doc);
-    EXPECT_NEAR(wire_bytes(r, "all_gather"), 2 * (4 * etm), 1) << "saa " << saa;
-    EXPECT_NEAR(wire_bytes(r, "all_to_all"), 2 * 2 * (7 * etm), 1) << "saa " << saa;
-    // Phases: 7 all-to-all steps and 8 all-gather pieces per SAA, one SAA per direction.
-    EXPECT_EQ(r["network"]["collectives"]["all_to_all"]["count"].get<double>(), saa ? 2 * (1 + 7) : 4);
+    const double gather = 2 * (4 * etm);
+    EXPECT_NEAR(wire_bytes(r, "all_gather"), saa ? 0 : gather, 1) << "saa " << saa;
+    EXPECT_NEAR(wire_bytes(r, "all_to_all"), 2 * 2 * (7 * etm) + (saa ? gather : 0), 1) << "saa " << saa;
+    // Collectives per direction: the first all-to-all, and with SAA the second in 7 phases beside
+    // 8 gather pieces in each of the 4 MP groups; without, the second whole.
+    EXPECT_EQ(r["network"]["collectives"]["all_to_all"]["count"].get<double>(), saa ? 2 * (1 + 7 + 8 * 4) : 4);
   }
 }
 
@@ -205,13 +208,34 @@ TEST(ParmStrategy, AutoUsesTheProfileAndReportsBothSchedules) {
   const bool s1_faster = alt["S1"]["iteration_time_ms"].get<double>() <= alt["S2"]["iteration_time_ms"].get<double>();
   EXPECT_EQ(s["fastest_alternative"], s1_faster ? "S1" : "S2");
   EXPECT_EQ(s["choice_was_fastest"].get<bool>(), s["choice"] == s["fastest_alternative"]);
-  // Without the profile the α-β are fitted to the network model itself: on one PCIe switch the
-  // MP all-gather and the all-to-all share every link, SAA cannot overlap them, and S1's smaller
-  // all-gather (BLM < ETM at f = 1.2) wins — Algorithm 1 sees it.
+  // The profile's MP all-gather is what the simulated network charges (issue 17), so the choice
+  // is right: S1 pays AG_MP(BLM) with its 664 us α twice an iteration, S2's SAA gathers are
+  // send/recv without it.
+  EXPECT_TRUE(s["choice_was_fastest"].get<bool>());
+  EXPECT_EQ(s["choice"], "S2");
+  // Without the profile the α-β are fitted to the network model itself: inside a socket's PCIe
+  // switch the MP all-gather and the all-to-all share the GPUs' links, SAA cannot overlap them,
+  // and S1's smaller all-gather (BLM < ETM at f = 1.2) wins — Algorithm 1 sees it.
   doc.erase("calibration");
   const auto fitted = run(doc);
   EXPECT_EQ(fitted["strategy"]["choice"], "S1");
   EXPECT_TRUE(fitted["strategy"]["choice_was_fastest"].get<bool>());
+}
+
+TEST(ParmStrategy, TheSimulatedMpAllGatherCostsWhatAlgorithmOneReads) {
+  // Issue 17: Algorithm 1 reads AG_MP(x) = 664 us + 1.345e-10 s/B · x from the §VI-B profile, and
+  // the simulation must charge the same. S1 on Testbed A with N_MP = 2, N_ESP = 1 (8 experts): the
+  // MP-AllGather of BLM = 2·512·1024·4 B = 4 MiB runs once forward (after the combine) and once
+  // backward (the MP-Split's gradients), alone on the MP pair's PCIe links, and nothing else
+  // gathers: each GPU's all-gather busy time is 2·(664 us + 1.345e-10·4194304 s) = 2.4562 ms.
+  auto doc = layer("parm-testbed-a", 2, 1, "s1", 8);
+  doc["calibration"] = "calibrations/parm-testbed-a.json";
+  const auto r = run(doc);
+  EXPECT_NEAR(busy(r, "all_gather"), 2 * (0.664 + 1.345e-10 * 4194304 * 1e3), 1e-6);
+  const auto& used = r["calibration"]["collectives"]["used"];
+  ASSERT_EQ(used.size(), 1u);
+  EXPECT_EQ(used[0]["entry"], "all_gather group=mp");
+  EXPECT_LT(std::abs(used[0]["own_shape_error"].get<double>()), 1e-6);
 }
 
 TEST(ParmStrategy, BadInputNamesTheField) {

@@ -77,6 +77,16 @@ ParmGroups ParmGroups::build(std::uint32_t gpus, int n_mp, int n_esp, Placement 
   return g;
 }
 
+Strategy::NamedGroups ParmStrategy::named_groups(const cluster::Topology& topology) const {
+  const std::uint32_t gpus = topology.gpu_count();
+  // Groups that do not tile the GPUs are check()'s to refuse; nothing is bound for them.
+  if (gpus % static_cast<std::uint32_t>(options_.mp) != 0 || gpus % static_cast<std::uint32_t>(options_.esp) != 0) return {};
+  const ParmGroups g = ParmGroups::build(gpus, options_.mp, options_.esp, options_.placement);
+  std::vector<std::uint32_t> grid(gpus);
+  std::iota(grid.begin(), grid.end(), 0u);
+  return {{"mp", g.mp.front()}, {"ep", g.ep.front()}, {"esp", g.esp.front()}, {"ep_esp", grid}};
+}
+
 void ParmStrategy::check(const StrategyContext& ctx) const {
   const int gpus = static_cast<int>(ctx.topology.gpu_count());
   const auto& m = ctx.model;
@@ -186,17 +196,27 @@ AlgorithmOneInputs ParmStrategy::fit_algorithm_one_inputs(const StrategyContext&
     return alone(ctx, CollectiveKind::AllToAll, grid, 0, std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::uniform(p, x / p)));
   };
   // Overlap(y) of Algorithm 1 line 5: the combine all-to-all of y/N_MP run with AG_MP(ETM = y/N_ESP)
-  // as one exchange (each MP rank's ETM/N_MP piece to its N_MP − 1 peers beside the all-to-all's
-  // y/(N_MP·P) to every GPU), so the two add up where they share links (one PCIe switch) and
-  // overlap where they do not (all-to-all across nodes, all-gather inside).
+  // as SAA runs them (plan() below, §III-D): P − 1 all-to-all phases, phase i sending y/(N_MP·P) from
+  // rank r to r + i, the MP all-gather of the slice held before phase i (ETM/(N_MP·P), sent to the
+  // N_MP − 1 peers) beside it, and the last slice's gather after the last phase. Each phase and its
+  // gather are costed as one exchange, so the two add up where they share links (one PCIe switch)
+  // and overlap where they do not (all-to-all across nodes, all-gather inside); every phase pays
+  // its own latency.
   const auto overlap = [&](double y) {
-    std::vector<double> dense(static_cast<std::size_t>(p) * p, y / options_.mp / p);
-    for (const auto& group : g.mp)
-      for (std::uint32_t s : group)
-        for (std::uint32_t d : group)
-          if (s != d) dense[static_cast<std::size_t>(s) * p + d] += y / options_.esp / options_.mp;
-    return alone(ctx, CollectiveKind::AllToAll, grid, 0,
+    const double pair = y / options_.mp / p, slice = y / options_.esp / options_.mp / p;
+    double t = 0;
+    for (std::uint32_t i = 1; i <= p; ++i) {
+      std::vector<double> dense(static_cast<std::size_t>(p) * p, 0.0);
+      if (i < p)
+        for (std::uint32_t r = 0; r < p; ++r) dense[static_cast<std::size_t>(r) * p + (r + i) % p] += pair;
+      for (const auto& group : g.mp)
+        for (std::uint32_t s : group)
+          for (std::uint32_t d : group)
+            if (s != d) dense[static_cast<std::size_t>(s) * p + d] += slice;
+      t += alone(ctx, CollectiveKind::AllToAll, grid, 0,
                  std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(p, std::move(dense))));
+    }
+    return t;
   };
   const auto pick = [&](const char* collective, const char* group, const std::function<double(double)>& model) {
     if (ctx.calibration)

@@ -28,6 +28,12 @@
 // The plan places these collectives at the MoE block's points (blocks/moe_block.hpp): the
 // ESP all-gather before the gate, the ESP all-reduce after the experts, the MP all-gather after
 // the combine (S1), beside the combine all-to-all by phases (S2 with SAA) or after it (S2, AAS).
+//
+// Algorithm 1 (§V) reads α-β per collective and group: a calibration profile's entries for "mp",
+// "ep_esp" (§VI-B gives α_MP^AG, β_MP^AG) are bound to the simulated network where those groups
+// sit (named_groups, calibration_binding.hpp), so the simulated collective costs what Algorithm 1
+// reads; what the profile lacks is fitted to the same network model: the all-to-all alone, and
+// Overlap(y) as SAA runs it (its P phases, each all-to-all step with the previous slice's gather).
 #pragma once
 
 #include <optional>
@@ -81,6 +87,9 @@ class ParmStrategy : public Strategy {
   parallel::PlanPtr plan(const StrategyContext& ctx, int iteration, const parallel::RunState& state) override;
   schema::Json describe(const StrategyContext& ctx) const override;
   std::vector<Alternative> alternatives(const StrategyContext& ctx) const override;
+  // "mp", "ep", "esp" (the first group of each) and "ep_esp" (the grid): where a profile's
+  // per-group α-β (§VI-B) are bound to the network, so Algorithm 1 and the simulation agree.
+  NamedGroups named_groups(const cluster::Topology& topology) const override;
 
   // The paper's symbols for this scenario (one microbatch of one GPU).
   ParmInputs inputs(const StrategyContext& ctx) const;
