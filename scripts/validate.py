@@ -5,6 +5,9 @@ Collectives: every nccl-tests table listed in validation/collectives.json is sim
 uncalibrated, with `moesim collective NAME --cluster PRESET --compare LOG` (its sizes and ranks),
 and its busbw compared size by size.
 
+Timed collectives: the all-reduce times of realdata 22 (NCCL over TCP sockets, tc-limited links) are
+simulated on a cluster of one GPU per node joined by the named link, at the row's rate and node count.
+
 Training: every row of realdata 23 (Megatron-Bridge's published MoE pre-training throughput) is
 listed in validation/training.json with the scenario that expresses it (run uncalibrated with
 `moesim run`; its GPUs, batch sizes, sequence and TP/PP/CP/VP/EP checked against the row) or the
@@ -51,6 +54,66 @@ def simulate(moesim, data, entry):
     if not rows:
         raise SystemExit(f"validate: no compared rows from {' '.join(cmd)}")
     return rows
+
+
+SETTING = re.compile(r"^(?:delay\s+(\S+)\s+)?bandwidth\s+(\S+)$")
+
+
+def timed_rows(path, section):
+    """(nodes, setting, rate, delay, MiB, measured ms) of a realdata 22 section's NCCL columns."""
+    rows, inside, nodes, head = [], False, None, None
+    for line in pathlib.Path(path).read_text().splitlines():
+        if line.startswith("## ") or line.startswith("######## "):
+            inside = line.strip() == section
+            continue
+        if not inside:
+            continue
+        m = re.match(r"^#### (\d+) node:", line)
+        if m:
+            nodes, head = int(m.group(1)), None
+        elif line.startswith("|") and nodes:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if head is None:
+                head = cells
+            elif not set(cells[0]) <= set("-: "):
+                setting = SETTING.match(re.sub(r"\s+", " ", cells[0]))
+                for column, value in zip(head[1:], cells[1:]):
+                    size = re.match(r"^NCCL-(\d+) MB$", column)
+                    if size and setting:
+                        rows.append({"nodes": nodes, "setting": cells[0], "rate": setting.group(2),
+                                     "delay": setting.group(1) or "0ms", "mib": int(size.group(1)),
+                                     "measured_ms": float(value.removesuffix("ms").strip())})
+    if not rows:
+        raise SystemExit(f"validate: {path}: no NCCL rows with a bandwidth setting under {section!r}")
+    return rows
+
+
+def timed(moesim, data, entry):
+    """Each tc-limited row of a timed log simulated with `moesim collective` on a generated cluster."""
+    rows = timed_rows(root / "tests" / "data" / "realdata" / entry["log"], entry["section"])
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for key in sorted({(r["nodes"], r["rate"], r["delay"]) for r in rows}):
+            nodes, rate, delay = key
+            scenario = {"name": f"realdata-22-{nodes}-{rate}", "model": {"preset": "gpt-medium-moe"}, "strategy": {"name": "ep"},
+                        "training": {"sequence_length": 1024, "micro_batch_size": 1, "dtype": "fp16"},
+                        "cluster": {"gpu": entry["gpu"], "levels": [
+                            {"name": "node", "count": nodes, "bandwidth": rate, "latency": delay, "link": entry["link"]},
+                            {"name": "gpu", "count": 1, "bandwidth": "100Gbps", "latency": "1us"}]}}
+            path = pathlib.Path(tmp) / f"{nodes}-{rate}.json"
+            path.write_text(json.dumps(scenario))
+            mibs = sorted({r["mib"] for r in rows if (r["nodes"], r["rate"], r["delay"]) == key})
+            cmd = [str(moesim), "collective", entry["collective"], "--cluster", str(path), "--algorithm", entry["algorithm"],
+                   "-b", f"{mibs[0]}M", "-e", f"{mibs[-1]}M", "-f", "2"] + (["--data", str(data)] if data else [])
+            text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            simulated = {int(f[0]): float(f[5]) for f in (l.split() for l in text.splitlines()) if f and f[0].isdigit()}
+            for r in rows:
+                if (r["nodes"], r["rate"], r["delay"]) == key:
+                    us = simulated.get(r["mib"] << 20)
+                    if us is None:
+                        raise SystemExit(f"validate: {' '.join(cmd)} printed no row of {r['mib']} MiB")
+                    out.append(dict(r, simulated_ms=us / 1e3, error=us / 1e3 / r["measured_ms"] - 1))
+    return out
 
 
 def size_text(b):
@@ -145,6 +208,7 @@ def main():
         spec = json.loads((root / "validation" / "collectives.json").read_text())
         tol, large = spec["tolerance"], spec["from_bytes"]
         results = [{"entry": e, "rows": simulate(args.moesim, args.data, e)} for e in spec["logs"]]
+        spec["timed_results"] = [{"entry": e, "rows": timed(args.moesim, args.data, e)} for e in spec.get("timed", [])]
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps(results))
             return 0
@@ -155,6 +219,13 @@ def main():
                     failures.append(f"{e['log']} table {e.get('table', 1)} ({e['collective']} on {e['cluster']}): "
                                     f"{size_text(row['size'])} busbw {row['simulated_busbw']} simulated vs "
                                     f"{row['measured_busbw']} measured ({row['error']:+.1%}) outside {tol:.0%}")
+        for r in spec["timed_results"]:
+            e = r["entry"]
+            for row in r["rows"]:
+                if abs(row["error"]) > tol and "outside" not in e:
+                    failures.append(f"{e['log']} ({e['collective']}, {row['nodes']} nodes, {row['setting']}): {row['mib']} MiB "
+                                    f"{row['simulated_ms']:.0f} ms simulated vs {row['measured_ms']:g} measured "
+                                    f"({row['error']:+.1%}) outside {tol:.0%}")
     train_spec = train_rows = None
     if args.only != "collectives":
         train_spec, train_rows = training(args.moesim, args.data)
@@ -234,6 +305,13 @@ def write(path, spec, results, train_spec, train_rows):
         name = e["log"].split("_")[0] + (f" t{e['table']}" if "table" in e else "")
         lines.append(f"| {name} {e['collective']} | {e['what']} | `{e['cluster']}` | {e.get('gpus', '')} | {mean_all:.1%} | "
                      f"{mean_big:.1%} | " + (f"{worst['error']:+.1%} at {size_text(worst['size'])}" if worst else "-") + " |")
+    for r in spec.get("timed_results", []):
+        e, rows = r["entry"], r["rows"]
+        worst = max(rows, key=lambda x: abs(x["error"]))
+        mean = sum(abs(x["error"]) for x in rows) / len(rows)
+        lines.append(f"| {e['log'].split('_')[0]} {e['collective']} (times) | {e['what']} | generated, `{e['link']}` link | "
+                     f"{min(x['nodes'] for x in rows)}-{max(x['nodes'] for x in rows)} | {mean:.1%} | {mean:.1%} | "
+                     f"{worst['error']:+.1%} at {worst['mib']} MiB |")
     lines += ["", "Rows (measured and simulated busbw in GB/s, as nccl-tests prints it):", ""]
     for r in results:
         e, rows = r["entry"], r["rows"]
@@ -251,6 +329,20 @@ def write(path, spec, results, train_spec, train_rows):
             mark = " **!**" if x["size"] >= large and abs(x["error"]) > tol else ""
             lines.append(f"| {size_text(x['size'])} | {x['measured_us']:g} | {x['simulated_us']:g} | {x['measured_busbw']:g} | "
                          f"{x['simulated_busbw']:g} | {x['error']:+.1%}{mark} |")
+        lines.append("")
+    for r in spec.get("timed_results", []):
+        e, rows = r["entry"], r["rows"]
+        lines += [f"### {e['log']}: {e['what']}", "",
+                  f"Each tc-limited row of its `{e['section']}` section: `moesim collective {e['collective']} --algorithm "
+                  f"{e['algorithm']}` on {e['gpu']} GPUs, one per node, the nodes joined by a switch of the row's rate "
+                  f"and the `{e['link']}` link. Sizes: {e['sizes']}. Not compared: {e['skipped']}." +
+                  (f" The `{e['link']}` link's efficiency is fitted to these rows (topologies/links.json): the table checks "
+                   f"the fit, it holds nothing out." if e.get("fitted") else ""), "",
+                  "| nodes | setting | size | measured ms | simulated ms | error |", "|---:|---|---:|---:|---:|---:|"]
+        for x in rows:
+            mark = " **!**" if abs(x["error"]) > tol else ""
+            lines.append(f"| {x['nodes']} | {x['setting']} | {x['mib']} MiB | {x['measured_ms']:g} | {x['simulated_ms']:.0f} | "
+                         f"{x['error']:+.1%}{mark} |")
         lines.append("")
     pathlib.Path(path).write_text("\n".join(lines) + "\n")
 

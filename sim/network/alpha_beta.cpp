@@ -12,9 +12,10 @@ AlphaBetaTable AlphaBetaTable::from_topology(const cluster::Topology& topo, cons
   std::vector<cluster::LinkTechPtr> links(topo.tier_count());
   for (int t = 0; t < topo.tier_count(); ++t) {
     tiers[t].beta = 1e12 / topo.fabric(t).worker_bandwidth();
-    // Two GPUs that first differ at tier t: GPU 0 and the first GPU of the next tier-t worker.
+    // Two GPUs that first differ at tier t: GPU 0 and the first GPU of the next tier-t worker. A
+    // tier of one worker has no such pair (GPU `other` would sit across a coarser tier): its own latency.
     const std::uint32_t other = topo.gpus_per_tier_worker(t);
-    tiers[t].alpha = other < topo.gpu_count() ? graph.route(0, other).latency : topo.tiers()[t].latency;
+    tiers[t].alpha = other < topo.gpu_count() && topo.tiers()[t].count > 1 ? graph.route(0, other).latency : topo.tiers()[t].latency;
     links[t] = topo.tiers()[t].link;
   }
   return AlphaBetaTable(std::move(tiers), std::move(links));
