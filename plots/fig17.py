@@ -8,6 +8,17 @@ line per inter-DC bandwidth, (a) for a fixed expert-domain size and (b) for a fi
 The CSV needs the axes of scenarios/hybridep-fig17.json: the DC count (cluster.levels[0].count),
 the bandwidth (cluster.levels[0].bandwidth) and the strategy object. Speed-up = EP's iteration
 time / HybridEP's at the same DC count and bandwidth. The table is printed too.
+
+--check holds the sweep to the paper's claims (§V-G) over the DC counts where moesim reproduces
+them, and exits 1 naming the first that fails:
+- fixed S_ED: the speed-up falls with the DC count, from 10 to 100 DCs at every bandwidth. Beyond,
+  EP's per-peer cost (NCCL's LL hop, 2.7 us per peer and all-to-all on the ethernet link: 8000
+  peers at 1000 DCs) lifts it again at 10 and 100 Gbps, where the paper's SimAI runs keep falling;
+- lower bandwidth gives a higher speed-up: for the fixed S_ED at 10 DCs, for the fixed p up to
+  200 DCs (beyond, the domain's all-gather and gradient return dominate at every bandwidth).
+Not held: the paper's fixed-p speed-up rising with the DC count (to 1.31-3.76x at 1000 DCs). In
+moesim it falls: a domain of half the DCs all-gathers, and returns the gradients of, every expert
+of its 4 x DCs GPUs, bytes that grow with the DC count while EP's per GPU do not.
 """
 import argparse
 import csv
@@ -50,6 +61,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv")
     ap.add_argument("-o", "--output", required=True, help="PNG to write")
+    ap.add_argument("--check", action="store_true", help="exit 1 unless the paper's claims hold (see above)")
     args = ap.parse_args()
 
     times = {}  # (mode, dcs, bandwidth) -> iteration ms
@@ -88,6 +100,34 @@ def main():
     fig.suptitle("HybridEP vs EP (moesim, after HybridEP Fig. 17)")
     fig.tight_layout()
     fig.savefig(args.output, dpi=120)
+    if args.check:
+        failures = check(times)
+        for f in failures:
+            print(f"fig17.py: {f}", file=sys.stderr)
+        if failures:
+            sys.exit(1)
+
+
+def check(times):
+    """The paper's claims over the DC counts where moesim holds them (module docstring)."""
+    speedup = {(m, d, bw): times[("ep", d, bw)] / t for (m, d, bw), t in times.items() if m != "ep" and ("ep", d, bw) in times}
+    bandwidths = sorted({bw for _, _, bw in speedup}, key=gbps)
+    failures = []
+    for m in sorted({m for m, _, _ in speedup}):
+        for bw in bandwidths:
+            pts = sorted((d, s) for (mm, d, b), s in speedup.items() if mm == m and b == bw)
+            if m.startswith("fixed S_ED"):
+                falling = [(d, s) for d, s in pts if 10 <= d <= 100]
+                for (d0, s0), (d1, s1) in zip(falling, falling[1:]):
+                    if not s1 < s0:
+                        failures.append(f"{m} at {bw}: {s1:.2f}x at {d1} DCs is not below {s0:.2f}x at {d0}")
+        upto = 10 if m.startswith("fixed S_ED") else 200 if m.startswith("fixed p") else 0
+        for d in sorted({d for mm, d, _ in speedup if mm == m and d <= upto}):
+            row = [(bw, speedup[(m, d, bw)]) for bw in bandwidths if (m, d, bw) in speedup]
+            for (b0, s0), (b1, s1) in zip(row, row[1:]):
+                if not s0 > s1:
+                    failures.append(f"{m} at {d} DCs: {s0:.2f}x at {b0} is not above {s1:.2f}x at {b1}")
+    return failures
 
 
 if __name__ == "__main__":
