@@ -149,31 +149,90 @@ constexpr Pass kBackward{.phase = Phase::Backward,
                          .first_exchange = "combine",
                          .second_exchange = "dispatch"};
 
-void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int layer, int mb, const LayerRouting& rt,
-         const Frontier* fetched, Frontier& f, Frontier& experts_done) {
+// The MoE block's kernel on GPUs that run attention that opens or closes a pass: the router
+// (`gate`) or the un-permute and weighted sum, costed once per GPU kind.
+auto edge_kernel(const Emission& em, const parallel::MoeLayerPlan& p, bool forward, bool gate) {
+  return PerKind(em.ctx, [&m = em.ctx.model, &p, forward, gate](const compute::ComputeModel& cm) {
+    const Time t = gate ? gate_time(cm, m, p.gate_tokens) : combine_time(cm, m, p.combine_tokens);
+    return forward ? t : cm.backward(t);
+  });
+}
+
+const Pass& pass_of(const MoeInFlight& x) { return x.backward ? kBackward : kForward; }
+
+// The streams of the block's two exchanges: the pass's, or with the plan's streams_by_direction
+// the backward's first exchange (towards the experts) on the dispatch stream and its second on
+// the combine stream, so each stream carries one direction (HeterMoE §4.1).
+std::pair<StreamRole, StreamRole> exchange_streams(const MoeInFlight& x) {
+  const Pass& pass = pass_of(x);
+  if (x.backward && x.plan->streams_by_direction) return {StreamRole::Dispatch, StreamRole::Combine};
+  return {pass.first_stream, pass.second_stream};
+}
+
+// Whether GPU g computes its experts of this block when the dispatch is written, or later
+// (deferred: the plan's experts_after_attention, on a GPU that runs attention).
+bool experts_now(const Emission& em, std::uint32_t g, bool deferring) {
+  return em.runs_experts(g) && !(deferring && em.runs_attention(g));
+}
+
+// Chunk c's expert compute on the GPUs `which` selects.
+template <typename Which>
+void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
+  const bool forward = !x.backward;
+  const parallel::MoeLayerPlan& p = *x.plan;
+  Frontier& cur = x.chunks[c];
+  const auto le = em.label(x.phase, WorkKind::Expert, "experts", x.layer, x.microbatch, c);
+  const bool first = x.microbatch == 0 && c == 0 && x.phase != Phase::Recompute;
+  for (const std::uint32_t g : em.active()) {
+    if (!which(g)) continue;
+    const auto& cm = em.ctx.compute_of(g);
+    const Time t = (forward ? x.routing->expert_forward[g] : cm.backward(x.routing->expert_forward[g])) +
+                   (first ? prologue(em, p, g) : 0);
+    const TaskId e = em.pb.compute(g, t, le, cur[g]);
+    if (x.fetched) em.pb.depend((*x.fetched)[g], e);
+    cur[g] = (*x.experts_done)[g] = e;
+  }
+}
+
+// Chunk c after its expert compute: the ETP reduce-scatter, the plan's steps and the second
+// exchange.
+void chunk_return(Emission& em, MoeInFlight& x, int c) {
+  const Pass& pass = pass_of(x);
+  const parallel::MoeLayerPlan& p = *x.plan;
+  const StreamRole second_stream = exchange_streams(x).second;
+  Frontier& cur = x.chunks[c];
+  if (p.expert_tensor_parallel)
+    expert_tensor_parallel(em, p, *x.routing, false, second_stream,
+                           em.label(x.phase, WorkKind::ReduceScatter, "etp_scatter", x.layer, x.microbatch, c), cur);
+  run_steps(em, steps_at(p, pass.after_experts), x.phase, x.layer, x.microbatch, cur);
+  if (exchanges(p)) {
+    const auto lx = em.label(x.phase, WorkKind::AllToAll, pass.second_exchange, x.layer, x.microbatch, c);
+    if (p.phased_gather) phased_all_to_all(em, p, second_stream, lx, x.phase, x.layer, x.microbatch, cur, x.join);
+    else all_to_all(em, p, x.routing->combine, second_stream, lx, cur, cur);
+  }
+  run_steps(em, steps_at(p, pass.after_exchange), x.phase, x.layer, x.microbatch, cur);
+}
+
+}  // namespace
+
+void moe_open(Emission& em, MoeInFlight& x, Frontier& f, bool defer) {
+  const parallel::MoeLayerPlan& p = *x.plan;
+  const Pass& pass = pass_of(x);
   const auto& m = em.ctx.model;
   const std::uint32_t gpus = em.gpus();
-  const bool forward = pass.phase != Phase::Backward;
-  const bool comm = exchanges(p);
-  const auto kernel_cost = [&](bool gate) {
-    return PerKind(em.ctx, [&, gate](const compute::ComputeModel& cm) {
-      const Time t = gate ? gate_time(cm, m, p.gate_tokens) : combine_time(cm, m, p.combine_tokens);
-      return forward ? t : cm.backward(t);
-    });
-  };
-  auto gate_kernel = kernel_cost(true), combine_kernel = kernel_cost(false);
-  const auto kernel = [&](std::uint32_t g, bool gate) { return gate ? gate_kernel(g) : combine_kernel(g); };
-  run_steps(em, steps_at(p, pass.before), pass.phase, layer, mb, f);
-  const auto l_first = em.label(pass.phase, pass.first_kind, pass.first_name, layer, mb);
+  const bool forward = !x.backward;
+  const int layer = x.layer, mb = x.microbatch;
+  auto kernel = edge_kernel(em, p, forward, pass.first_is_gate);
+  run_steps(em, steps_at(p, pass.before), x.phase, layer, mb, f);
+  const auto l_first = em.label(x.phase, pass.first_kind, pass.first_name, layer, mb);
   for (const std::uint32_t g : em.active())
-    if (em.runs_attention(g)) f[g] = em.pb.compute(g, kernel(g, pass.first_is_gate), l_first, f[g]);
+    if (em.runs_attention(g)) f[g] = em.pb.compute(g, kernel(g), l_first, f[g]);
   // The shared experts beside the exchanges (Megatron-Core's moe_shared_expert_overlap): a
   // tensor-parallel MLP over the rank's tokens, its collectives on the side stream.
-  Frontier shared;
   if (m.shared_experts > 0) {
-    shared = f;
-    const auto ls = em.label(pass.phase, WorkKind::Expert, "shared_expert", layer, mb);
-    tensor_parallel_enter(em, pass.phase, layer, mb, shared, StreamRole::Side);
+    x.shared = f;
+    const auto ls = em.label(x.phase, WorkKind::Expert, "shared_expert", layer, mb);
+    tensor_parallel_enter(em, x.phase, layer, mb, x.shared, StreamRole::Side);
     // The shared experts: one FFN of the rank's tokens, as wide as all of them (Megatron-Core's
     // SharedExpertMLP), its columns split over tp.
     auto cost = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
@@ -181,64 +240,81 @@ void moe(Emission& em, const Pass& pass, const parallel::MoeLayerPlan& p, int la
       return forward ? t : cm.backward(t);
     });
     for (const std::uint32_t g : em.active())
-      if (em.runs_attention(g)) shared[g] = em.pb.compute(g, cost(g), ls, shared[g]);
-    tensor_parallel_exit(em, pass.phase, layer, mb, shared, StreamRole::Side);
+      if (em.runs_attention(g)) x.shared[g] = em.pb.compute(g, cost(g), ls, x.shared[g]);
+    tensor_parallel_exit(em, x.phase, layer, mb, x.shared, StreamRole::Side);
   }
   const Frontier before = f;
-  experts_done.assign(gpus, engine::kNone);
-  std::vector<Frontier> chunks(p.chunks, Frontier(gpus, engine::kNone));
-  Frontier join(gpus, engine::kNone);
+  x.experts_done->assign(gpus, engine::kNone);
+  x.chunks.assign(p.chunks, Frontier(gpus, engine::kNone));
+  x.join.assign(gpus, engine::kNone);
+  x.deferred = defer;
+  const auto first_stream = exchange_streams(x).first;
   for (int c = 0; c < p.chunks; ++c) {
-    Frontier& cur = chunks[c];
-    if (comm)
-      all_to_all(em, p, rt.dispatch, pass.first_stream,
-                 em.label(pass.phase, WorkKind::AllToAll, pass.first_exchange, layer, mb, c), before, cur);
+    Frontier& cur = x.chunks[c];
+    if (exchanges(p))
+      all_to_all(em, p, x.routing->dispatch, first_stream,
+                 em.label(x.phase, WorkKind::AllToAll, pass.first_exchange, layer, mb, c), before, cur);
     // Under ETP the forward gathers the tokens and the backward their output gradients; after
     // the experts the partial outputs (or input gradients) are reduce-scattered back.
     if (p.expert_tensor_parallel)
-      expert_tensor_parallel(em, p, rt, true, pass.first_stream, em.label(pass.phase, WorkKind::AllGather, "etp_gather", layer, mb, c), cur);
-    const auto le = em.label(pass.phase, WorkKind::Expert, "experts", layer, mb, c);
-    const bool first = mb == 0 && c == 0 && pass.phase != Phase::Recompute;
-    for (const std::uint32_t g : em.active()) {
-      if (!em.runs_experts(g)) continue;
-      const auto& cm = em.ctx.compute_of(g);
-      const Time t = (forward ? rt.expert_forward[g] : cm.backward(rt.expert_forward[g])) + (first ? prologue(em, p, g) : 0);
-      const TaskId e = em.pb.compute(g, t, le, cur[g]);
-      if (fetched) em.pb.depend((*fetched)[g], e);
-      cur[g] = experts_done[g] = e;
-    }
-    if (p.expert_tensor_parallel)
-      expert_tensor_parallel(em, p, rt, false, pass.second_stream,
-                             em.label(pass.phase, WorkKind::ReduceScatter, "etp_scatter", layer, mb, c), cur);
-    run_steps(em, steps_at(p, pass.after_experts), pass.phase, layer, mb, cur);
-    if (comm) {
-      const auto lx = em.label(pass.phase, WorkKind::AllToAll, pass.second_exchange, layer, mb, c);
-      if (p.phased_gather) phased_all_to_all(em, p, pass.second_stream, lx, pass.phase, layer, mb, cur, join);
-      else all_to_all(em, p, rt.combine, pass.second_stream, lx, cur, cur);
-    }
-    run_steps(em, steps_at(p, pass.after_exchange), pass.phase, layer, mb, cur);
+      expert_tensor_parallel(em, p, *x.routing, true, first_stream,
+                             em.label(x.phase, WorkKind::AllGather, "etp_gather", layer, mb, c), cur);
+    chunk_experts(em, x, c, [&](std::uint32_t g) { return experts_now(em, g, defer); });
+    if (!defer) chunk_return(em, x, c);
   }
-  const auto l_last = em.label(pass.phase, pass.last_kind, pass.last_name, layer, mb);
-  for (const std::uint32_t g : em.active()) {
-    f[g] = em.runs_attention(g) ? after_chunks(em, g, kernel(g, !pass.first_is_gate), l_last, chunks, join) : chunks.back()[g];
-    if (m.shared_experts > 0 && em.plan.tensor_parallel.size > 1 && em.runs_attention(g)) em.pb.depend(shared[g], f[g]);
-  }
-  run_steps(em, steps_at(p, pass.after), pass.phase, layer, mb, f);
 }
 
-}  // namespace
+void moe_return(Emission& em, MoeInFlight& x) {
+  if (!x.deferred) return;
+  for (int c = 0; c < x.plan->chunks; ++c) {
+    chunk_experts(em, x, c, [&](std::uint32_t g) { return em.runs_experts(g) && em.runs_attention(g); });
+    chunk_return(em, x, c);
+  }
+  x.deferred = false;
+}
+
+void moe_close(Emission& em, MoeInFlight& x, Frontier& f) {
+  moe_return(em, x);
+  const parallel::MoeLayerPlan& p = *x.plan;
+  const Pass& pass = pass_of(x);
+  auto kernel = edge_kernel(em, p, !x.backward, !pass.first_is_gate);
+  const auto l_last = em.label(x.phase, pass.last_kind, pass.last_name, x.layer, x.microbatch);
+  const bool shared_tp = em.ctx.model.shared_experts > 0 && em.plan.tensor_parallel.size > 1;
+  for (const std::uint32_t g : em.active()) {
+    f[g] = em.runs_attention(g) ? after_chunks(em, g, kernel(g), l_last, x.chunks, x.join)
+                                : x.chunks.back()[g];
+    if (shared_tp && em.runs_attention(g)) em.pb.depend(x.shared[g], f[g]);
+  }
+  run_steps(em, steps_at(p, pass.after), x.phase, x.layer, x.microbatch, f);
+}
 
 void moe_forward(Emission& em, const parallel::MoeLayerPlan& p, int layer, int mb, const LayerRouting& rt,
                  const Frontier* fetched, Frontier& f, Phase phase) {
   Frontier experts;
-  Pass pass = kForward;
-  pass.phase = phase;
-  moe(em, pass, p, layer, mb, rt, fetched, f, experts);
+  MoeInFlight x;
+  x.plan = &p;
+  x.routing = &rt;
+  x.phase = phase;
+  x.layer = layer;
+  x.microbatch = mb;
+  x.fetched = fetched;
+  x.experts_done = &experts;
+  moe_open(em, x, f, false);
+  moe_close(em, x, f);
 }
 
 void moe_backward(Emission& em, const parallel::MoeLayerPlan& p, int layer, int mb, const LayerRouting& rt, Frontier& f,
                   Frontier& experts_done) {
-  moe(em, kBackward, p, layer, mb, rt, nullptr, f, experts_done);
+  MoeInFlight x;
+  x.plan = &p;
+  x.routing = &rt;
+  x.phase = Phase::Backward;
+  x.backward = true;
+  x.layer = layer;
+  x.microbatch = mb;
+  x.experts_done = &experts_done;
+  moe_open(em, x, f, false);
+  moe_close(em, x, f);
 }
 
 }  // namespace moesim::blocks

@@ -20,6 +20,27 @@
 
 namespace moesim::blocks {
 
+// One MoE block of one microbatch, opened and not yet closed.
+struct MoeInFlight {
+  const parallel::MoeLayerPlan* plan = nullptr;
+  const LayerRouting* routing = nullptr;
+  engine::Phase phase = engine::Phase::Forward;  // Forward, Recompute or Backward
+  bool backward = false;
+  int layer = 0, microbatch = 0;
+  const Frontier* fetched = nullptr;  // per GPU, the task the layer's expert weights arrive with (null: none)
+  Frontier* experts_done = nullptr;   // per GPU, its last expert task of the block (written)
+  // Written by moe_open: each chunk's frontier, the phased gather's, the shared experts'.
+  std::vector<Frontier> chunks;
+  Frontier join, shared;
+  bool deferred = false;  // experts on attention GPUs and the second exchange not yet written
+};
+
+// `defer`: leave the experts of GPUs that also run attention, and the second exchange, to
+// moe_return (which moe_close calls if nothing did).
+void moe_open(Emission& em, MoeInFlight& block, Frontier& f, bool defer);
+void moe_return(Emission& em, MoeInFlight& block);
+void moe_close(Emission& em, MoeInFlight& block, Frontier& f);
+
 // `fetched`: per GPU, the task the layer's expert weights arrive with (null: none).
 // `phase` Recompute: the same forward again during the backward (activation recomputation; the
 // fetch's prologue is not paid twice).

@@ -161,6 +161,12 @@ struct MoeLayerPlan {
   std::vector<CollectiveStep> expert_gradients;
   // Expert parameters all-gathered before the layer's first forward (distributed optimizer).
   std::vector<CollectiveStep> expert_param_gather;
+  // HeterMoE (§4.1, §4.2): the backward's exchanges on the stream of their direction (towards the
+  // experts on the dispatch stream, back on the combine stream), so each stream carries one
+  // direction; experts held by GPUs that also run attention (Asym-EA's offloaded experts)
+  // computed after the layer's attention of every microbatch (layer-major schedule only).
+  bool streams_by_direction = false;
+  bool experts_after_attention = false;
 };
 
 struct TensorParallel {
