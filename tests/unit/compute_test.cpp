@@ -3,13 +3,17 @@
 // published maximum achievable matmul FLOPS; the kernels' fixed cost, attention, calibration tables.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <iostream>
 #include <map>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
+#include "sim/blocks/layer_costs.hpp"
 #include "sim/compute/compute_model.hpp"
 #include "test_support.hpp"
 
@@ -448,4 +452,73 @@ TEST(ComputeModel, AttentionWithoutFlashAttentionIsMemoryBoundAtLongSequences) {
   EXPECT_GT(static_cast<double>(tp) / static_cast<double>(tf), 5.0);
   // The modelled kernel's fixed cost applies to attention too.
   EXPECT_EQ(compute::ComputeModel(gpu(true), {}).attention(1, 32, l, 128, true), compute::kKernelOverhead + tf);
+}
+
+namespace {
+// HeterMoE Fig. 2 (seed 002 §2.3): "each GPU's total forward and backward time for a single
+// attention and expert module, using the model settings from Mixtral 8x7B" (models/mixtral-8x7b.json:
+// hidden 4096, SwiGLU FFN 14336, 32 heads of 128, 8 KV heads, 8 experts, top-2), one sequence of
+// `seq` tokens, FP16 (V100 and T4 have no BF16). The attention module: the attention block
+// (norm, Q/K/V and output projections, causal core) forward and backward. The expert module: one
+// FFN, forward and backward (ComputeModel::backward); the paper does not say how many tokens it
+// gets, taken as an expert's share of the sequence's routed copies, seq·top-k/experts = seq/4
+// (the ratios move by under 1.5 % with the whole sequence instead).
+struct Fig2Module {
+  double attention = 0, expert = 0;  // seconds
+};
+Fig2Module fig2_modules(const std::string& gpu, int seq) {
+  const auto s = test::scenario_from(fmt::format(R"({{"name": "fig2", "cluster": {{"gpu": "{}", "levels": [
+      {{"name": "gpu", "count": 1, "bandwidth": "1GB/s", "latency": "1us"}}]}}, "model": {{"preset": "mixtral-8x7b"}},
+      "training": {{"sequence_length": {}, "dtype": "fp16"}}, "strategy": {{"name": "ep"}}}})",
+                                                 gpu, seq));
+  const compute::ComputeModel cm(s.topology().gpu(0), s.compute);
+  const Time attention = blocks::attention_time(cm, s.model, s.training) + blocks::attention_backward_time(cm, s.model, s.training);
+  const double tokens = static_cast<double>(seq) * s.model.top_k / s.model.experts;
+  const Time ffn = blocks::ffn_time(cm, s.model, tokens, s.model.ffn_hidden);
+  return {time_to_seconds(attention), time_to_seconds(ffn + cm.backward(ffn))};
+}
+}  // namespace
+
+TEST(ComputeModel, HeterMoEFig2Ratios) {
+  // HeterMoE §2.3 (Fig. 2), spec 002 claim C1, each within 15 %:
+  //   (a) V100 reaches on average 80 % of A40's performance on experts (time_A40 / time_V100),
+  //       stable across sequence lengths; A40 beats V100 on attention by 3.7x at 64K and the gap
+  //       widens with sequence length;
+  //   (b) L40S beats T4 on MLP by 7.0x on average, on attention by 9.9x at 4K and 13.6x at 64K.
+  // In the model the gaps widen because the attention core (quadratic in the sequence) outgrows
+  // the projections (linear) and runs at 0.16 (V100) and 0.18 (T4) of peak against A40's 0.5 and
+  // L40S's 0.45. Without FlashAttention the L×L scores also pass HBM, but that binds only T4's
+  // forward (256·L² B at 320 GB/s against 8192·L² FLOP at 0.18 × 65 TFLOP/s); V100 stays
+  // compute-bound (and the paper ran xformers on it, which keeps the scores on chip too).
+  // Fig. 2's sequence lengths: 4K to 64K.
+  const std::vector<int> seqs{4096, 8192, 16384, 32768, 65536};
+  std::vector<double> v100_expert_share, a40_attention, l40s_mlp, l40s_attention;
+  for (const int seq : seqs) {
+    const Fig2Module a40 = fig2_modules("a40-48gb", seq), v100 = fig2_modules("v100-sxm2-16gb", seq);
+    const Fig2Module l40s = fig2_modules("l40s-48gb", seq), t4 = fig2_modules("t4-16gb", seq);
+    v100_expert_share.push_back(a40.expert / v100.expert);
+    a40_attention.push_back(v100.attention / a40.attention);
+    l40s_mlp.push_back(t4.expert / l40s.expert);
+    l40s_attention.push_back(t4.attention / l40s.attention);
+    std::cout << fmt::format("Fig. 2 at {:>5} tokens: V100/A40 experts {:.3f}, A40/V100 attention {:.2f}x, L40S/T4 MLP {:.2f}x, "
+                             "L40S/T4 attention {:.2f}x\n",
+                             seq, v100_expert_share.back(), a40_attention.back(), l40s_mlp.back(), l40s_attention.back());
+  }
+  const auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
+  const auto within = [](double measured, double claimed) { return std::abs(measured / claimed - 1) <= 0.15; };
+  EXPECT_TRUE(within(mean(v100_expert_share), 0.80)) << mean(v100_expert_share);
+  for (const double r : v100_expert_share) EXPECT_TRUE(within(r, 0.80)) << r;
+  // "Remains stable across different sequence lengths, as each token is independently computed":
+  // 0.808 to 0.827 in the model, a spread under 5 % of the mean.
+  const auto [lo, hi] = std::minmax_element(v100_expert_share.begin(), v100_expert_share.end());
+  EXPECT_LT((*hi - *lo) / mean(v100_expert_share), 0.05);
+  EXPECT_TRUE(within(a40_attention.back(), 3.7)) << a40_attention.back();
+  EXPECT_TRUE(within(mean(l40s_mlp), 7.0)) << mean(l40s_mlp);
+  EXPECT_TRUE(within(l40s_attention.front(), 9.9)) << l40s_attention.front();
+  EXPECT_TRUE(within(l40s_attention.back(), 13.6)) << l40s_attention.back();
+  // The attention gaps widen with every doubling of the sequence.
+  for (std::size_t i = 1; i < seqs.size(); ++i) {
+    EXPECT_GT(a40_attention[i], a40_attention[i - 1]) << seqs[i];
+    EXPECT_GT(l40s_attention[i], l40s_attention[i - 1]) << seqs[i];
+  }
 }
