@@ -184,7 +184,9 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
   const auto le = em.label(x.phase, WorkKind::Expert, "experts", x.layer, x.microbatch, c);
   const bool first = x.microbatch == 0 && c == 0 && x.phase != Phase::Recompute;
   for (const std::uint32_t g : em.active()) {
-    if (!which(g)) continue;
+    // A GPU that also runs attention and holds no experts here (zebra's attention GPUs outside
+    // Asym-EA's layers) launches nothing: no kernel waits on its compute stream for the dispatch.
+    if (!which(g) || (em.runs_attention(g) && x.routing->expert_forward[g] == 0)) continue;
     const auto& cm = em.ctx.compute_of(g);
     const Time t = (forward ? x.routing->expert_forward[g] : cm.backward(x.routing->expert_forward[g])) +
                    (first ? prologue(em, p, g) : 0);

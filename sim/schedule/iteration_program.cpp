@@ -1,6 +1,7 @@
 #include "sim/schedule/iteration_program.hpp"
 
 #include <map>
+#include <memory>
 #include <optional>
 
 #include <fmt/format.h>
@@ -33,7 +34,9 @@ class Writer {
         attention_done_(layers_),
         experts_done_(layers_),
         end_(ctx.topology.gpu_count(), engine::kNone),
-        sync_(ctx.topology.gpu_count()) {
+        sync_(ctx.topology.gpu_count()),
+        layer_major_(plan_.schedule == parallel::ScheduleKind::LayerMajor),
+        open_(ctx.training.microbatches) {
     outcome_.iteration = iteration;
     outcome_.plan = plan;
     outcome_.tokens = plan_.tokens;
@@ -64,6 +67,14 @@ class Writer {
   void wait_for(const Frontier& ready, Phase phase, int layer, int mb, Frontier& f);
   void fsdp_gather(Phase phase, int layer, int mb, Frontier& f);
   void sync_rest();
+  // Layer-major schedules: the open MoE block of each microbatch, closed by its next work item.
+  struct Open {
+    blocks::MoeInFlight block;
+    Frontier experts;  // forward: the block's expert tasks (the backward's go to experts_done_)
+  };
+  void open_block(Phase phase, int layer, int mb, const blocks::LayerRouting& rt, Frontier& f);
+  void close_block(int mb, Frontier& f);
+  void attention_backward(int layer, int mb, Frontier& f);
 
   const parallel::IterationPlan& plan_;
   const int layers_;
@@ -78,6 +89,8 @@ class Writer {
   std::vector<Frontier> attention_done_, experts_done_;
   Frontier end_;  // each GPU's frontier after its last backward
   blocks::GradientSync sync_;
+  const bool layer_major_;
+  std::vector<std::unique_ptr<Open>> open_;  // per microbatch
 };
 
 // The embedding or the LM head, in models with a vocabulary. Its first forward waits for its
@@ -114,7 +127,45 @@ void Writer::layer_forward(Phase phase, int l, int mb, const blocks::LayerRoutin
   }
   if (phase == Phase::Forward && moe->fetch && !moe->fetch->at_iteration_start && mb == 0)
     blocks::fetch_layer(em_, *moe, l, f, fetched_[l]);
-  blocks::moe_forward(em_, *moe, l, mb, *rt, moe->fetch ? &fetched_[l] : nullptr, f, phase);
+  if (layer_major_ && phase == Phase::Forward) open_block(phase, l, mb, *rt, f);
+  else blocks::moe_forward(em_, *moe, l, mb, *rt, moe->fetch ? &fetched_[l] : nullptr, f, phase);
+}
+
+// Opens layer l's MoE block of microbatch mb (forward or backward) and leaves it open: its
+// closing kernel is written with the microbatch's next work item.
+void Writer::open_block(Phase phase, int l, int mb, const blocks::LayerRouting& rt, Frontier& f) {
+  auto open = std::make_unique<Open>();
+  blocks::MoeInFlight& x = open->block;
+  x.plan = plan_.moe[l].get();
+  x.routing = &rt;
+  x.phase = phase;
+  x.backward = phase == Phase::Backward;
+  x.layer = l;
+  x.microbatch = mb;
+  x.fetched = x.plan->fetch ? &fetched_[l] : nullptr;
+  x.experts_done = x.backward ? &experts_done_[l] : &open->experts;
+  blocks::moe_open(em_, x, f, x.plan->experts_after_attention);
+  open_[mb] = std::move(open);
+}
+
+// Closes microbatch mb's open block, if any: its closing kernel, and after a backward block the
+// rest of its layer's backward (the attention's).
+void Writer::close_block(int mb, Frontier& f) {
+  std::unique_ptr<Open> open = std::move(open_[mb]);
+  if (!open) return;
+  blocks::MoeInFlight& x = open->block;
+  blocks::moe_close(em_, x, f);
+  if (x.backward) {
+    routing_.erase({mb, x.layer});
+    attention_backward(x.layer, mb, f);
+  }
+}
+
+// The attention's part of layer l's backward, after its FFN or MoE block's.
+void Writer::attention_backward(int l, int mb, Frontier& f) {
+  if (em_.ctx.training.recompute == workload::Recompute::Selective) blocks::recompute_attention_core(em_, l, mb, f);
+  blocks::attention(em_, Phase::Backward, l, mb, f);
+  attention_done_[l] = f;
 }
 
 void Writer::run(const WorkItem& item) {
@@ -122,6 +173,8 @@ void Writer::run(const WorkItem& item) {
   Frontier& f = front_[mb];
   const bool vocabulary_end = item.segment != Segment::Layer;
   const parallel::MoeLayerPlan* moe = vocabulary_end ? nullptr : plan_.moe[l].get();
+  // A microbatch's next work closes the block it left open (layer-major schedules).
+  if (item.work == Work::Forward || item.work == Work::Backward) close_block(mb, f);
   switch (item.work) {
     case Work::Forward: {
       if (vocabulary_end) {
@@ -153,17 +206,22 @@ void Writer::run(const WorkItem& item) {
         const blocks::LayerRouting* rt = moe ? &it->second : nullptr;
         fsdp_gather(Phase::Backward, l, mb, f);  // for the recomputation too
         if (em_.ctx.training.recompute == workload::Recompute::Full) layer_forward(Phase::Recompute, l, mb, rt, f);
+        if (moe && layer_major_) {
+          open_block(Phase::Backward, l, mb, it->second, f);
+          break;
+        }
         if (moe) {
           blocks::moe_backward(em_, *moe, l, mb, it->second, f, experts_done_[l]);
           routing_.erase(it);
         } else {
           blocks::dense_ffn(em_, Phase::Backward, l, mb, f);
         }
-        if (em_.ctx.training.recompute == workload::Recompute::Selective) blocks::recompute_attention_core(em_, l, mb, f);
-        blocks::attention(em_, Phase::Backward, l, mb, f);
-        attention_done_[l] = f;
+        attention_backward(l, mb, f);
       }
       for (const std::uint32_t g : em_.active()) end_[g] = f[g];
+      break;
+    case Work::Deferred:
+      if (open_[mb] && open_[mb]->block.layer == l) blocks::moe_return(em_, open_[mb]->block);
       break;
     case Work::SyncLayer:
       if (plan_.gradients.timing == parallel::GradientTiming::Overlap)

@@ -50,24 +50,30 @@ int peak_in_flight(const std::vector<Unit>& order) {
 
 std::vector<WorkItem> layer_major(int layers, int microbatches) {
   std::vector<WorkItem> items;
-  const int last = layers - 1;
-  for (int mb = 0; mb < microbatches; ++mb) items.push_back({Work::Forward, Segment::Embedding, 0, mb});
-  for (int l = 0; l < last; ++l)
-    for (int mb = 0; mb < microbatches; ++mb) items.push_back({Work::Forward, Segment::Layer, l, mb});
+  const int last = layers - 1, final_mb = microbatches - 1;
+  const auto each = [&](Work work, Segment segment, int layer) {
+    for (int mb = 0; mb < microbatches; ++mb) items.push_back({work, segment, layer, mb});
+  };
+  each(Work::Forward, Segment::Embedding, 0);
+  for (int l = 0; l < layers; ++l) {
+    each(Work::Forward, Segment::Layer, l);
+    each(Work::Deferred, Segment::Layer, l);
+  }
   for (int mb = 0; mb < microbatches; ++mb) {
-    items.push_back({Work::Forward, Segment::Layer, last, mb});
     items.push_back({Work::Forward, Segment::Head, layers, mb});
     items.push_back({Work::Backward, Segment::Head, layers, mb});
     items.push_back({Work::Backward, Segment::Layer, last, mb});
   }
-  items.push_back({Work::SyncLayer, Segment::Layer, last, microbatches - 1});
+  each(Work::Deferred, Segment::Layer, last);
   for (int l = last - 1; l >= 0; --l) {
-    for (int mb = 0; mb < microbatches; ++mb) items.push_back({Work::Backward, Segment::Layer, l, mb});
-    items.push_back({Work::SyncLayer, Segment::Layer, l, microbatches - 1});
+    each(Work::Backward, Segment::Layer, l);
+    items.push_back({Work::SyncLayer, Segment::Layer, l + 1, final_mb});
+    each(Work::Deferred, Segment::Layer, l);
   }
-  for (int mb = 0; mb < microbatches; ++mb) items.push_back({Work::Backward, Segment::Embedding, 0, mb});
-  items.push_back({Work::SyncRest, Segment::Layer, 0, microbatches - 1});
-  items.push_back({Work::Optimizer, Segment::Layer, 0, microbatches - 1});
+  each(Work::Backward, Segment::Embedding, 0);
+  items.push_back({Work::SyncLayer, Segment::Layer, 0, final_mb});
+  items.push_back({Work::SyncRest, Segment::Layer, 0, final_mb});
+  items.push_back({Work::Optimizer, Segment::Layer, 0, final_mb});
   return items;
 }
 

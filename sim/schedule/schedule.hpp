@@ -11,10 +11,17 @@
 //     forward_backward_pipelining_with_interleaving): v chunks per stage; the k-th forward runs
 //     chunk ⌊k/p⌋ mod v of microbatch ⌊k/(p·v)⌋·p + k mod p (backwards the chunks in reverse);
 //     (p − s − 1)·2 + (v − 1)·p warm-up forwards, then one forward and one backward, then the rest.
-//   Layer-major (HeterMoE Theorem 1, §4.1), one stage only: forward layer by layer with the
-//   microbatches inner; at the last layer each microbatch's forward, LM head and backward back to
-//   back; then backward layer by layer with the microbatches inner; each layer's gradients are
-//   synchronised after its last microbatch's backward.
+//   Layer-major (HeterMoE Theorem 1, §4.1), one stage only. HeterMoE's attention-side task i runs
+//   from the end of expert block i − 1 to the start of expert block i (the un-permute of layer
+//   i − 1, attention i, router i), and its last one is the LM head and the loss (spec 002 A.3:
+//   L = MoE layers + 1). So: every layer's forward layer by layer with the microbatches inner
+//   (a block's un-permute written with the next layer's forward of the same microbatch, the
+//   experts an attention GPU holds after the layer's attention of every microbatch: Asym-EA,
+//   §4.2); then for each microbatch the LM head's forward and backward and the last layer's
+//   backward up to its exchange; then backward layer by layer with the microbatches inner (each
+//   layer's closing kernels and attention backward written with the next one's opening, and
+//   Asym-EA's experts before the layer's attention, spec 002 ambiguity 2); each layer's gradients
+//   synchronised once its last microbatch's attention backward is written.
 #pragma once
 
 #include <vector>
@@ -39,7 +46,9 @@ enum class Work : std::uint8_t {
   Backward,
   SyncLayer,  // the layer's gradients, when the plan overlaps them with the backward
   SyncRest,   // what is left after the backward: the layers' (when not overlapped), the embedding's
-  Optimizer
+  Optimizer,
+  Deferred    // layer-major: the experts of a microbatch's open block left for after the layer's attention, and its return exchange
+
 };
 
 struct WorkItem {

@@ -3,11 +3,12 @@
 #include "sim/strategies/ep/ep_strategy.hpp"
 #include "sim/strategies/hybridep/hybridep_strategy.hpp"
 #include "sim/strategies/parm/parm_strategy.hpp"
+#include "sim/strategies/zebra/zebra_strategy.hpp"
 
 namespace moesim::strategies {
 
 const std::vector<StrategyInfo>& registry() {
-  static const std::vector<StrategyInfo> all{ep::info(), hybridep::info(), parm::info()};
+  static const std::vector<StrategyInfo> all{ep::info(), hybridep::info(), parm::info(), zebra::info()};
   return all;
 }
 

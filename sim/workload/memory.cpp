@@ -66,7 +66,10 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
     // microbatch in flight; the layer being recomputed holds its whole activations once.
     const double inputs = 2.0 * sbh / (in.sequence_parallel ? in.tensor_parallel : 1) * scale;
     const auto held = static_cast<double>(in.layers.empty() ? all.size() : in.layers.size());
-    f.activations = in.in_flight * held * inputs + largest;
+    double moe_held = 0;
+    for (const int l : in.layers.empty() ? all : in.layers) moe_held += m.is_moe(l) ? 1 : 0;
+    const double expert_inputs = 2.0 * in.kept_expert_inputs * m.hidden * scale;
+    f.activations = in.in_flight * (held * inputs + moe_held * expert_inputs) + largest;
   } else {
     f.activations = in.in_flight * layers_total;
   }

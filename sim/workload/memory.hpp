@@ -33,6 +33,10 @@ struct MemoryInputs {
   double gradient_params = -1;       // parameters whose gradients it holds at the peak (< 0: params)
   double tokens = 0;                 // tokens per microbatch on this GPU
   double expert_tokens_per_layer = 0;  // routed token copies this GPU's experts process per MoE layer
+  // Under full recomputation, token copies per MoE layer whose expert input the GPU keeps besides
+  // its own tokens' layer inputs: a GPU that runs experts but not attention (zebra's expert GPUs)
+  // recomputes them from the copies it received.
+  double kept_expert_inputs = 0;
   bool flash_attention = true;
   int tensor_parallel = 1;              // attention split over this many GPUs (Korthikanti §4.2: 11·sbh/t)
   double expert_ffn_hidden = 0;         // FFN size of this GPU's expert slice (0: the model's ffn_hidden)
