@@ -217,6 +217,25 @@ struct GradientPlan {
 // accumulation runs), or HeterMoE's layer-major order (one stage only).
 enum class ScheduleKind : std::uint8_t { Pipeline, LayerMajor };
 
+// One piece of a stage's work in a schedule's order (sim/schedule/schedule.hpp writes the usual
+// orders out of these): the forward or backward of a layer (or of a vocabulary end) for one
+// microbatch, a layer's gradient synchronisation, and so on.
+enum class Segment : std::uint8_t { Embedding, Layer, Head };
+enum class Work : std::uint8_t {
+  Forward,
+  Backward,
+  SyncLayer,  // the layer's gradients, when the plan overlaps them with the backward
+  SyncRest,   // what is left after the backward: the layers' (when not overlapped), the embedding's
+  Optimizer,
+  Deferred    // layer-major: the experts of a microbatch's open block left for after the layer's attention, and its return exchange
+};
+struct WorkItem {
+  Work work = Work::Forward;
+  Segment segment = Segment::Layer;
+  int layer = 0;
+  int microbatch = 0;
+};
+
 // The pipeline: PP stages of consecutive GPUs (sim/parallel/layout.hpp), each holding VP model
 // chunks; virtual stage c·PP + s (chunk c of stage s) runs layers [first_layer[v], first_layer[v+1]).
 // The embedding runs on virtual stage 0, the LM head on the last. Between consecutive virtual
@@ -247,6 +266,9 @@ struct IterationPlan {
   std::shared_ptr<const StreamSet> streams;
   std::vector<std::uint8_t> roles;  // per GPU (GpuRole); empty: every GPU runs both
   ScheduleKind schedule = ScheduleKind::Pipeline;
+  // Layer-major only: an order of the plan's own instead of Theorem 1's (null: Theorem 1's), as
+  // tests of its optimality swap pieces of it.
+  std::shared_ptr<const std::vector<WorkItem>> order;
   PipelinePlan pipeline;  // with one stage of every GPU unless the plan pipelines
   TensorParallel tensor_parallel;
   ContextParallel context_parallel;

@@ -355,7 +355,8 @@ parallel::IterationOutcome write_iteration(blocks::ProgramBuilder& pb, const blo
                                            const parallel::PlanPtr& plan, int iteration) {
   Writer w(pb, ctx, plan, iteration);
   if (plan->schedule == parallel::ScheduleKind::LayerMajor)
-    for (const WorkItem& item : layer_major(ctx.model.layers, ctx.training.microbatches)) w.run(item);
+    for (const WorkItem& item : plan->order ? *plan->order : layer_major(ctx.model.layers, ctx.training.microbatches))
+      w.run(item);
   else
     w.run_pipeline();
   return w.take();

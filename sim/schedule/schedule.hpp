@@ -40,23 +40,9 @@ struct Unit {
 // Stage `stage`'s units, in the order it runs them.
 std::vector<Unit> stage_order(parallel::PipelineSchedule schedule, int stage, int stages, int chunks, int microbatches);
 
-enum class Segment : std::uint8_t { Embedding, Layer, Head };
-enum class Work : std::uint8_t {
-  Forward,
-  Backward,
-  SyncLayer,  // the layer's gradients, when the plan overlaps them with the backward
-  SyncRest,   // what is left after the backward: the layers' (when not overlapped), the embedding's
-  Optimizer,
-  Deferred    // layer-major: the experts of a microbatch's open block left for after the layer's attention, and its return exchange
-
-};
-
-struct WorkItem {
-  Work work = Work::Forward;
-  Segment segment = Segment::Layer;
-  int layer = 0;
-  int microbatch = 0;
-};
+using parallel::Segment;
+using parallel::Work;
+using parallel::WorkItem;
 
 // The most units stage `order` holds activations for at once (a forward adds one, a backward
 // frees one): under 1F1B stage s of p holds min(p − s, m) microbatches.

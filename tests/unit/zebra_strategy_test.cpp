@@ -1,0 +1,263 @@
+// Zebra parallelism (HeterMoE §4) by simulation: the Fig. 6 example (spec 002 C2) on a toy whose
+// kernels take set times, Theorem 1's order against every single swap of its proof (spec 002
+// A.4), and the plan's placement, exchanges and streams.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "sim/calibration/profile.hpp"
+#include "sim/compute/compute_model.hpp"
+#include "sim/schedule/schedule.hpp"
+#include "sim/simulation/simulation.hpp"
+#include "sim/strategies/zebra/zebra_strategy.hpp"
+#include "test_support.hpp"
+
+using namespace moesim;
+using engine::Phase;
+using engine::WorkKind;
+
+namespace {
+
+// Fig. 6's toy (spec 002 C2): one attention GPU (an H100) and one expert GPU (an A100) whose
+// kernels take the times a calibration profile gives them (the same for both kinds: an expert
+// costs as much on either), 3 MoE layers of 6 experts, 3 microbatches, top-1, no communication
+// time. 60 tokens per microbatch route 10 to each expert (expected shares).
+//   - the attention core of one microbatch takes T_A = 3 ms (attention table: the causal core of
+//     60 tokens and one head of 64 is 4·60²·64/2 = 460800 FLOP, at 460800/3e-3 FLOP/s);
+//   - an expert's two GeMMs (10 × 64 × 64, 81920 FLOP each) take 1/3 ms each, so the expert GPU's
+//     6 experts take T_E = 4 ms per microbatch (81920·3e3 FLOP/s);
+//   - every other GeMM (projections, router) runs at 300 TFLOP/s and the memory-bound kernels at
+//     the GPUs' HBM rates with no fixed cost: nanoseconds against milliseconds;
+//   - links of 1000 TB/s without latency: a dispatch of 60 × 64 × 2 B takes 8 ps.
+constexpr const char* kToy = R"({
+  "name": "fig6-toy",
+  "cluster": {"groups": [{"gpu": "h100-sxm5-80gb", "count": 1}, {"gpu": "a100-sxm4-80gb", "count": 1}],
+              "levels": [{"name": "gpu", "count": 2, "bandwidth": "1000TB/s", "latency": "0us"}]},
+  "model": {"layers": 3, "hidden": 64, "ffn_hidden": 64, "experts": 6, "top_k": 1, "heads": 1},
+  "training": {"sequence_length": 60, "micro_batch_size": 1, "microbatches": 3, "dtype": "bf16"},
+  "routing": {"sampling": "expected"},
+  "compute": {"launch_overhead": "0us"},
+  "strategy": {"name": "zebra", "attention_gpu": "h100-sxm5-80gb", "asym_ea": "off"}
+})";
+
+constexpr double kMs = 1e9;  // picoseconds per millisecond
+
+calibration::Profile toy_profile() {
+  const double fast = 300;                        // TFLOP/s
+  const double expert = 81920.0 * 3e3 / 1e12;     // TFLOP/s: 81920 FLOP in 1/3 ms
+  const double core = 460800.0 / 3e-3 / 1e12;     // TFLOP/s: 460800 FLOP in 3 ms
+  const auto point = [](double m, double n, double k, double tflops) {
+    return schema::Json{{"m", m}, {"n", n}, {"k", k}, {"tflops", tflops}};
+  };
+  const schema::Json doc = {
+      {"name", "fig6-toy"},
+      {"provenance", {{"source", "HeterMoE Fig. 6 toy times (spec 002 C2)"}}},
+      {"gemm", {{{"dtype", "bf16"},
+                 {"points", {point(60, 192, 64, fast), point(60, 64, 64, fast), point(60, 6, 64, fast),
+                             point(10, 64, 64, expert)}}}}},
+      {"attention", {{{"dtype", "bf16"}, {"causal", true},
+                      {"points", {{{"seq", 60}, {"head_dim", 64}, {"forward_tflops", core}, {"backward_tflops", core}}}}}}}};
+  return calibration::parse_profile(doc, "fig6-toy.json");
+}
+
+scenario::Scenario toy(const std::string& asym_ea, int layers = 3) {
+  auto doc = schema::Json::parse(kToy);
+  doc["strategy"]["asym_ea"] = schema::Json::parse(asym_ea);
+  doc["model"]["layers"] = layers;
+  auto sc = test::scenario_from(doc.dump());
+  sc.calibration = std::make_shared<calibration::Profile>(toy_profile());
+  return sc;
+}
+
+struct Span {
+  Time start = -1, end = -1;
+};
+
+// The forward tasks of `kind` on GPU g, in start order.
+std::vector<Span> forward(const simulation::Simulation& sim, std::uint32_t g, WorkKind kind) {
+  std::vector<Span> out;
+  for (const auto& t : sim.task_log().tasks())
+    if (t.gpu == g && t.label.kind == kind && t.label.phase == Phase::Forward && t.end > t.start) out.push_back({t.start, t.end});
+  std::sort(out.begin(), out.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  return out;
+}
+
+Time busy(const std::vector<Span>& spans) {
+  Time b = 0;
+  for (const auto& s : spans) b += s.end - s.start;
+  return b;
+}
+
+struct ToyRun {
+  std::unique_ptr<simulation::Simulation> sim;
+  Time makespan = 0;           // end of the expert GPU's last forward expert task (the first three layers' forward)
+  Time attention_busy = 0;     // the attention GPU's forward compute (attention and offloaded experts)
+  Time expert_busy = 0;        // the expert GPU's forward expert compute
+  Time expert_first_start = 0;
+};
+
+ToyRun run_toy(const std::string& asym_ea, int layers = 3) {
+  ToyRun r;
+  r.sim = std::make_unique<simulation::Simulation>(toy(asym_ea, layers));
+  r.sim->run(test::with_task_log());
+  const auto experts = forward(*r.sim, 1, WorkKind::Expert);
+  r.makespan = experts.back().end;
+  r.expert_busy = busy(experts);
+  r.expert_first_start = experts.front().start;
+  r.attention_busy = busy(forward(*r.sim, 0, WorkKind::Attention)) + busy(forward(*r.sim, 0, WorkKind::Expert));
+  return r;
+}
+
+}  // namespace
+
+TEST(Zebra, Fig6ToyWithoutOffloadTakes39AndLeavesTheAttentionGpuIdle12) {
+  // Theorem 1's order with T_A = 3, T_E = 4, R = 3 (spec 002 C2): A(1,1..3) at 0–9; E(1,j) at
+  // 3–7, 7–11, 11–15; A(2,1..3) at 9–12, 12–15, 15–18; E(2,j) at 15–19, 19–23, 23–27;
+  // A(3,j) at 19–22, 23–26, 27–30; E(3,j) at 27–31, 31–35, 35–39: the forward of the three
+  // layers ends at 39, and the attention GPU computes 27 of it (idle 12).
+  const ToyRun r = run_toy("\"off\"");
+  EXPECT_NEAR(r.makespan / kMs, 39.0, 39e-3);
+  EXPECT_NEAR(r.attention_busy / kMs, 27.0, 27e-3);
+  EXPECT_NEAR((r.makespan - r.attention_busy) / kMs, 12.0, 39e-3);
+}
+
+TEST(Zebra, Fig6ToyAttentionGpuComputes75PercentInTheSteadyState) {
+  // With more layers the expert GPU paces every layer at R·T_E = 12 while the attention GPU
+  // computes R·T_A = 9 of it: 75 % (Fig. 6, "effective compute only 75 % of the time"). From
+  // layer 3 on, A(l+1,1) starts 12 after A(l,1) (layers 3→4 and 4→5 of a 5-layer model).
+  const ToyRun r = run_toy("\"off\"", 5);
+  const auto a = forward(*r.sim, 0, WorkKind::Attention);
+  ASSERT_EQ(a.size(), 15u);  // one attention core per layer and microbatch (projections and norms take ns)
+  for (const int l : {2, 3}) {
+    const Time period = a[static_cast<std::size_t>(3 * (l + 1))].start - a[static_cast<std::size_t>(3 * l)].start;
+    EXPECT_NEAR(period / kMs, 12.0, 12e-3) << "layer " << l + 1;
+    EXPECT_NEAR(9.0 * kMs / period, 0.75, 1e-3);
+  }
+}
+
+TEST(Zebra, Fig6ToyOffloadInLayers2And3Takes35AndNoMoreWithLayer1Too) {
+  // Asym-EA moves one expert of layers 2 and 3 to the attention GPU (spec 002 C2): the expert GPU
+  // computes 5 experts (10/3 ms) and the attention GPU the sixth (2/3 ms) after the layer's
+  // attention of every microbatch. The forward of the three layers falls from 39 to 35 (−10.3 %);
+  // the attention GPU now computes 27 + 2·3·2/3 = 31 of it (idle 12 → 4, −67 %; the paper's
+  // "60 %" is approximate, spec 002 C2).
+  const ToyRun none = run_toy("\"off\""), l23 = run_toy("[0, 1, 1]"), all = run_toy("[1, 1, 1]");
+  EXPECT_NEAR(l23.makespan / kMs, 35.0, 35e-3);
+  EXPECT_NEAR(l23.attention_busy / kMs, 31.0, 31e-3);
+  EXPECT_NEAR((l23.makespan - l23.attention_busy) / kMs, 4.0, 35e-3);
+  EXPECT_NEAR(1.0 - static_cast<double>(l23.makespan) / none.makespan, 4.0 / 39, 1e-3);
+  // Offloading in layer 1 too gains nothing: 35 again, and the expert GPU now idles 2 of the 32
+  // between its first forward expert and the last (6.25 %, the paper's "6 % bubbles").
+  EXPECT_NEAR(all.makespan / kMs, 35.0, 35e-3);
+  const double span = static_cast<double>(all.makespan - all.expert_first_start);
+  EXPECT_NEAR(span / kMs, 32.0, 32e-3);
+  EXPECT_NEAR(1.0 - all.expert_busy / span, 2.0 / 32, 1e-3);
+}
+
+TEST(Zebra, Fig6ToyWithoutOverlapIsDistEp) {
+  // DistEP (overlap "none"): the same placement run microbatch after microbatch, forward then
+  // backward, nothing overlapped. A microbatch's forward takes 3 layers × (T_A + T_E) = 21 ms; its
+  // backward 3 × (7.5 + 8) = 46.5 ms (the attention core's backward is 2.5× its FLOPs at the
+  // table's rate, compute::kAttentionBackwardFlopRatio; the experts' 2× their forward,
+  // backward_factor). The third microbatch's forward ends at 2 × 67.5 + 21 = 156 ms.
+  auto sc = toy("\"off\"");
+  sc.strategy_options["overlap"] = "none";
+  simulation::Simulation sim(std::move(sc));
+  sim.run(test::with_task_log());
+  const auto experts = forward(sim, 1, WorkKind::Expert);
+  EXPECT_NEAR(experts[2].end / kMs, 21.0, 21e-3);
+  EXPECT_NEAR(experts.back().end / kMs, 156.0, 156e-3);
+}
+
+namespace {
+
+// The zebra plan in an order a test gives (Theorem 1's with one exchange).
+class Reordered final : public strategies::Strategy {
+ public:
+  explicit Reordered(std::vector<parallel::WorkItem> order) : order_(std::move(order)) {
+    strategies::zebra::ZebraOptions o;
+    o.attention_gpu = "h100-sxm5-80gb";
+    o.asym_ea = strategies::zebra::AsymEaMode::Off;
+    zebra_ = std::make_unique<strategies::zebra::ZebraStrategy>(o);
+  }
+  std::string name() const override { return "zebra-reordered"; }
+  void check(const strategies::StrategyContext& ctx) const override { zebra_->check(ctx); }
+  std::vector<workload::MemoryFootprint> memory(const strategies::StrategyContext& ctx) const override { return zebra_->memory(ctx); }
+  std::size_t tasks_per_iteration(const strategies::StrategyContext& ctx) const override { return zebra_->tasks_per_iteration(ctx); }
+  schema::Json describe(const strategies::StrategyContext& ctx) const override { return zebra_->describe(ctx); }
+  parallel::PlanPtr plan(const strategies::StrategyContext& ctx, int it, const parallel::RunState& s) override {
+    auto p = std::make_shared<parallel::IterationPlan>(*zebra_->plan(ctx, it, s));
+    p->order = std::make_shared<const std::vector<parallel::WorkItem>>(order_);
+    return p;
+  }
+
+ private:
+  std::vector<parallel::WorkItem> order_;
+  std::unique_ptr<strategies::zebra::ZebraStrategy> zebra_;
+};
+
+Time iteration_in_order(const std::vector<parallel::WorkItem>& order) {
+  simulation::Simulation sim(toy("\"off\""), std::make_unique<Reordered>(order));
+  sim.run();
+  return sim.mean_iteration_time();
+}
+
+std::size_t find(const std::vector<parallel::WorkItem>& order, parallel::Work w, parallel::Segment s, int layer, int mb) {
+  for (std::size_t i = 0; i < order.size(); ++i)
+    if (order[i].work == w && order[i].segment == s && order[i].layer == layer && order[i].microbatch == mb) return i;
+  ADD_FAILURE() << "no such work item";
+  return 0;
+}
+
+}  // namespace
+
+TEST(Zebra, EverySingleSwapOfTheorem1sProofGivesAnIterationNoShorter) {
+  // Spec 002 A.4: Theorem 1's order is optimal by an exchange argument with three kinds of swap
+  // on the attention GPU, none of which shortens the iteration. On the Fig. 6 toy (3 MoE layers,
+  // R = 3, T_A = 3, T_E = 4, forward and backward), every swap of each kind is simulated:
+  //   1. A^F(i, j) with A^F(i+1, j') for j' < j (the next layer's earlier microbatch first);
+  //   2. A^F(i, j) with A^F(i, j') for j < j' (microbatches out of order);
+  //   3. at the last layer, A^B(L, j) (the LM head's backward with the last layer's backward up
+  //      to its exchange) with A^F(L, j') for j < j' (a later forward before an earlier backward).
+  using parallel::Segment;
+  using parallel::Work;
+  const int layers = 3, r = 3;
+  const auto theorem1 = schedule::layer_major(layers, r);
+  const Time best = iteration_in_order(theorem1);
+  int swaps = 0;
+  const auto expect_no_shorter = [&](std::vector<parallel::WorkItem> order, const std::string& what) {
+    ++swaps;
+    EXPECT_GE(iteration_in_order(order), best - 1) << what;  // 1 ps: rounding
+  };
+  for (int i = 0; i + 1 < layers; ++i)
+    for (int j = 0; j < r; ++j)
+      for (int jp = 0; jp < j; ++jp) {
+        auto o = theorem1;
+        std::swap(o[find(o, Work::Forward, Segment::Layer, i, j)], o[find(o, Work::Forward, Segment::Layer, i + 1, jp)]);
+        expect_no_shorter(o, fmt::format("A^F({},{}) <-> A^F({},{})", i + 1, j + 1, i + 2, jp + 1));
+      }
+  for (int i = 0; i < layers; ++i)
+    for (int j = 0; j < r; ++j)
+      for (int jp = j + 1; jp < r; ++jp) {
+        auto o = theorem1;
+        std::swap(o[find(o, Work::Forward, Segment::Layer, i, j)], o[find(o, Work::Forward, Segment::Layer, i, jp)]);
+        expect_no_shorter(o, fmt::format("A^F({},{}) <-> A^F({},{})", i + 1, j + 1, i + 1, jp + 1));
+      }
+  for (int j = 0; j < r; ++j)
+    for (int jp = j + 1; jp < r; ++jp) {
+      // A^B(L, j) is the head's backward and the last layer's opening, moved as one.
+      auto o = theorem1;
+      const std::size_t b = find(o, Work::Backward, Segment::Head, layers, j);
+      const parallel::WorkItem head_b = o[b], layer_b = o[b + 1];
+      o.erase(o.begin() + static_cast<std::ptrdiff_t>(b), o.begin() + static_cast<std::ptrdiff_t>(b + 2));
+      const std::size_t f = find(o, Work::Forward, Segment::Head, layers, jp);
+      const parallel::WorkItem head_f = o[f];
+      o[f] = head_b;
+      o.insert(o.begin() + static_cast<std::ptrdiff_t>(f + 1), layer_b);
+      o.insert(o.begin() + static_cast<std::ptrdiff_t>(b), head_f);
+      expect_no_shorter(o, fmt::format("A^B(L,{}) <-> A^F(L,{})", j + 1, jp + 1));
+    }
+  EXPECT_EQ(swaps, 6 + 9 + 3);
+}
