@@ -190,6 +190,11 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
     const auto& cm = em.ctx.compute_of(g);
     const Time t = (forward ? x.routing->expert_forward[g] : cm.backward(x.routing->expert_forward[g])) +
                    (first ? prologue(em, p, g) : 0);
+    // Local recomputation: the expert's forward again from the copies it kept, just before its
+    // backward (the copies' gradients arrive meanwhile).
+    if (x.backward && x.recompute_locally)
+      cur[g] = em.pb.compute(g, x.routing->expert_forward[g],
+                             em.label(Phase::Recompute, WorkKind::Expert, "experts", x.layer, x.microbatch, c), cur[g]);
     const TaskId e = em.pb.compute(g, t, le, cur[g]);
     if (x.fetched) em.pb.depend((*x.fetched)[g], e);
     cur[g] = (*x.experts_done)[g] = e;
@@ -281,6 +286,13 @@ void moe_close(Emission& em, MoeInFlight& x, Frontier& f) {
   const Pass& pass = pass_of(x);
   auto kernel = edge_kernel(em, p, !x.backward, !pass.first_is_gate);
   const auto l_last = em.label(x.phase, pass.last_kind, pass.last_name, x.layer, x.microbatch);
+  // Local recomputation: the router's forward again before its backward.
+  if (x.backward && x.recompute_locally) {
+    auto gate = edge_kernel(em, p, true, true);
+    const auto lr = em.label(Phase::Recompute, WorkKind::Gate, "gate", x.layer, x.microbatch);
+    for (const std::uint32_t g : em.active())
+      if (em.runs_attention(g)) em.pb.compute(g, gate(g), lr, f[g]);
+  }
   const bool shared_tp = em.ctx.model.shared_experts > 0 && em.plan.tensor_parallel.size > 1;
   for (const std::uint32_t g : em.active()) {
     f[g] = em.runs_attention(g) ? after_chunks(em, g, kernel(g), l_last, x.chunks, x.join)

@@ -33,6 +33,13 @@ struct MoeInFlight {
   std::vector<Frontier> chunks;
   Frontier join, shared;
   bool deferred = false;  // experts on attention GPUs and the second exchange not yet written
+  // Backward under full recomputation in a layer-major schedule (HeterMoE's activation
+  // checkpointing on each side of the exchanges): each GPU runs its part of the block's forward
+  // again just before its backward — the experts from the copies they received, the router from
+  // its recomputed input — instead of the whole block with its exchanges (spec 002 A.7: backward
+  // = 2 + 1 forwards). The un-permute is not recomputed (its inputs, the combined expert outputs,
+  // are kept in the receive buffers).
+  bool recompute_locally = false;
 };
 
 // `defer`: leave the experts of GPUs that also run attention, and the second exchange, to

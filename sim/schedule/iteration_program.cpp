@@ -144,6 +144,7 @@ void Writer::open_block(Phase phase, int l, int mb, const blocks::LayerRouting& 
   x.microbatch = mb;
   x.fetched = x.plan->fetch ? &fetched_[l] : nullptr;
   x.experts_done = x.backward ? &experts_done_[l] : &open->experts;
+  x.recompute_locally = x.backward && em_.ctx.training.recompute == workload::Recompute::Full;
   blocks::moe_open(em_, x, f, x.plan->experts_after_attention);
   open_[mb] = std::move(open);
 }
@@ -154,6 +155,8 @@ void Writer::close_block(int mb, Frontier& f) {
   std::unique_ptr<Open> open = std::move(open_[mb]);
   if (!open) return;
   blocks::MoeInFlight& x = open->block;
+  // Local recomputation: the layer's attention forward again, before the router's.
+  if (x.recompute_locally) blocks::attention(em_, Phase::Recompute, x.layer, mb, f);
   blocks::moe_close(em_, x, f);
   if (x.backward) {
     routing_.erase({mb, x.layer});
@@ -205,7 +208,9 @@ void Writer::run(const WorkItem& item) {
         const auto it = routing_.find({mb, l});
         const blocks::LayerRouting* rt = moe ? &it->second : nullptr;
         fsdp_gather(Phase::Backward, l, mb, f);  // for the recomputation too
-        if (em_.ctx.training.recompute == workload::Recompute::Full) layer_forward(Phase::Recompute, l, mb, rt, f);
+        // A layer-major MoE block recomputes each side's part locally (moe_block.hpp).
+        if (em_.ctx.training.recompute == workload::Recompute::Full && !(moe && layer_major_))
+          layer_forward(Phase::Recompute, l, mb, rt, f);
         if (moe && layer_major_) {
           open_block(Phase::Backward, l, mb, it->second, f);
           break;

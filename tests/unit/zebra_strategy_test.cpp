@@ -261,3 +261,27 @@ TEST(Zebra, EverySingleSwapOfTheorem1sProofGivesAnIterationNoShorter) {
     }
   EXPECT_EQ(swaps, 6 + 9 + 3);
 }
+
+TEST(Zebra, FullRecomputationRunsEachSidesForwardAgainWithoutExchangingTokensAgain) {
+  // Under activation checkpointing each side recomputes its own part before its backward (spec
+  // 002 A.7): on the Fig. 6 toy the expert GPU runs its 9 (layer, microbatch) forwards again,
+  // 9 × T_E = 36 ms, the attention GPU its 9 attention cores, 9 × T_A = 27 ms; no all-to-all runs
+  // again, so the network moves the same bytes as without recomputation.
+  auto sc = toy("\"off\"");
+  sc.training.recompute = workload::Recompute::Full;
+  simulation::Simulation full(std::move(sc)), none(toy("\"off\""));
+  full.run(test::with_task_log());
+  none.run();
+  Time experts = 0, attention = 0;
+  int exchanges = 0;
+  for (const auto& t : full.task_log().tasks()) {
+    if (t.label.phase != Phase::Recompute) continue;
+    if (t.gpu == 1 && t.label.kind == WorkKind::Expert) experts += t.end - t.start;
+    if (t.gpu == 0 && t.label.kind == WorkKind::Attention) attention += t.end - t.start;
+    if (t.label.kind == WorkKind::AllToAll) ++exchanges;
+  }
+  EXPECT_NEAR(experts / kMs, 36.0, 36e-3);
+  EXPECT_NEAR(attention / kMs, 27.0, 27e-3);
+  EXPECT_EQ(exchanges, 0);
+  EXPECT_EQ(full.results_json()["network"]["bytes_by_level"], none.results_json()["network"]["bytes_by_level"]);
+}
