@@ -84,6 +84,17 @@ std::size_t Results::peak_memory_gpu() const {
   return peak;
 }
 
+std::vector<double> Results::compute_utilisation_by_kind() const {
+  std::vector<double> sum(gpu_kinds.size(), 0.0), count(gpu_kinds.size(), 0.0);
+  const double period = static_cast<double>(mean_iteration_time()) * static_cast<double>(std::max<std::size_t>(1, iterations.size()));
+  for (std::size_t g = 0; g < metrics.gpus.size() && g < kind_of_gpu.size(); ++g) {
+    sum[kind_of_gpu[g]] += static_cast<double>(metrics.gpus[g].compute);
+    count[kind_of_gpu[g]] += 1;
+  }
+  for (std::size_t k = 0; k < sum.size(); ++k) sum[k] = count[k] > 0 && period > 0 ? sum[k] / count[k] / period : 0.0;
+  return sum;
+}
+
 std::string Results::choice() const {
   return strategy_details.contains("choice") ? strategy_details.at("choice").get<std::string>() : std::string();
 }
@@ -189,6 +200,10 @@ Json skeleton(const Results& r) {
   j["communication_ms"] = to_json(per_iteration(r, [](const GpuMetrics& g) { return g.communication; }));
   j["exposed_communication_ms"] = to_json(per_iteration(r, [](const GpuMetrics& g) { return g.exposed_communication; }));
   j["collective_wait_ms"] = to_json(per_iteration(r, [](const GpuMetrics& g) { return g.collective_wait; }));
+  Json utilisation = Json::object();
+  const auto by_kind = r.compute_utilisation_by_kind();
+  for (std::size_t k = 0; k < by_kind.size(); ++k) utilisation[r.gpu_kinds[k]] = by_kind[k];
+  j["compute_utilisation_by_kind"] = utilisation;
 
   const auto& ns = r.network;
   Json by_level = Json::object();
@@ -263,6 +278,12 @@ std::string summary(const Results& r, double wall_seconds, double peak_rss_bytes
   const double iters = iterations_of(r);
   const auto mean = [&](auto f) { return stats_over(r.metrics.gpus, f).mean; };
   row("compute busy / iteration", fmt::format("{:.3f} ms (mean over GPUs)", mean([](const auto& g) { return ms(g.compute); }) / iters));
+  if (r.gpu_kinds.size() > 1) {
+    const auto by_kind = r.compute_utilisation_by_kind();
+    std::string u;
+    for (std::size_t k = 0; k < by_kind.size(); ++k) u += fmt::format("{}{} {:.1f} %", k ? ", " : "", r.gpu_kinds[k], 100 * by_kind[k]);
+    row("compute utilisation", u);
+  }
   row("communication / iteration", fmt::format("{:.3f} ms", mean([](const auto& g) { return ms(g.communication); }) / iters));
   row("exposed communication", fmt::format("{:.3f} ms", mean([](const auto& g) { return ms(g.exposed_communication); }) / iters));
   const auto& ns = r.network;
@@ -297,7 +318,8 @@ std::string csv_field(const std::string& s) {
 std::vector<std::string> csv_metric_columns(std::size_t levels) {
   std::vector<std::string> c{"status",           "iteration_time_ms",        "tokens_per_second", "compute_ms",
                              "communication_ms", "exposed_communication_ms", "all_to_all_busy_ms", "all_gather_busy_ms",
-                             "all_reduce_busy_ms", "dropped_fraction",       "peak_memory_bytes", "strategy_choice"};
+                             "all_reduce_busy_ms", "dropped_fraction",       "peak_memory_bytes", "strategy_choice",
+                             "compute_utilisation_by_kind"};
   for (std::size_t l = 0; l < levels; ++l) c.push_back(fmt::format("bytes_level{}", l));
   return c;
 }
@@ -316,6 +338,11 @@ std::string csv_metric_values(const Results& r, std::size_t levels) {
       per_iteration(r, [](const GpuMetrics& g) { return g.exposed_communication; }).mean, busy_mean(engine::WorkKind::AllToAll),
       busy_mean(engine::WorkKind::AllGather), busy_mean(engine::WorkKind::AllReduce), r.dropped_fraction(),
       r.memory[r.peak_memory_gpu()].total(), choice);
+  // "kind:share" per GPU kind, ';'-separated (one field whatever the number of kinds).
+  const auto by_kind = r.compute_utilisation_by_kind();
+  std::string utilisation;
+  for (std::size_t k = 0; k < by_kind.size(); ++k) utilisation += fmt::format("{}{}:{:.6g}", k ? ";" : "", r.gpu_kinds[k], by_kind[k]);
+  row += "," + csv_field(utilisation);
   const double iters = iterations_of(r);
   for (std::size_t l = 0; l < levels; ++l)
     row += l < r.network.bytes_by_level.size() ? fmt::format(",{}", r.network.bytes_by_level[l] / iters) : std::string(",");

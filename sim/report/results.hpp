@@ -50,6 +50,7 @@ struct Results {
   std::vector<AlternativeResult> alternatives;
   std::uint32_t gpus = 0;
   std::vector<std::string> gpu_kinds;
+  std::vector<std::uint16_t> kind_of_gpu;  // per GPU, its index in gpu_kinds
   std::vector<LevelResult> levels;
   schema::Json calibration;  // what the scenario's profile set (null: none)
   std::vector<IterationResult> iterations;
@@ -68,6 +69,10 @@ struct Results {
   double dropped_copies() const;
   double dropped_fraction() const;
   std::size_t peak_memory_gpu() const;
+  // Per GPU kind (gpu_kinds' order): the mean over its GPUs of the share of an iteration they
+  // compute (the union of their compute kernels over the mean iteration time; HeterMoE Table 3's
+  // utilisation, 1 − the bubbles).
+  std::vector<double> compute_utilisation_by_kind() const;
   // The strategy's choice among alternatives it can make (Parm's schedule); empty if none.
   std::string choice() const;
 };

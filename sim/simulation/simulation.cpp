@@ -307,6 +307,8 @@ void Simulation::collect(const report::Metrics& metrics, const std::vector<repor
   r.gpus = topology_.gpu_count();
   r.gpu_kinds.clear();
   for (const auto& k : topology_.kinds()) r.gpu_kinds.push_back(k.key);
+  r.kind_of_gpu.clear();
+  for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g) r.kind_of_gpu.push_back(topology_.kind_index(g));
   r.levels.clear();
   for (int l = 0; l < topology_.level_count(); ++l) {
     const auto& lv = topology_.levels()[l];
