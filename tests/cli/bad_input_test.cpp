@@ -777,5 +777,40 @@ TEST_F(BadInput, LatentAttentionWithFewerKeyValueHeads) {
                                       {"$.model.kv_heads", "kv_heads 4 is not heads 16"});
 }
 
+// Zebra parallelism needs two GPU kinds, and Asym-EA's offload must split over the attention GPUs.
+TEST_F(BadInput, ZebraOnOneGpuKind) {
+  expect_rejected_by_run_and_validate(
+      "zebra-one-kind.json",
+      scenario_text(kTwoNodes, R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})", R"({"name": "zebra"})"),
+      {"$.cluster.groups", "exactly two GPU kinds", "the cluster has 1", "hetermoe-o1"});
+}
+
+TEST_F(BadInput, ZebraAsymEaOnWhereTheGpuCountsDoNotDivide) {
+  // 4 A40 and 3 V100 (Fig. 10's 4:3): Asym-EA needs M a multiple of N or N of M (HeterMoE §4.2).
+  const std::string cluster = R"({"groups": [{"gpu": "a40-48gb", "count": 4}, {"gpu": "v100-sxm2-16gb", "count": 3}],
+      "levels": [{"name": "gpu", "count": 7, "bandwidth": "100Gbps", "latency": "5us"}]})";
+  expect_rejected_by_run_and_validate(
+      "zebra-4-3.json",
+      scenario_text(cluster, R"({"preset": "mixtral-d1"})", R"({"sequence_length": 4096, "dtype": "fp16"})",
+                    R"({"name": "zebra", "asym_ea": "on"})"),
+      {"$.strategy.asym_ea", "M = 4, N = 3", "\"auto\""});
+}
+
+// O2 (4 A40, 8 V100, Mixtral-D1: 8 MoE layers of 24 experts, 3 per V100).
+std::string zebra_o2(const char* offload) {
+  return scenario_text(R"({"preset": "hetermoe-o2"})", R"({"preset": "mixtral-d1"})",
+                       R"({"sequence_length": 4096, "dtype": "fp16"})", fmt::format(R"({{"name": "zebra", "asym_ea": {}}})", offload));
+}
+
+TEST_F(BadInput, ZebraOffloadListOfTheWrongLength) {
+  expect_rejected_by_run_and_validate("zebra-short.json", zebra_o2("[0, 1, 0, 1, 0, 1, 0]"),
+                                      {"$.strategy.asym_ea", "lists 7 counts", "8 MoE layers"});
+}
+
+TEST_F(BadInput, ZebraOffloadOfMoreExpertsThanAnExpertGpuHolds) {
+  expect_rejected_by_run_and_validate("zebra-too-many.json", zebra_o2("[0, 1, 0, 1, 0, 1, 0, 4]"),
+                                      {"$.strategy.asym_ea[7]", "holds 3 experts per layer", "cannot offload 4"});
+}
+
 }  // namespace
 }  // namespace moesim_cli

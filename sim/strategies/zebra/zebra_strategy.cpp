@@ -233,12 +233,15 @@ void ZebraStrategy::check(const StrategyContext& ctx) const {
                        "give one count per MoE layer");
     for (std::size_t i = 0; i < options_.offloaded.size(); ++i) {
       const int o = options_.offloaded[i];
-      if (o > local || (o * z.n) % z.m != 0)
-        throw InputError("", fmt::format("$.strategy.asym_ea[{}]", i),
-                         fmt::format("an expert GPU cannot offload {} experts: it holds {}, and the {} offloaded by the {} "
-                                     "expert GPUs must split evenly over {} attention GPUs",
-                                     o, local, o * z.n, z.n, z.m),
-                         fmt::format("use a count from 0 to {} whose product with {} divides by {}", local, z.n, z.m));
+      const std::string at = fmt::format("$.strategy.asym_ea[{}]", i);
+      if (o > local)
+        throw InputError("", at, fmt::format("an expert GPU holds {} experts per layer and cannot offload {}", local, o),
+                         fmt::format("use a count from 0 to {}", local));
+      if ((o * z.n) % z.m != 0)
+        throw InputError("", at,
+                         fmt::format("the {} experts the {} expert GPUs offload do not split evenly over {} attention GPUs",
+                                     o * z.n, z.n, z.m),
+                         fmt::format("use a count whose product with {} divides by {}", z.n, z.m));
     }
   }
 }
