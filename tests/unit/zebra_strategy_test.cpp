@@ -7,6 +7,8 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "sim/blocks/layer_costs.hpp"
+#include "sim/blocks/token_routing.hpp"
 #include "sim/calibration/profile.hpp"
 #include "sim/compute/compute_model.hpp"
 #include "sim/schedule/schedule.hpp"
@@ -284,4 +286,125 @@ TEST(Zebra, FullRecomputationRunsEachSidesForwardAgainWithoutExchangingTokensAga
   EXPECT_NEAR(attention / kMs, 27.0, 27e-3);
   EXPECT_EQ(exchanges, 0);
   EXPECT_EQ(full.results_json()["network"]["bytes_by_level"], none.results_json()["network"]["bytes_by_level"]);
+}
+
+namespace {
+
+// A zebra plan on a scenario, and the routing of one of its layers (expected shares).
+struct ZebraPlan {
+  scenario::Scenario sc;
+  cluster::Topology topo;
+  std::vector<compute::ComputeModel> compute;
+  workload::RoutingModel routing;
+  strategies::StrategyContext ctx;
+  strategies::zebra::ZebraStrategy zebra;
+  parallel::PlanPtr plan;
+  explicit ZebraPlan(const std::string& json)
+      : sc(test::scenario_from(json)),
+        topo(sc.topology()),
+        compute{compute::ComputeModel(topo.kinds()[0], sc.compute), compute::ComputeModel(topo.kinds()[1], sc.compute)},
+        routing(sc.routing, sc.model.experts, sc.seed),
+        ctx{{topo, sc.model, sc.training, routing, compute}},
+        zebra(read(sc.strategy_options)) {
+    zebra.check(ctx);
+    plan = zebra.plan(ctx, 0, {});
+  }
+  static strategies::zebra::ZebraOptions read(const schema::Json& o) {
+    strategies::zebra::ZebraOptions z;
+    z.zp_groups = o.value("zp_groups", 1);
+    if (o.contains("asym_ea") && o["asym_ea"].is_array()) {
+      z.asym_ea = strategies::zebra::AsymEaMode::Given;
+      z.offloaded = o["asym_ea"].get<std::vector<int>>();
+    } else {
+      z.asym_ea = strategies::zebra::AsymEaMode::Off;
+    }
+    return z;
+  }
+  blocks::LayerRouting route(int layer) const {
+    const blocks::Context c = ctx;
+    return blocks::route_layer(c, *plan, *plan->moe[static_cast<std::size_t>(layer)], 0, layer, 0);
+  }
+};
+
+// O2: 4 A40 (GPUs 0–3) and 8 V100 (GPUs 4–11), Mixtral-D1 (8 MoE layers, 24 experts, 3 per
+// V100, hidden 1024, top-2), 4096 tokens per A40 and microbatch, FP16, expected shares.
+std::string o2(const std::string& strategy) {
+  return R"({"name": "o2", "cluster": {"preset": "hetermoe-o2"}, "model": {"preset": "mixtral-d1"},
+             "training": {"sequence_length": 4096, "microbatches": 2, "dtype": "fp16"},
+             "routing": {"sampling": "expected"}, "strategy": )" +
+         strategy + "}";
+}
+
+}  // namespace
+
+TEST(Zebra, AttentionGpusSendOnlyToExpertGpusAndAsymEaAddsTheirOffloadedExperts) {
+  // Layer 0 (no offload): each A40 routes 4096 tokens × top-2 = 8192 copies, 1/8 of them to each
+  // V100 (3 of the 24 experts): 1024 copies × 1024 × 2 B = 2 MiB per pair; nothing A40→A40,
+  // nothing from a V100. Layer 3 offloads one expert per V100 ([0,0,0,1,0,0,0,1]): V100 j keeps
+  // experts 3j, 3j+1 and hands 3j+2 to A40 ⌊j/2⌋ (N·o/M = 2 each: A40 0 gets 2 and 5), so each A40
+  // sends 2/24 of its copies, 682.67 × 2 KiB, to each other A40 and 2/24 to each V100.
+  const ZebraPlan z(o2(R"({"name": "zebra", "asym_ea": [0, 0, 0, 1, 0, 0, 0, 1]})"));
+  const auto& p = *z.plan;
+  EXPECT_EQ(p.schedule, parallel::ScheduleKind::LayerMajor);
+  for (std::uint32_t g = 0; g < 12; ++g) EXPECT_EQ(p.role(g), g < 4 ? parallel::kRunsBoth : parallel::kRunsExperts) << g;
+  const double pair = 1024.0 * 1024 * 2;
+  const auto l0 = z.route(0);
+  for (std::uint32_t s = 0; s < 12; ++s)
+    for (std::uint32_t d = 0; d < 12; ++d)
+      EXPECT_DOUBLE_EQ(l0.dispatch[0]->at(s, d), s < 4 && d >= 4 ? pair : 0.0) << s << " -> " << d;
+  EXPECT_FALSE(p.moe[0]->experts_after_attention);
+  ASSERT_TRUE(p.moe[3]->experts_after_attention);
+  const auto& table = p.moe[3]->dispatch[0].replicas->of_expert;
+  for (int e = 0; e < 24; ++e) {
+    const std::uint32_t want = e % 3 == 2 ? static_cast<std::uint32_t>(e / 6) : static_cast<std::uint32_t>(4 + e / 3);
+    EXPECT_EQ(table[static_cast<std::size_t>(e)].at(0).rank, want) << "expert " << e;
+  }
+  const auto l3 = z.route(3);
+  const double copies = 8192.0 * 2 / 24;  // per source and destination of two experts
+  EXPECT_NEAR(l3.dispatch[0]->at(0, 1), copies * 2048, 1e-3);
+  EXPECT_NEAR(l3.dispatch[0]->at(0, 4), copies * 2048, 1e-3);
+  EXPECT_EQ(l3.dispatch[0]->at(4, 0), 0.0);
+  // The A40 computes its two offloaded experts on the copies of all four A40s: 4 × 2 × 341.33.
+  EXPECT_EQ(l3.expert_forward[0], blocks::experts_time(z.compute[0], z.sc.model, std::vector<double>{4 * 341.0 + 4.0 / 3, 4 * 341.0 + 4.0 / 3}, 3584));
+}
+
+TEST(Zebra, EachCommunicationStreamCarriesOneDirection) {
+  // §4.1: dispatch and combine run on their own streams in opposite directions; in the backward
+  // the exchange towards the experts (the combine's gradients) shares the dispatch stream and the
+  // one back (the dispatch's gradients) the combine stream.
+  const std::string text = o2(R"({"name": "zebra", "asym_ea": "off"})");
+  simulation::Simulation sim(test::scenario_from(text));
+  sim.run(test::with_task_log());
+  const parallel::StreamSet& streams = *ZebraPlan(text).plan->streams;  // the numbering the run's program uses
+  int checked = 0;
+  for (const auto& t : sim.task_log().tasks()) {
+    if (t.label.kind != WorkKind::AllToAll) continue;
+    const bool towards_experts = (t.label.phase == Phase::Forward) == (sim.engine().names()[t.label.name] == "dispatch");
+    const auto role = towards_experts ? parallel::StreamRole::Dispatch : parallel::StreamRole::Combine;
+    EXPECT_EQ(t.stream, streams.index(role)) << sim.engine().names()[t.label.name];
+    ++checked;
+  }
+  // 8 layers × 2 microbatches × 2 exchanges × 2 passes, 12 members each.
+  EXPECT_EQ(checked, 8 * 2 * 2 * 2 * 12);
+}
+
+TEST(Zebra, ZpGroupsTrainDataParallel) {
+  // O1 as two ZP groups of 3 A40 + 3 V100 (24 experts, 8 per V100): the dense gradients are
+  // all-reduced over all 6 A40s and each V100's experts with the V100 at the same place of the
+  // other group (8 experts × 3·1024·3584 parameters × 2 B = 176 MiB); the V100s hold no dense
+  // parameters and step only their experts' 8 layers × 8 experts.
+  const ZebraPlan z(R"({"name": "o1", "cluster": {"preset": "hetermoe-o1"}, "model": {"preset": "mixtral-d1"},
+                        "training": {"sequence_length": 4096, "dtype": "fp16"}, "routing": {"sampling": "expected"},
+                        "strategy": {"name": "zebra", "zp_groups": 2}})");
+  const auto& p = *z.plan;
+  ASSERT_EQ(p.gradients.dense_groups->groups.size(), 1u);
+  EXPECT_EQ(p.gradients.dense_groups->groups[0], (std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5}));
+  ASSERT_EQ(p.moe[0]->dispatch.size(), 2u);
+  EXPECT_EQ(p.moe[0]->dispatch[1].gpus, (std::vector<std::uint32_t>{3, 4, 5, 9, 10, 11}));
+  ASSERT_EQ(p.moe[0]->expert_gradients.size(), 1u);
+  const auto& eg = p.moe[0]->expert_gradients[0];
+  EXPECT_DOUBLE_EQ(eg.bytes, 8.0 * 3 * 1024 * 3584 * 2);
+  EXPECT_EQ(eg.groups->groups, (std::vector<std::vector<std::uint32_t>>{{6, 9}, {7, 10}, {8, 11}}));
+  EXPECT_DOUBLE_EQ(p.optimizer_params[6], 8.0 * 8 * 3 * 1024 * 3584);
+  EXPECT_DOUBLE_EQ(p.tokens, 6.0 * 4096);
 }
