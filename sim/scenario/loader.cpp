@@ -519,6 +519,9 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                      fmt::format("use one of: {}", fmt::join(names, ", ")));
   }
   s.strategy_options = schema::validate(s.strategy->options, st, file, "$.strategy");
+  if (!s.strategy->refuses_global_batch.empty() && resolved.at("training").contains("global_batch_size"))
+    throw InputError(file, "$.training.global_batch_size", s.strategy->refuses_global_batch,
+                     "give training.microbatches (and micro_batch_size) instead");
   if (!s.strategy->takes_layout && (!s.parallel.trivial() || s.parallel.sizes.ep > 0)) {
     std::vector<std::string> takes;
     for (const auto& i : strategies::registry())

@@ -19,6 +19,10 @@ struct StrategyInfo {
   // Whether its paper allows a parallel layout (tensor and pipeline parallelism, parallel.ep);
   // the loader refuses one for the others.
   bool takes_layout = false;
+  // Set where the strategy's data-parallel ranks are not the cluster's GPUs over the layout's
+  // model-parallel sizes (zebra trains the attention GPUs' tokens only): why it refuses
+  // training.global_batch_size, which counts them so.
+  std::string refuses_global_batch;
   std::function<std::unique_ptr<Strategy>(const schema::Json& options)> make;
 };
 

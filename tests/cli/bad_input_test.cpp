@@ -812,5 +812,15 @@ TEST_F(BadInput, ZebraOffloadOfMoreExpertsThanAnExpertGpuHolds) {
                                       {"$.strategy.asym_ea[7]", "holds 3 experts per layer", "cannot offload 4"});
 }
 
+TEST_F(BadInput, ZebraWithAGlobalBatch) {
+  // global_batch_size divides the batch over every GPU; zebra's data-parallel ranks are its
+  // attention GPUs, so it takes microbatches (R) instead.
+  expect_rejected_by_run_and_validate(
+      "zebra-global-batch.json",
+      scenario_text(R"({"preset": "hetermoe-o1"})", R"({"preset": "mixtral-d1"})",
+                    R"({"sequence_length": 4096, "dtype": "fp16", "global_batch_size": 24})", R"({"name": "zebra"})"),
+      {"$.training.global_batch_size", "attention GPUs only", "training.microbatches"});
+}
+
 }  // namespace
 }  // namespace moesim_cli

@@ -304,7 +304,7 @@ struct ZebraPlan {
         topo(sc.topology()),
         compute{compute::ComputeModel(topo.kinds()[0], sc.compute), compute::ComputeModel(topo.kinds()[1], sc.compute)},
         routing(sc.routing, sc.model.experts, sc.seed),
-        ctx{{topo, sc.model, sc.training, routing, compute}},
+        ctx{{topo, sc.model, sc.training, routing, compute}, network::Algorithm::Ring, nullptr, nullptr, {}},
         zebra(read(sc.strategy_options)) {
     zebra.check(ctx);
     plan = zebra.plan(ctx, 0, {});

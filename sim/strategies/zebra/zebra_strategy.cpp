@@ -39,6 +39,9 @@ StrategyInfo info() {
       ep::pipelining_degree_option(),
       ep::gradient_sync_option(),
   });
+  s.refuses_global_batch =
+      "zebra trains the tokens of its attention GPUs only (microbatches is HeterMoE's R per attention GPU), while "
+      "global_batch_size divides the batch over every GPU";
   s.make = [](const sc::Json& o) {
     ZebraOptions opt;
     opt.attention_gpu = o.at("attention_gpu").get<std::string>();
@@ -93,16 +96,39 @@ Time experts_of(const compute::ComputeModel& cm, const StrategyContext& ctx, int
   return blocks::experts_time(cm, ctx.model, rows, ctx.model.ffn_hidden);
 }
 
-// The memory one GPU needs for `experts` experts of a layer (weights, gradients, optimizer state
-// and the activations of `copies` token copies per microbatch, `in_flight` microbatches held).
-double expert_bytes(const StrategyContext& ctx, double experts, double copies, double in_flight) {
-  workload::MemoryInputs in;
-  in.params = experts * ctx.model.expert_params();
-  in.expert_tokens_per_layer = copies;
-  in.kept_expert_inputs = copies;
-  in.layers = {ctx.model.dense_layers};
-  in.in_flight = in_flight;
-  return workload::memory_footprint(ctx.model, ctx.training, in).total();
+// What a GPU of each role keeps (workload::memory_footprint's inputs): an attention GPU the
+// replicated model, its tokens' activations and `offloaded` experts acquired over all layers; an
+// expert GPU `kept` experts over all layers and the activations of the copies they receive
+// (`copies` per expert and microbatch, spread evenly over the layers); `in_flight` microbatches.
+workload::MemoryInputs attention_gpu(const StrategyContext& ctx, bool flash, double offloaded, double copies, double in_flight) {
+  const auto& m = ctx.model;
+  workload::MemoryInputs a;
+  a.params = m.replicated_params() + offloaded * m.expert_params();
+  a.tokens = ctx.training.tokens_per_microbatch();
+  a.flash_attention = flash;
+  a.expert_tokens_per_layer = offloaded / std::max(1, m.moe_layers()) * copies;
+  a.in_flight = in_flight;
+  return a;
+}
+
+workload::MemoryInputs expert_gpu(const StrategyContext& ctx, double kept, double copies, double in_flight) {
+  const auto& m = ctx.model;
+  workload::MemoryInputs e;
+  e.params = kept * m.expert_params();
+  e.expert_tokens_per_layer = kept / std::max(1, m.moe_layers()) * copies;
+  e.kept_expert_inputs = e.expert_tokens_per_layer;
+  e.in_flight = in_flight;
+  return e;
+}
+
+// How many experts fit beside what a GPU needs without any: its footprint is linear in the
+// experts it holds (each adds its weights, gradients, optimizer state and its copies'
+// activations), so the capacity is (memory − footprint(0)) / (the footprint of one more).
+template <typename Inputs>
+double experts_that_fit(const StrategyContext& ctx, double memory, double reference, Inputs inputs) {
+  const auto total = [&](double x) { return workload::memory_footprint(ctx.model, ctx.training, inputs(x)).total(); };
+  const double base = total(0), per_expert = (total(reference) - base) / reference;
+  return std::max(0.0, std::floor((memory - base) / per_expert));
 }
 
 }  // namespace
@@ -150,23 +176,19 @@ OffloadCosts ZebraStrategy::offload_costs(const StrategyContext& ctx) const {
   in.t_exp_e = seconds(experts_of(expert, ctx, local, c.tokens_per_expert_gpu));
   in.t_attn_e = seconds(experts_of(attention, ctx, local, c.tokens_per_expert_gpu));
   in.formula = options_.formula;
-  // n_min and n_max (§5): from the memory model, as the paper's profiler measures them. An expert
-  // and its activations take the same bytes on either kind; the R microbatches of the
-  // layer-major schedule are all in flight at once.
+  // n_min and n_max (§5): from the memory model, as the paper's profiler measures them: the
+  // experts the expert GPUs cannot hold must leave; an attention GPU holds what fits beside its
+  // own model and activations. The R microbatches of the layer-major schedule are all in flight.
   const double in_flight = options_.overlap ? ctx.training.microbatches : 1;
-  const double one = expert_bytes(ctx, 1, c.tokens_per_expert_gpu / local, in_flight);
-  const double expert_memory = ctx.topology.kinds()[z.expert_kind].memory_bytes;
-  c.expert_capacity = std::floor(expert_memory / one);
+  const double copies = c.tokens_per_expert_gpu / local;  // per expert and microbatch
+  const double all = static_cast<double>(local) * in.layers;  // the experts an expert GPU holds over all layers
+  const auto& kinds = ctx.topology.kinds();
+  c.expert_capacity = experts_that_fit(ctx, kinds[z.expert_kind].memory_bytes, all,
+                                       [&](double x) { return expert_gpu(ctx, x, copies, in_flight); });
   in.n_min = static_cast<int>(std::max(0.0, m.experts * in.layers - z.n * c.expert_capacity));
-  // The attention GPU's own footprint without experts (memory() of this strategy, offload 0).
-  workload::MemoryInputs a;
-  a.params = m.replicated_params();
-  a.tokens = ctx.training.tokens_per_microbatch();
-  a.flash_attention = ctx.topology.kinds()[z.attention_kind].flash_attention;
-  a.in_flight = in_flight;
-  const double base = workload::memory_footprint(m, ctx.training, a).total();
-  const double attention_memory = ctx.topology.kinds()[z.attention_kind].memory_bytes;
-  in.n_max = static_cast<int>(std::max(0.0, std::floor((attention_memory - base) / one)));
+  const bool flash = kinds[z.attention_kind].flash_attention;
+  in.n_max = static_cast<int>(experts_that_fit(ctx, kinds[z.attention_kind].memory_bytes, all,
+                                               [&](double x) { return attention_gpu(ctx, flash, x, copies, in_flight); }));
   return c;
 }
 
@@ -370,20 +392,9 @@ std::vector<workload::MemoryFootprint> ZebraStrategy::memory(const StrategyConte
     kept_total += local - x;
   }
   std::vector<workload::MemoryFootprint> out(ctx.topology.gpu_count());
-  // Attention GPUs: the replicated model, their tokens' activations, the experts they acquired.
-  workload::MemoryInputs a;
-  a.params = m.replicated_params() + offloaded_total * m.expert_params();
-  a.tokens = ctx.training.tokens_per_microbatch();
-  a.flash_attention = ctx.topology.kinds()[z.attention_kind].flash_attention;
-  a.expert_tokens_per_layer = offloaded_total / std::max(1, m.moe_layers()) * per_expert;
-  a.in_flight = in_flight;
-  // Expert GPUs: their experts and the activations of the copies they receive.
-  workload::MemoryInputs e;
-  e.params = kept_total * m.expert_params();
-  e.expert_tokens_per_layer = kept_total / std::max(1, m.moe_layers()) * per_expert;
-  e.kept_expert_inputs = e.expert_tokens_per_layer;
-  e.in_flight = in_flight;
-  const auto fa = workload::memory_footprint(m, ctx.training, a), fe = workload::memory_footprint(m, ctx.training, e);
+  const bool flash = ctx.topology.kinds()[z.attention_kind].flash_attention;
+  const auto fa = workload::memory_footprint(m, ctx.training, attention_gpu(ctx, flash, offloaded_total, per_expert, in_flight));
+  const auto fe = workload::memory_footprint(m, ctx.training, expert_gpu(ctx, kept_total, per_expert, in_flight));
   for (const auto& g : z.attention)
     for (const std::uint32_t x : g) out[x] = fa;
   for (const auto& g : z.experts)
