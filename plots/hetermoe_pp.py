@@ -27,11 +27,10 @@ moesim reproduces (moesim's values at the commit that added this script in brack
 Not held (the table shows by how much):
 - PP failing at 28K and 32K (Fig. 9b): moesim fits one or two layers on a V100 at every length
   (tests/unit/paper_hetermoe_test.cpp says what moesim's memory model lacks for it);
-- HeterMoE 1.28x faster than PP on average, up to 1.47x, faster at every length [1.07x on
-  average; PP is faster from 28K on O1 and from 16K on O2]: moesim's PP has no all-to-all at all
-  (each GPU holds every expert of its layers; only activations cross between stages and the
-  gradients are all-reduced once per iteration), while ZP's A40s bound it at long lengths (see
-  plots/hetermoe.py).
+- HeterMoE up to 1.47x faster than PP and +7 % to +21 % at 4K: moesim gives 1.31x on average
+  (paper 1.28x) but up to 1.97x, 1.57x at 4K on O2 (its PP has no all-to-all: each GPU holds every
+  expert of its layers, only activations cross between stages). Until the zebra memory bounds
+  counted an expert's marginal bytes, moesim had PP faster than HeterMoE from 28K on O1.
 """
 import argparse
 import csv
