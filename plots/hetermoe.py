@@ -34,8 +34,15 @@ when the check was last revised in brackets):
   2.29x], EP/HeterMoE at 4K 0.85 [0.82], DistEP/HeterMoE 0.56 [0.55], HeterMoE/EP(Ideal) 1.06x
   on average and 1.20x at most [1.18x, 1.38x: the largest within 13 %, a narrow margin], AWS
   HeterMoE/EP(Ideal) 1.08x [1.17x], HeterMoE/EP 2.82x [2.89x], HeterMoE/DistEP 2.01x [1.96x],
-  Asym-EA's gain for D1 on O1 at 4K 1.22x [1.14x].
+  Asym-EA's gain for D1 on O1 at 4K 1.22x [1.14x];
+- Asym-EA's gain for D1 on O1 is largest at 4K and gone (exactly 1: nothing offloaded) beyond 20K
+  (C8: "no gain beyond 20K on D1") [1.22x, 1.08x at 8K, 0.97x at 12K-16K, 1 from 20K].
 Not held:
+- Asym-EA never losing: at 12K-16K it costs D1 on O1 3 % (Algorithm 1 balances forward times,
+  but the A40s' attention backward and recomputation weigh more than the V100s' experts');
+- Table 3's utilisations (C9, not checked here): at 8K without/with Asym-EA moesim's A40 computes
+  70 %/98 % of the iteration and the V100 91 %/74 % (paper 55 %/83 %, 89 %/78 %); at 16K 98 %/99 %
+  and 82 %/74 % (paper 77 %/86 %, 89 %/84 %): the A40 side is heavier in moesim from 16K;
 - throughput falling from 4K to 12K where the older GPUs' experts bound ZP (W2 on O2, C1, C2, and
   HeterMoE without Asym-EA on O1 and O3): moesim's HeterMoE keeps or gains throughput up to
   8K-12K, since expert work and all-to-all bytes per token do not depend on the length and the
@@ -203,10 +210,12 @@ def main():
         measured["onprem_distep_over_ep_32k"] = mean(ratio(b, DISTEP, EP, 32768) for b, *_ in onprem)
         measured["onprem_h_over_ideal"] = mean(ratio(b, HETERMOE, IDEAL, s) for b, *_ in onprem for s in b[HETERMOE])
         measured["onprem_h_over_ideal_max"] = max(ratio(b, HETERMOE, IDEAL, s) for b, *_ in onprem for s in b[HETERMOE])
+    asym_gain = {}
     for b, label, model, _ in settings:
         if label.startswith("O1") and model.endswith("D1"):
             measured["d1_h_over_ep_32k"] = ratio(b, HETERMOE, EP, 32768)
             measured["d1_o1_asym_gain_4k"] = ratio(b, HETERMOE, NO_ASYM, 4096)
+            asym_gain = {s: ratio(b, HETERMOE, NO_ASYM, s) for s in sorted(b[HETERMOE])}
             measured["d1_o1_h_over_ideal_20k"] = ratio(b, HETERMOE, IDEAL, 20480)
         if model.endswith("D2"):
             measured["d2_h_over_ep_32k"] = ratio(b, HETERMOE, EP, 32768)
@@ -277,6 +286,14 @@ def main():
                   f"AWS: HeterMoE/EP {measured['aws_h_over_ep']:.2f} > HeterMoE/DistEP {measured['aws_h_over_distep']:.2f} > 1 fails")
         for key in PAPER:
             within(key)
+        # C8: Asym-EA's gain is largest at the shortest length and gone beyond 20K for Mixtral-D1,
+        # where T^Attn_A >= T^Exp_E and Algorithm 1 offloads nothing (gain exactly 1).
+        if asym_gain:
+            first = min(asym_gain)
+            check(all(asym_gain[first] > g for s, g in asym_gain.items() if s != first),
+                  f"Asym-EA's gain for D1 on O1 is not largest at {first}: {asym_gain}")
+            check(all(abs(g - 1) < 1e-9 for s, g in asym_gain.items() if s > 20480),
+                  f"Asym-EA still changes D1 on O1 beyond 20K: {asym_gain}")
 
     if args.output:
         n = len(settings)
