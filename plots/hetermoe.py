@@ -64,6 +64,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+import paper_check  # noqa: E402  (plots/, beside this script)
+
 SEQ = "training.sequence_length"
 CLUSTER = "cluster"
 STRATEGY = "strategy"
@@ -317,17 +319,7 @@ def main():
             ax.axis("off")
         axes.flat[0].legend(fontsize=7)
         fig.suptitle("HeterMoE Fig. 7/8 in moesim (best all-to-all degree per method)", fontsize=10)
-        fig.tight_layout()
-        fig.savefig(args.output, dpi=120)
-        print(f"\nwrote {args.output}")
-
-    if failures:
-        for f_ in failures:
-            print(f"CHECK FAILED: {f_}", file=sys.stderr)
-        sys.exit(1)
-    if args.check:
-        print("check: every held trend holds")
-
+    paper_check.finish(fig if args.output else None, args.output, failures, args.check)
 
 if __name__ == "__main__":
     main()

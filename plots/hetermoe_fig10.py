@@ -40,6 +40,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+import paper_check  # noqa: E402  (plots/, beside this script)
+
 SEQ = "training.sequence_length"
 CLUSTER = "cluster"
 STRATEGY = "strategy"
@@ -164,17 +166,7 @@ def main():
         ax.set_title("HeterMoE Fig. 10 in moesim (Mixtral-D1 architecture)", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, title="sequence", title_fontsize=8)
-        fig.tight_layout()
-        fig.savefig(args.output, dpi=120)
-        print(f"\nwrote {args.output}")
-
-    if failures:
-        for f_ in failures:
-            print(f"CHECK FAILED: {f_}", file=sys.stderr)
-        sys.exit(1)
-    if args.check:
-        print("check: every held claim holds")
-
+    paper_check.finish(fig if args.output else None, args.output, failures, args.check)
 
 if __name__ == "__main__":
     main()

@@ -44,6 +44,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+import paper_check  # noqa: E402  (plots/, beside this script)
+
 SEQ = "training.sequence_length"
 PAPER = {"mean": 1.28, "max": 1.47, "at_4k": (1.07, 1.21)}
 
@@ -156,17 +158,7 @@ def main():
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
         fig.suptitle("HeterMoE Fig. 9 in moesim", fontsize=10)
-        fig.tight_layout()
-        fig.savefig(args.output, dpi=120)
-        print(f"\nwrote {args.output}")
-
-    if failures:
-        for f_ in failures:
-            print(f"CHECK FAILED: {f_}", file=sys.stderr)
-        sys.exit(1)
-    if args.check:
-        print("check: every held claim holds")
-
+    paper_check.finish(fig if args.output else None, args.output, failures, args.check)
 
 if __name__ == "__main__":
     main()

@@ -302,31 +302,31 @@ void moe_close(Emission& em, MoeInFlight& x, Frontier& f) {
   run_steps(em, steps_at(p, pass.after), x.phase, x.layer, x.microbatch, f);
 }
 
+MoeInFlight MoeInFlight::of(const parallel::MoeLayerPlan& plan, const LayerRouting& routing, Phase phase, int layer,
+                             int microbatch, const Frontier* fetched, Frontier& experts_done) {
+  MoeInFlight x;
+  x.plan = &plan;
+  x.routing = &routing;
+  x.phase = phase;
+  x.backward = phase == Phase::Backward;
+  x.layer = layer;
+  x.microbatch = microbatch;
+  x.fetched = fetched;
+  x.experts_done = &experts_done;
+  return x;
+}
+
 void moe_forward(Emission& em, const parallel::MoeLayerPlan& p, int layer, int mb, const LayerRouting& rt,
                  const Frontier* fetched, Frontier& f, Phase phase) {
   Frontier experts;
-  MoeInFlight x;
-  x.plan = &p;
-  x.routing = &rt;
-  x.phase = phase;
-  x.layer = layer;
-  x.microbatch = mb;
-  x.fetched = fetched;
-  x.experts_done = &experts;
+  MoeInFlight x = MoeInFlight::of(p, rt, phase, layer, mb, fetched, experts);
   moe_open(em, x, f, false);
   moe_close(em, x, f);
 }
 
 void moe_backward(Emission& em, const parallel::MoeLayerPlan& p, int layer, int mb, const LayerRouting& rt, Frontier& f,
                   Frontier& experts_done) {
-  MoeInFlight x;
-  x.plan = &p;
-  x.routing = &rt;
-  x.phase = Phase::Backward;
-  x.backward = true;
-  x.layer = layer;
-  x.microbatch = mb;
-  x.experts_done = &experts_done;
+  MoeInFlight x = MoeInFlight::of(p, rt, Phase::Backward, layer, mb, nullptr, experts_done);
   moe_open(em, x, f, false);
   moe_close(em, x, f);
 }

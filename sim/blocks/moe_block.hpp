@@ -40,6 +40,10 @@ struct MoeInFlight {
   // = 2 + 1 forwards). The un-permute is not recomputed (its inputs, the combined expert outputs,
   // are kept in the receive buffers).
   bool recompute_locally = false;
+
+  // A block of `plan` for one layer and microbatch, in `phase` (Backward: the backward pass).
+  static MoeInFlight of(const parallel::MoeLayerPlan& plan, const LayerRouting& routing, engine::Phase phase, int layer,
+                        int microbatch, const Frontier* fetched, Frontier& experts_done);
 };
 
 // `defer`: leave the experts of GPUs that also run attention, and the second exchange, to

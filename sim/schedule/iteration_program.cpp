@@ -135,16 +135,12 @@ void Writer::layer_forward(Phase phase, int l, int mb, const blocks::LayerRoutin
 // closing kernel is written with the microbatch's next work item.
 void Writer::open_block(Phase phase, int l, int mb, const blocks::LayerRouting& rt, Frontier& f) {
   auto open = std::make_unique<Open>();
+  const parallel::MoeLayerPlan& plan = *plan_.moe[l];
+  const bool backward = phase == Phase::Backward;
+  open->block = blocks::MoeInFlight::of(plan, rt, phase, l, mb, plan.fetch && !backward ? &fetched_[l] : nullptr,
+                                        backward ? experts_done_[l] : open->experts);
   blocks::MoeInFlight& x = open->block;
-  x.plan = plan_.moe[l].get();
-  x.routing = &rt;
-  x.phase = phase;
-  x.backward = phase == Phase::Backward;
-  x.layer = l;
-  x.microbatch = mb;
-  x.fetched = x.plan->fetch ? &fetched_[l] : nullptr;
-  x.experts_done = x.backward ? &experts_done_[l] : &open->experts;
-  x.recompute_locally = x.backward && em_.ctx.training.recompute == workload::Recompute::Full;
+  x.recompute_locally = backward && em_.ctx.training.recompute == workload::Recompute::Full;
   blocks::moe_open(em_, x, f, x.plan->experts_after_attention);
   open_[mb] = std::move(open);
 }
