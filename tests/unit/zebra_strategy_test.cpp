@@ -375,13 +375,13 @@ TEST(Zebra, EachCommunicationStreamCarriesOneDirection) {
   const std::string text = o2(R"({"name": "zebra", "asym_ea": "off"})");
   simulation::Simulation sim(test::scenario_from(text));
   sim.run(test::with_task_log());
-  const parallel::StreamSet& streams = *ZebraPlan(text).plan->streams;  // the numbering the run's program uses
+  const auto streams = ZebraPlan(text).plan->streams;  // the numbering the run's program uses (kept alive)
   int checked = 0;
   for (const auto& t : sim.task_log().tasks()) {
     if (t.label.kind != WorkKind::AllToAll) continue;
     const bool towards_experts = (t.label.phase == Phase::Forward) == (sim.engine().names()[t.label.name] == "dispatch");
     const auto role = towards_experts ? parallel::StreamRole::Dispatch : parallel::StreamRole::Combine;
-    EXPECT_EQ(t.stream, streams.index(role)) << sim.engine().names()[t.label.name];
+    EXPECT_EQ(t.stream, streams->index(role)) << sim.engine().names()[t.label.name];
     ++checked;
   }
   // 8 layers × 2 microbatches × 2 exchanges × 2 passes, 12 members each.
