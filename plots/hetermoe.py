@@ -52,7 +52,6 @@ recomputed once per GPU, not per expert), Algorithm 1 was forced to offload expe
 could hold, and moesim put HeterMoE below EP(Ideal) everywhere (0.88x on average).
 """
 import argparse
-import csv
 import json
 import math
 import os
@@ -127,16 +126,7 @@ def method_of(cluster, strategy, path):
 
 def load(path):
     """{method: {seq: tokens/s (best degree)}}, the setting's label, the model's name, on-premise?"""
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        fail(f"cannot read {path}: {e.strerror}; run moesim sweep scenarios/hetermoe-*.json first")
-    if not rows:
-        fail(f"{path} has no rows")
-    for column in (SEQ, CLUSTER, STRATEGY):
-        if column not in rows[0]:
-            fail(f"{path} has no column {column!r}; sweep one of scenarios/hetermoe-*.json")
+    rows = paper_check.read_sweep(path, (SEQ, CLUSTER, STRATEGY), "one of scenarios/hetermoe-*.json")
     eff = os.path.join(os.path.dirname(path), "scenario.effective.json")
     if not os.path.exists(eff):
         fail(f"{eff} is missing: give the results.csv of a moesim sweep folder")

@@ -30,7 +30,6 @@ recomputed once per GPU, not per expert), Algorithm 1 was forced to offload expe
 could hold, and HeterMoE stayed below EP(Ideal) everywhere (0.96x at most).
 """
 import argparse
-import csv
 import json
 import sys
 from collections import defaultdict
@@ -56,16 +55,7 @@ def fail(msg):
 
 def load(path):
     """{seq: {v100s: tokens/s}} for HeterMoE and for EP(Ideal)."""
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        fail(f"cannot read {path}: {e.strerror}; run moesim sweep scenarios/hetermoe-fig10.json first")
-    if not rows:
-        fail(f"{path} has no rows")
-    for column in (SEQ, CLUSTER, STRATEGY):
-        if column not in rows[0]:
-            fail(f"{path} has no column {column!r}; sweep scenarios/hetermoe-fig10.json")
+    rows = paper_check.read_sweep(path, (SEQ, CLUSTER, STRATEGY), "scenarios/hetermoe-fig10.json")
     zebra = defaultdict(dict)
     halves = defaultdict(dict)  # (kind, count) -> {seq: best}
     ratio_of_half = {}

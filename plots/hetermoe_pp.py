@@ -33,7 +33,6 @@ Not held (the table shows by how much):
   counted an expert's marginal bytes, moesim had PP faster than HeterMoE from 28K on O1.
 """
 import argparse
-import csv
 import json
 import os
 import sys
@@ -55,14 +54,7 @@ def fail(msg):
 
 
 def read(path, columns):
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        fail(f"cannot read {path}: {e.strerror}; run the sweeps first (see --help)")
-    if not rows or any(c not in rows[0] for c in columns):
-        fail(f"{path} lacks the columns {columns}")
-    return rows
+    return paper_check.read_sweep(path, columns, "scenarios/hetermoe-pp.json and hetermoe-o1/-o2.json")
 
 
 def setup_of(cluster):
