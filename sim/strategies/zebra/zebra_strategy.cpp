@@ -67,10 +67,7 @@ StrategyInfo info() {
                        "use \"auto\", \"on\", \"off\" or a list of counts per MoE layer");
     }
     opt.formula = o.at("t_squeeze") == "paper" ? SqueezeFormula::Paper : SqueezeFormula::Consistent;
-    ep::EpOptions it;
-    ep::read_iteration_options(o, it);
-    opt.pipelining_degree = it.pipelining_degree;
-    opt.overlap_gradient_sync = it.overlap_gradient_sync;
+    ep::read_iteration_options(o, opt.iteration);
     return std::make_unique<ZebraStrategy>(opt);
   };
   return s;
@@ -157,9 +154,8 @@ ZpGroups ZebraStrategy::groups(const StrategyContext& ctx) const {
   return z;
 }
 
-OffloadCosts ZebraStrategy::offload_costs(const StrategyContext& ctx) const {
+OffloadCosts ZebraStrategy::offload_costs(const StrategyContext& ctx, const ZpGroups& z) const {
   const auto& m = ctx.model;
-  const ZpGroups z = groups(ctx);
   const auto& attention = ctx.compute[z.attention_kind];
   const auto& expert = ctx.compute[z.expert_kind];
   const int local = m.experts / z.n;
@@ -192,30 +188,33 @@ OffloadCosts ZebraStrategy::offload_costs(const StrategyContext& ctx) const {
   return c;
 }
 
-std::vector<int> ZebraStrategy::offloaded(const StrategyContext& ctx, std::string* why) const {
-  const int layers = ctx.model.moe_layers();
-  std::vector<int> none(static_cast<std::size_t>(layers), 0);
-  const auto say = [&](const std::string& s) {
-    if (why) *why = s;
-  };
+ZebraStrategy::Placement ZebraStrategy::placement(const StrategyContext& ctx) const {
+  Placement p;
+  p.groups = groups(ctx);
+  const ZpGroups& z = p.groups;
+  p.costs = offload_costs(ctx, z);
+  const bool applies = options_.overlap && asym_ea_divisible(z.m, z.n);
+  if (applies) p.algorithm = gather_and_squeeze(p.costs.inputs);
+  p.offloaded.assign(static_cast<std::size_t>(ctx.model.moe_layers()), 0);
   switch (options_.asym_ea) {
-    case AsymEaMode::Given: say("given"); return options_.offloaded;
-    case AsymEaMode::Off: say("off"); return none;
+    case AsymEaMode::Given:
+      p.mode = "given";
+      p.offloaded = options_.offloaded;
+      break;
+    case AsymEaMode::Off: p.mode = "off"; break;
     case AsymEaMode::Auto:
-    case AsymEaMode::On: break;
+    case AsymEaMode::On:
+      if (applies) {
+        p.mode = "algorithm 1";
+        p.offloaded = p.algorithm->offloaded;
+      } else if (!options_.overlap) {
+        p.mode = "off: DistEP has no Asym-EA";
+      } else {
+        p.mode = fmt::format("off: {} attention and {} expert GPUs per ZP group do not divide one another (§4.2)", z.m, z.n);
+      }
+      break;
   }
-  if (!options_.overlap) {
-    say("off: DistEP has no Asym-EA");
-    return none;
-  }
-  const ZpGroups z = groups(ctx);
-  if (!asym_ea_divisible(z.m, z.n)) {
-    say(fmt::format("off: {} attention and {} expert GPUs per ZP group do not divide one another (§4.2)", z.m, z.n));
-    return none;
-  }
-  say("algorithm 1");
-  OffloadPlan p = gather_and_squeeze(offload_costs(ctx).inputs);
-  return p.offloaded;
+  return p;
 }
 
 void ZebraStrategy::check(const StrategyContext& ctx) const {
@@ -272,8 +271,9 @@ parallel::PlanPtr ZebraStrategy::plan(const StrategyContext& ctx, int, const par
   if (plan_) return plan_;
   const auto& m = ctx.model;
   const auto& t = ctx.training;
-  const ZpGroups z = groups(ctx);
-  const std::vector<int> o = offloaded(ctx);
+  const Placement place = placement(ctx);
+  const ZpGroups& z = place.groups;
+  const std::vector<int>& o = place.offloaded;
   const int local = m.experts / z.n;
   const std::uint32_t gpus = ctx.topology.gpu_count();
   const int zp = options_.zp_groups;
@@ -289,8 +289,8 @@ parallel::PlanPtr ZebraStrategy::plan(const StrategyContext& ctx, int, const par
     g.gpus.insert(g.gpus.end(), z.experts[i].begin(), z.experts[i].end());
     in.groups.push_back(std::move(g));
   }
-  in.chunks = options_.pipelining_degree;
-  in.timing = options_.overlap_gradient_sync ? parallel::GradientTiming::Overlap : parallel::GradientTiming::AfterBackward;
+  in.chunks = options_.iteration.pipelining_degree;
+  in.timing = ep::timing(options_.iteration);
   in.params_per_gpu = 1;  // replaced below, per role
   auto plan = std::make_shared<parallel::IterationPlan>(*ep::make_plan(ctx, in));
   plan->schedule = options_.overlap ? parallel::ScheduleKind::LayerMajor : parallel::ScheduleKind::Pipeline;
@@ -379,15 +379,14 @@ parallel::PlanPtr ZebraStrategy::plan(const StrategyContext& ctx, int, const par
 
 std::vector<workload::MemoryFootprint> ZebraStrategy::memory(const StrategyContext& ctx) const {
   const auto& m = ctx.model;
-  const ZpGroups z = groups(ctx);
-  const std::vector<int> o = offloaded(ctx);
+  const Placement place = placement(ctx);
+  const ZpGroups& z = place.groups;
   const int local = m.experts / z.n;
-  const OffloadCosts c = offload_costs(ctx);
-  const double per_expert = c.tokens_per_expert_gpu / local;  // token copies of one expert per microbatch
+  const double per_expert = place.costs.tokens_per_expert_gpu / local;  // token copies of one expert per microbatch
   // Theorem 1's order keeps every microbatch's activations until the backward; DistEP one.
   const double in_flight = options_.overlap ? ctx.training.microbatches : 1;
   double offloaded_total = 0, kept_total = 0;
-  for (const int x : o) {
+  for (const int x : place.offloaded) {
     offloaded_total += static_cast<double>(x) * z.n / z.m;
     kept_total += local - x;
   }
@@ -404,11 +403,12 @@ std::vector<workload::MemoryFootprint> ZebraStrategy::memory(const StrategyConte
 
 std::size_t ZebraStrategy::tasks_per_iteration(const StrategyContext& ctx) const {
   // At most what EP writes on the same GPUs (zebra's GPUs each run a part of EP's work).
-  return ep::tasks_per_iteration(ctx, options_.pipelining_degree);
+  return ep::tasks_per_iteration(ctx, options_.iteration.pipelining_degree);
 }
 
 schema::Json ZebraStrategy::describe(const StrategyContext& ctx) const {
-  const ZpGroups z = groups(ctx);
+  const Placement place = placement(ctx);
+  const ZpGroups& z = place.groups;
   schema::Json j;
   const auto& kinds = ctx.topology.kinds();
   j["attention_gpu"] = kinds[z.attention_kind].key;
@@ -418,14 +418,12 @@ schema::Json ZebraStrategy::describe(const StrategyContext& ctx) const {
   j["expert_gpus_per_group"] = z.n;
   j["microbatches"] = ctx.training.microbatches;
   j["overlap"] = options_.overlap ? "zebra" : "none";
-  std::string why;
-  const std::vector<int> o = offloaded(ctx, &why);
   schema::Json asym;
-  asym["mode"] = why;
-  asym["offloaded"] = o;
-  if (options_.overlap && asym_ea_divisible(z.m, z.n)) {
-    const OffloadCosts c = offload_costs(ctx);
-    const OffloadPlan p = gather_and_squeeze(c.inputs);
+  asym["mode"] = place.mode;
+  asym["offloaded"] = place.offloaded;
+  if (place.algorithm) {
+    const OffloadCosts& c = place.costs;
+    const OffloadPlan& p = *place.algorithm;
     asym["t_squeeze_formula"] = options_.formula == SqueezeFormula::Paper ? "paper" : "consistent";
     asym["n1"] = p.n1;
     asym["n2"] = p.n2;
@@ -440,8 +438,8 @@ schema::Json ZebraStrategy::describe(const StrategyContext& ctx) const {
     asym["n_max"] = c.inputs.n_max;
   }
   j["asym_ea"] = asym;
-  j["pipelining_degree"] = options_.pipelining_degree;
-  j["gradient_sync"] = options_.overlap_gradient_sync ? "overlap" : "after_backward";
+  j["pipelining_degree"] = options_.iteration.pipelining_degree;
+  j["gradient_sync"] = options_.iteration.overlap_gradient_sync ? "overlap" : "after_backward";
   return j;
 }
 

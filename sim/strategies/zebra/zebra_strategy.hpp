@@ -18,6 +18,7 @@
 
 #include <optional>
 
+#include "sim/strategies/ep/ep_strategy.hpp"
 #include "sim/strategies/registry.hpp"
 #include "sim/strategies/zebra/asym_ea.hpp"
 
@@ -34,8 +35,7 @@ struct ZebraOptions {
   AsymEaMode asym_ea = AsymEaMode::Auto;
   std::vector<int> offloaded;  // AsymEaMode::Given: o_l per MoE layer
   SqueezeFormula formula = SqueezeFormula::Paper;
-  int pipelining_degree = 1;
-  bool overlap_gradient_sync = true;
+  ep::EpOptions iteration;  // what every EP-based plan takes: pipelining degree, gradient sync
 };
 
 // The GPUs of every ZP group.
@@ -62,10 +62,17 @@ class ZebraStrategy final : public Strategy {
   parallel::PlanPtr plan(const StrategyContext& ctx, int iteration, const parallel::RunState& state) override;
   schema::Json describe(const StrategyContext& ctx) const override;
 
+  // What the options resolve to on the scenario's cluster and model.
+  struct Placement {
+    ZpGroups groups;
+    OffloadCosts costs;                     // Algorithm 1's inputs as moesim costs them
+    std::optional<OffloadPlan> algorithm;   // Algorithm 1's result, where Asym-EA applies (zebra overlap, M and N dividing)
+    std::vector<int> offloaded;             // o_l per MoE layer (from each expert GPU) as the options say
+    std::string mode;                       // how `offloaded` was decided ("algorithm 1", "given", "off: why")
+  };
+  Placement placement(const StrategyContext& ctx) const;
   ZpGroups groups(const StrategyContext& ctx) const;
-  OffloadCosts offload_costs(const StrategyContext& ctx) const;
-  // o_l per MoE layer (from each expert GPU) as the options say; `why` tells when Asym-EA is off.
-  std::vector<int> offloaded(const StrategyContext& ctx, std::string* why = nullptr) const;
+  OffloadCosts offload_costs(const StrategyContext& ctx, const ZpGroups& z) const;
 
  private:
   ZebraOptions options_;
