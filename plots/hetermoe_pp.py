@@ -21,7 +21,8 @@ moesim reproduces (moesim's values at the commit that added this script in brack
 - the V100 stages hold at most 3 of Mixtral-D1's layers: every split with 4 or more on a V100 is
   refused at every length (§6.3: PP "may fail to achieve an optimal layer assignment" under
   memory; 4 layers' weights, gradients and Adam state alone pass 16 GiB,
-  tests/unit/paper_hetermoe_test.cpp);
+  tests/unit/paper_hetermoe_test.cpp), and every split with at most 2 per V100 stage runs (3 on
+  the last V100 stage, which also keeps the LM head's fp32 logits, are refused from 20K);
 - HeterMoE is faster than PP at 4K on both setups (paper: by 7-21 %) [1.47x O1, 1.20x O2; O2
   within the paper's range, O1 above it].
 Not held (the table shows by how much):
@@ -125,7 +126,7 @@ def main():
                 check(all(split[0] > v for v in split[1:]), f"{setup} at {s}: the best split {split} does not give the A40 stage the most layers")
             if args.check:
                 held = [x for x in refused[(setup, s)]]
-                check(all(max(x[1:]) >= 4 for x in held), f"{setup} at {s}: a split with at most 3 layers per V100 stage is refused: {held}")
+                check(all(max(x[1:]) >= 3 for x in held), f"{setup} at {s}: a split with at most 2 layers per V100 stage is refused: {held}")
                 check(all(max(x[1:]) <= 3 for x in ran[(setup, s)]),
                       f"{setup} at {s}: a split with 4 or more layers on a V100 stage ran: {ran[(setup, s)]}")
         if args.check and (setup, 4096) in zebra and (setup, 4096) in pp:

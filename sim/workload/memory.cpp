@@ -73,6 +73,20 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   } else {
     f.activations = in.in_flight * layers_total;
   }
+  if (m.vocab > 0) {
+    // The embedding keeps its tokens' ids (8 bytes each) and dropout mask (1 byte per element)
+    // for every microbatch in flight; the head keeps the final norm's input and the output
+    // projection's (2h each, 16-bit) and the logits in fp32 for the cross entropy (4v), the
+    // vocabulary split over tp (Megatron's vocabulary-parallel head), the norm's input too with
+    // sequence parallelism. Megatron counts these once per microbatch whose loss awaits its
+    // backward: one under 1F1B, every microbatch under GPipe.
+    if (in.embedding) f.activations += in.in_flight * in.tokens * (8.0 + m.hidden);
+    if (in.lm_head) {
+      const double inputs = 4.0 * sbh * scale / (in.sequence_parallel ? tp : 1.0);
+      const double logits = 4.0 * in.tokens * m.vocab / tp;
+      f.activations += (in.lm_head_in_flight >= 0 ? in.lm_head_in_flight : in.in_flight) * (inputs + logits);
+    }
+  }
   return f;
 }
 

@@ -8,7 +8,11 @@
 // the expert activations of the tokens a GPU actually receives. A pipeline stage holds its own
 // layers' activations for as many microbatches as its schedule keeps in flight. Recomputation
 // (§5): selective drops the scores; full keeps each layer's input (2·sbh) and one layer whole. With the optimizer on the host
-// (ZeRO-Offload) its state and a copy of the gradients live in host memory instead.
+// (ZeRO-Offload) its state and a copy of the gradients live in host memory instead. The
+// vocabulary's ends as Megatron-LM's theoretical memory estimate counts them
+// (megatron/training/theoretical_memory_usage.py): the embedding's token ids and dropout mask,
+// 8·sb + sbh, and before the loss the final norm's and output projection's inputs with the fp32
+// logits, 4·sbh·(1 + v/h), split over tp.
 #pragma once
 
 #include <vector>
@@ -44,6 +48,11 @@ struct MemoryInputs {
   bool sequence_parallel = false;       // the attention block's and norms' activations split over tp too (§4.2.2: 34·sbh/t)
   std::vector<int> layers;              // the layers this GPU holds (empty: all)
   double in_flight = 1;                 // microbatches whose activations it holds at once (the schedule's peak)
+  // The vocabulary's ends this GPU runs (models with a vocabulary only): the input embedding (the
+  // first stage) and the LM head with its loss (the last stage); zebra's expert GPUs run neither.
+  bool embedding = true;
+  bool lm_head = true;
+  double lm_head_in_flight = -1;        // microbatches whose logits it holds at once (< 0: in_flight)
 };
 
 MemoryFootprint memory_footprint(const ModelShape& model, const TrainingConfig& training, const MemoryInputs& in);

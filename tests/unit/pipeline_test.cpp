@@ -114,6 +114,32 @@ TEST(Pipeline, EachStageKeepsTheActivationsOfItsMicrobatchesInFlight) {
   EXPECT_DOUBLE_EQ(one.memory()[0].weights * p, flat.memory()[0].weights);
 }
 
+TEST(Pipeline, TheFirstStageKeepsTheEmbeddingAndTheLastTheLogitsOfEachMicrobatchAtTheLoss) {
+  // Megatron-LM's estimate (megatron/training/theoretical_memory_usage.py): the embedding keeps
+  // 8 + h bytes per token (token ids, dropout mask) for every microbatch in flight on the first
+  // stage; the last stage keeps 4·(h + v) per token (final norm's and output projection's 16-bit
+  // inputs, fp32 logits) for each microbatch whose loss awaits its backward: 1 under 1F1B, all m
+  // under GPipe. T = 128 tokens, h = 256, v = 1000: the embedding 128·264 = 33,792 B per
+  // microbatch, the head 4·128·1256 = 643,072 B; the middle stages keep neither.
+  const int p = 4, m = 8;
+  for (const std::string kind : {"1f1b", "gpipe"}) {
+    SCOPED_TRACE(kind);
+    const auto plain = pipelined(p, 2 * p, m, kind);
+    auto with_vocab = plain;
+    with_vocab["model"]["vocab"] = 1000;
+    simulation::Simulation without(test::scenario_from(plain.dump()));
+    without.run();
+    simulation::Simulation with(test::scenario_from(with_vocab.dump()));
+    with.run();
+    for (int s = 0; s < p; ++s) {
+      const double in_flight = kind == "1f1b" ? p - s : m;
+      const double at_loss = kind == "1f1b" ? 1 : m;
+      const double want = (s == 0 ? in_flight * 33792.0 : 0.0) + (s == p - 1 ? at_loss * 643072.0 : 0.0);
+      EXPECT_DOUBLE_EQ(with.memory()[s].activations - without.memory()[s].activations, want) << s;
+    }
+  }
+}
+
 TEST(Pipeline, EachStageRunsItsOwnLayersAndSendsActivationsToTheNext) {
   // 4 stages of 2 layers: GPU 2 runs the forward attention of layers 4 and 5 only; every
   // microbatch crosses 3 stage boundaries each way: 2·3·m transfers of 64 KiB.

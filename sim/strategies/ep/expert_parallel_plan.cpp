@@ -220,6 +220,8 @@ std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n,
     in.expert_ffn_hidden = m.ffn_hidden / sizes.etp;
     // Units in flight hold one chunk each: the stage's layers over its chunks.
     in.in_flight = schedule::peak_in_flight(order) / static_cast<double>(pipeline.chunks);
+    in.embedding = std::find(in.layers.begin(), in.layers.end(), 0) != in.layers.end();
+    in.lm_head = std::find(in.layers.begin(), in.layers.end(), m.layers - 1) != in.layers.end();
     for (const std::uint32_t g : pipeline.stage_gpus[s]) {
       in.flash_attention = ctx.topology.gpu(g).flash_attention;
       out[g] = workload::memory_footprint(m, ctx.training, in);

@@ -105,6 +105,7 @@ workload::MemoryInputs attention_gpu(const StrategyContext& ctx, bool flash, dou
   a.flash_attention = flash;
   a.expert_tokens_per_layer = offloaded / std::max(1, m.moe_layers()) * copies;
   a.in_flight = in_flight;
+  a.lm_head_in_flight = 1;  // Theorem 1 runs each microbatch's head backward right after its forward
   return a;
 }
 
@@ -115,6 +116,7 @@ workload::MemoryInputs expert_gpu(const StrategyContext& ctx, double kept, doubl
   e.expert_tokens_per_layer = kept / std::max(1, m.moe_layers()) * copies;
   e.kept_expert_inputs = e.expert_tokens_per_layer;
   e.in_flight = in_flight;
+  e.embedding = e.lm_head = false;  // the vocabulary's ends run on the attention GPUs
   return e;
 }
 
