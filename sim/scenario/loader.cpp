@@ -30,6 +30,21 @@ fs::path Loader::default_data_dir() {
 
 Loader::Loader(fs::path data_dir) : data_dir_(std::move(data_dir)) {}
 
+fs::path Loader::data_file(const std::string& name_text, const std::string& file, const std::string& path,
+                           const std::string& what, const std::string& example) const {
+  const fs::path name = name_text;
+  fs::path found = name.is_absolute() ? name : data_dir_ / name;
+  std::error_code ec;
+  if (!name.is_absolute() && !fs::exists(found, ec)) found = fs::path(file).parent_path() / name;
+  if (fs::exists(found, ec) && !fs::is_regular_file(found, ec))
+    throw InputError(file, path, fmt::format("{} is not a file", found.string()),
+                     fmt::format("name a {}, e.g. \"{}\"", what, example));
+  if (!fs::exists(found, ec))
+    throw InputError(file, path, fmt::format("no {} {}", what, name.string()),
+                     fmt::format("give a path under {} or next to the scenario (e.g. \"{}\")", data_dir_.string(), example));
+  return found;
+}
+
 Json Loader::read_json(const fs::path& file) const { return read_json_file(file); }
 
 Json Loader::preset(const std::string& folder, const std::string& name, const std::string& file, const std::string& path) const {
@@ -465,7 +480,29 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                        "pick a dtype every GPU of the cluster supports (e.g. fp16 on V100)");
   s.parallel = read_parallel(doc, s, file, resolved.at("training").contains("microbatches"));
   const Json& r = doc.at("routing");
-  s.routing.kind = r.at("kind") == "zipf" ? workload::RoutingKind::Zipf : workload::RoutingKind::Uniform;
+  const std::string routing_kind = r.at("kind").get<std::string>();
+  s.routing.kind = routing_kind == "zipf"      ? workload::RoutingKind::Zipf
+                   : routing_kind == "process" ? workload::RoutingKind::Process
+                   : routing_kind == "trace"   ? workload::RoutingKind::Trace
+                                               : workload::RoutingKind::Uniform;
+  const Json& pp = r.at("process");
+  s.routing.process = {pp.at("spread").get<double>(), pp.at("volatility").get<double>(), pp.at("reversion").get<double>(),
+                       pp.at("spike_probability").get<double>(), pp.at("spike_size").get<double>()};
+  if (s.routing.kind == workload::RoutingKind::Trace) {
+    if (!r.contains("trace"))
+      throw InputError(file, "$.routing.trace", "routing kind \"trace\" names no trace file",
+                       "add \"trace\": \"traces/NAME.csv\" (columns iteration,layer,expert,tokens)");
+    const fs::path trace = data_file(r.at("trace").get<std::string>(), file, "$.routing.trace", "routing trace",
+                                     "traces/gate-counts.csv");
+    std::vector<int> moe_layers;
+    for (int l = 0; l < s.model.layers; ++l)
+      if (s.model.is_moe(l)) moe_layers.push_back(l);
+    s.routing.trace = std::make_shared<const workload::PopularityTable>(workload::read_popularity_trace(
+        trace.string(), s.model.experts, s.model.layers, s.training.iterations, moe_layers));
+  } else if (r.contains("trace")) {
+    throw InputError(file, "$.routing.trace", fmt::format("a trace is given but routing.kind is \"{}\"", routing_kind),
+                     "set routing.kind to \"trace\", or remove routing.trace");
+  }
   s.routing.zipf_exponent = r.at("zipf_exponent").get<double>();
   s.routing.resample_each_iteration = r.at("resample_each_iteration").get<bool>();
   const std::string sampling = r.at("sampling").get<std::string>();
@@ -487,19 +524,9 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                  : ar == "auto"       ? network::Algorithm::Auto
                                       : network::Algorithm::Ring;
 
-  // Calibration profile: from the data folder, else next to the scenario file.
   if (doc.contains("calibration")) {
-    const fs::path name = doc.at("calibration").get<std::string>();
-    fs::path path = name.is_absolute() ? name : data_dir_ / name;
-    std::error_code ec;
-    if (!name.is_absolute() && !fs::exists(path, ec)) path = fs::path(file).parent_path() / name;
-    if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
-      throw InputError(file, "$.calibration", fmt::format("{} is not a file", path.string()),
-                       "name a calibration profile, e.g. \"calibrations/parm-testbed-a.json\"");
-    if (!fs::exists(path, ec))
-      throw InputError(file, "$.calibration", fmt::format("no calibration profile {}", name.string()),
-                       fmt::format("give a path under {} or next to the scenario (e.g. \"calibrations/parm-testbed-a.json\")",
-                                   data_dir_.string()));
+    const fs::path path = data_file(doc.at("calibration").get<std::string>(), file, "$.calibration",
+                                    "calibration profile", "calibrations/parm-testbed-a.json");
     s.calibration = std::make_shared<const calibration::Profile>(calibration::parse_profile(read_json(path), path.string()));
   }
 

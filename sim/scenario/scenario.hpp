@@ -74,6 +74,10 @@ class Loader {
   schema::Json preset(const std::string& folder, const std::string& name, const std::string& file,
                       const std::string& path) const;
   schema::Json gpu_catalogue() const;
+  // A file a scenario names at `path` (a calibration profile, a routing trace): from the data
+  // folder, else next to the scenario file; an InputError naming `what` and `example` if absent.
+  std::filesystem::path data_file(const std::string& name, const std::string& file, const std::string& path,
+                                  const std::string& what, const std::string& example) const;
   schema::Json link_catalogue() const;
   // topologies/FILE's object under KEY, each entry checked against `entry`, read once into `cache`.
   schema::Json catalogue(const char* file, const char* key, const schema::NodePtr& entry,

@@ -1,5 +1,7 @@
 #include "sim/scenario/scenario_schema.hpp"
 
+#include "sim/workload/popularity_process.hpp"
+
 namespace moesim::scenario {
 
 using namespace moesim::schema;
@@ -204,8 +206,25 @@ NodePtr scenario_schema() {
       optional("last_stage_layers", integer(0, 65536), nullptr,
                "layers of the last (virtual) pipeline stage (Megatron's decoder_last_pipeline_num_layers)"),
   });
+  static const workload::PopularityProcessParams process_defaults;
+  static const NodePtr process = object({
+      optional("spread", number(0), process_defaults.spread,
+               "long-run gate logits: spread x the standard normal quantiles (the static skew)"),
+      optional("volatility", number(0), process_defaults.volatility, "standard deviation of a logit's step per iteration"),
+      optional("reversion", number(0, 1, true), process_defaults.reversion,
+               "share of a logit's gap to its long-run level closed per iteration"),
+      optional("spike_probability", number(0, 1), process_defaults.spike_probability,
+               "chance per expert and iteration that its logit jumps"),
+      optional("spike_size", number(0), process_defaults.spike_size, "logit a spike adds"),
+  });
   static const NodePtr routing = object({
-      optional("kind", enumeration({"uniform", "zipf"}), "uniform", "token routing: uniform or skewed (Zipf)"),
+      optional("kind", enumeration({"uniform", "zipf", "process", "trace"}), "uniform",
+               "token routing: uniform, skewed (Zipf), a popularity process that moves every iteration (seed 004), "
+               "or a trace of a real run's gate counts"),
+      optional("process", process, Json::object(), "the popularity process (kind process; defaults fitted to seed 004 Table 1)"),
+      optional("trace", string(), nullptr,
+               "kind trace: a CSV with columns iteration,layer,expert,tokens (found in the data folder, else next to "
+               "the scenario)"),
       optional("zipf_exponent", number(0), 1.0, "Zipf exponent s of expert popularity (zipf only)"),
       optional("resample_each_iteration", boolean(), true, "draw a new hot-expert ranking every iteration"),
       optional("sampling", enumeration({"auto", "sampled", "expected"}), "auto",

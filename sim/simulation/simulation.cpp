@@ -108,7 +108,8 @@ Simulation::Simulation(scenario::Scenario scenario, std::unique_ptr<strategies::
       tables = bind_kernels(*profile, kind, scenario_.compute.dtype, calibration_report_["compute"][kind.key]);
     compute_.emplace_back(kind, scenario_.compute, std::move(tables));
   }
-  routing_ = std::make_unique<workload::RoutingModel>(scenario_.routing, scenario_.model.experts, scenario_.seed);
+  routing_ = std::make_unique<workload::RoutingModel>(scenario_.routing, scenario_.model.experts, scenario_.model.layers,
+                                                     scenario_.training.iterations, scenario_.seed);
 }
 
 Simulation::~Simulation() = default;

@@ -3,15 +3,27 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
+#include "sim/core/error.hpp"
 #include "sim/core/rng.hpp"
 
 namespace moesim::workload {
 
-RoutingModel::RoutingModel(RoutingConfig config, int experts, std::uint64_t seed)
-    : config_(config), experts_(experts), seed_(seed) {}
+RoutingModel::RoutingModel(RoutingConfig config, int experts, int layers, int iterations, std::uint64_t seed)
+    : config_(std::move(config)), experts_(experts), seed_(seed) {
+  if (config_.kind == RoutingKind::Process)
+    table_ = std::make_shared<const PopularityTable>(generate_popularity(config_.process, experts, layers, iterations, seed));
+  if (config_.kind == RoutingKind::Trace) table_ = config_.trace;
+  if (table_ && (table_->experts() != experts || table_->layers() < layers || table_->iterations() < iterations))
+    invariant_failed("routing: the popularity table does not cover the run's experts, layers and iterations");
+}
 
 std::vector<double> RoutingModel::popularity(int iteration, int layer) const {
+  if (table_) {
+    const auto shares = table_->at(iteration, layer);
+    return {shares.begin(), shares.end()};
+  }
   if (config_.kind == RoutingKind::Uniform) return std::vector<double>(experts_, 1.0 / experts_);
   const std::vector<double> ranked = zipf_weights(static_cast<std::size_t>(experts_), config_.zipf_exponent);
   std::vector<int> order(experts_);

@@ -2,18 +2,22 @@
 // factor does to it (GShard/Switch: each source keeps at most ceil(f·k·T/E) tokens per expert and
 // drops the rest). Uniform routing gives every expert 1/E; skewed routing draws a Zipf(s)
 // popularity whose ranking is permuted per layer and iteration from the scenario's seed, so the
-// hot experts move as they do in real training.
+// hot experts move as they do in real training; a popularity process (seed 004) walks each
+// expert's share from one iteration to the next, and a trace replays a real run's
+// (sim/workload/popularity_process.hpp).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "sim/core/rng.hpp"
+#include "sim/workload/popularity_process.hpp"
 
 
 namespace moesim::workload {
 
-enum class RoutingKind { Uniform, Zipf };
+enum class RoutingKind { Uniform, Zipf, Process, Trace };
 
 // How each source GPU's token copies are spread over the experts:
 //  - sampled: a seeded multinomial draw per source, layer, microbatch and iteration, so sources
@@ -28,13 +32,16 @@ struct RoutingConfig {
   double zipf_exponent = 1.0;
   bool resample_each_iteration = true;
   RoutingSampling sampling = RoutingSampling::Auto;
+  PopularityProcessParams process;                // kind Process
+  std::shared_ptr<const PopularityTable> trace;   // kind Trace: read by the scenario loader
 };
 
 inline constexpr double kAutoSampledLimit = 4.0 * 1024 * 1024;
 
 class RoutingModel {
  public:
-  RoutingModel(RoutingConfig config, int experts, std::uint64_t seed);
+  // `layers` and `iterations` bound the popularity a process generates (kind Process).
+  RoutingModel(RoutingConfig config, int experts, int layers, int iterations, std::uint64_t seed);
   // Share of routed token copies that go to each expert; sums to 1.
   std::vector<double> popularity(int iteration, int layer) const;
   // Whether sources draw their routing (see RoutingSampling) for a layer with `sources` GPUs.
@@ -47,6 +54,7 @@ class RoutingModel {
   RoutingConfig config_;
   int experts_;
   std::uint64_t seed_;
+  std::shared_ptr<const PopularityTable> table_;  // kinds Process and Trace
 };
 
 // What one source GPU's `tokens` do in a layer, given the expert popularity.

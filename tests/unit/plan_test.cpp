@@ -35,7 +35,7 @@ struct Routed {
       : sc(test::scenario_from(doc.dump())),
         topo(sc.topology()),
         compute{compute::ComputeModel(topo.gpu(0), sc.compute)},
-        routing(sc.routing, sc.model.experts, sc.seed) {
+        routing(sc.routing, sc.model.experts, sc.model.layers, sc.training.iterations, sc.seed) {
     const blocks::Context ctx{topo, sc.model, sc.training, routing, compute};
     rt = blocks::route_layer(ctx, plan, layer, 0, 0, 0);
   }
@@ -106,7 +106,7 @@ TEST(Plan, DroplessSampledRoutingIsEachSourcesMultinomial) {
   const auto sc = test::scenario_from(doc.dump());
   const cluster::Topology topo = sc.topology();
   const std::vector<compute::ComputeModel> compute{compute::ComputeModel(topo.gpu(0), sc.compute)};
-  const workload::RoutingModel routing(sc.routing, sc.model.experts, sc.seed);
+  const workload::RoutingModel routing(sc.routing, sc.model.experts, sc.model.layers, sc.training.iterations, sc.seed);
   const blocks::Context ctx{topo, sc.model, sc.training, routing, compute};
   parallel::MoeLayerPlan lp;
   lp.dispatch = {{{0, 1, 2, 3}, parallel::ReplicaTable::contiguous(8, 4)}};
@@ -252,7 +252,7 @@ TEST(Plan, APlanThatReadsThePreviousIterationsTokenCountsChangesThePlacementOfTh
   FollowThePopular& a = *adaptive;
   simulation::Simulation sim(test::scenario_from(doc.dump()), std::move(adaptive));
   sim.run();
-  const auto popularity = workload::RoutingModel(test::scenario_from(doc.dump()).routing, 4, 1).popularity(0, 0);
+  const auto popularity = workload::RoutingModel(test::scenario_from(doc.dump()).routing, 4, 2, 1, 1).popularity(0, 0);
   const int hot = static_cast<int>(std::max_element(popularity.begin(), popularity.end()) - popularity.begin());
   EXPECT_EQ(a.hottest, (std::vector<int>{hot, hot}));
   EXPECT_EQ(a.tables[0]->of_expert[hot].size(), 1u);

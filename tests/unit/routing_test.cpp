@@ -13,7 +13,7 @@ TEST(Routing, ZipfPopularityIsNormalisedAndPermutedPerLayer) {
   RoutingConfig c;
   c.kind = RoutingKind::Zipf;
   c.zipf_exponent = 1.0;
-  RoutingModel r(c, 4, 7);
+  RoutingModel r(c, 4, 1, 1, 7);
   const auto p0 = r.popularity(0, 0);
   // 1, 1/2, 1/3, 1/4 normalised by 25/12: the largest share is 12/25.
   EXPECT_NEAR(std::accumulate(p0.begin(), p0.end(), 0.0), 1.0, 1e-12);

@@ -303,7 +303,7 @@ struct ZebraPlan {
       : sc(test::scenario_from(json)),
         topo(sc.topology()),
         compute{compute::ComputeModel(topo.kinds()[0], sc.compute), compute::ComputeModel(topo.kinds()[1], sc.compute)},
-        routing(sc.routing, sc.model.experts, sc.seed),
+        routing(sc.routing, sc.model.experts, sc.model.layers, sc.training.iterations, sc.seed),
         ctx{{topo, sc.model, sc.training, routing, compute}, network::Algorithm::Ring, nullptr, nullptr, {}},
         zebra(read(sc.strategy_options)) {
     zebra.check(ctx);
