@@ -89,6 +89,7 @@ TEST(PopularityProcess, DefaultsMeetTable1sStaticSurvivalAndFig2sSwing) {
       for (int l = 0; l < layers; ++l)
         for (const double p : t.at(it, l)) survival += std::min(p, cf[k] / experts);
     survival /= iterations * layers;
+    RecordProperty("survival_cf" + std::to_string(static_cast<int>(cf[k])), std::to_string(survival));
     EXPECT_NEAR(survival, paper[k], 0.03) << "capacity factor " << cf[k];
   }
   // Fig. 2: "expert token load fluctuates by over 16x within only 3 iterations (e.g., iterations
@@ -100,6 +101,7 @@ TEST(PopularityProcess, DefaultsMeetTable1sStaticSurvivalAndFig2sSwing) {
         const double a = t.at(it, l)[e], b = t.at(it + 3, l)[e];
         swing = std::max(swing, std::max(a / b, b / a));
       }
+  RecordProperty("swing_in_3_iterations", std::to_string(swing));
   EXPECT_GE(swing, 16.0);
 }
 
