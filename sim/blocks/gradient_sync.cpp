@@ -39,6 +39,7 @@ namespace {
 void gather_dense(Emission& em, double params, int layer, engine::Phase phase, int mb, parallel::StreamRole stream,
                   Frontier& chain) {
   const auto& gp = em.plan.gradients;
+  if (!gp.sharded) return;
   parallel::CollectiveStep step;
   step.name = "param_gather";
   step.kind = network::CollectiveKind::AllGather;
@@ -68,19 +69,23 @@ void gather_parameters(Emission& em, const Frontier& anchor, std::vector<Frontie
   gathered.assign(em.plan.moe.size(), {});
   embedding.clear();
   head.clear();
-  if (!gp.sharded || gp.fsdp) return;
-  if (em.plan.vocabulary) {
+  if (gp.fsdp) return;
+  // Without the distributed optimizer only the layers whose plan gathers expert parameters
+  // (seed 004's weights sent to the new placement) wait for a gather.
+  const auto gathers = [&](std::size_t l) { return gp.sharded || (em.plan.moe[l] && !em.plan.moe[l]->expert_param_gather.empty()); };
+  if (gp.sharded && em.plan.vocabulary) {
     em.enter_stage(0);
     embedding = anchor;
     gather_dense(em, gp.embedding_params, 0, engine::Phase::Optimizer, 0, parallel::StreamRole::Gradient, embedding);
   }
   for (std::size_t l = 0; l < gathered.size(); ++l) {
+    if (!gathers(l)) continue;
     const int layer = static_cast<int>(l);
     em.enter_stage(p.stage_of_layer(layer));
     gathered[l] = anchor;
     gather_layer(em, layer, engine::Phase::Optimizer, 0, parallel::StreamRole::Gradient, gathered[l]);
   }
-  if (em.plan.vocabulary) {
+  if (gp.sharded && em.plan.vocabulary) {
     em.enter_stage(p.stage_of_virtual(p.virtual_stages() - 1));
     head = anchor;
     gather_dense(em, gp.head_params, static_cast<int>(gathered.size()), engine::Phase::Optimizer, 0,

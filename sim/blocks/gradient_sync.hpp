@@ -13,7 +13,7 @@ namespace moesim::blocks {
 // (each GPU's optimizer step): the embedding's on the first stage, per layer its dense parameters
 // over the dense groups, then the plan's expert parameter gathers, and the LM head's on the last
 // stage; `gathered[layer]`, `embedding` and `head` are what their first forward waits for.
-// Nothing (empty frontiers) without sharding or with FSDP.
+// Without sharding only the layers whose MoE plan gathers expert parameters; nothing with FSDP.
 void gather_parameters(Emission& em, const Frontier& anchor, std::vector<Frontier>& gathered, Frontier& embedding,
                        Frontier& head);
 // FSDP: one layer's parameters all-gathered on the ParamGather stream after `after`, for its

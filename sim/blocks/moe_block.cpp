@@ -234,6 +234,7 @@ void moe_open(Emission& em, MoeInFlight& x, Frontier& f, bool defer) {
   const auto l_first = em.label(x.phase, pass.first_kind, pass.first_name, layer, mb);
   for (const std::uint32_t g : em.active())
     if (em.runs_attention(g)) f[g] = em.pb.compute(g, kernel(g), l_first, f[g]);
+  if (!x.backward) run_steps(em, steps_at(p, MoePoint::AfterGate), x.phase, layer, mb, f);
   // The shared experts beside the exchanges (Megatron-Core's moe_shared_expert_overlap): a
   // tensor-parallel MLP over the rank's tokens, its collectives on the side stream.
   if (m.shared_experts > 0) {

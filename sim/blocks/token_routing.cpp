@@ -69,8 +69,12 @@ LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, 
   const double offered = plan.kept + plan.dropped;
   if (offered > 0) out.dropped_copies = lp.padded_token_copies * plan.dropped / offered;
   out.expert_tokens.assign(m.experts, 0.0);
-  if (offered > 0)
-    for (int e = 0; e < m.experts; ++e) out.expert_tokens[e] = lp.padded_token_copies * plan.kept_per_expert[e] / offered;
+  out.expert_routed.assign(m.experts, 0.0);
+  const auto& popularity = ctx.routing.popularity(it, layer);
+  for (int e = 0; e < m.experts; ++e) {
+    if (offered > 0) out.expert_tokens[e] = lp.padded_token_copies * plan.kept_per_expert[e] / offered;
+    out.expert_routed[e] = lp.padded_token_copies * popularity[e];
+  }
   return out;
 }
 
@@ -86,12 +90,16 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
   const int chunks = lp.chunks;
   const double b = ctx.dtype_bytes();
   const double copies = lp.gate_tokens * m.top_k;
-  const double capacity = t.capacity_factor > 0 ? std::ceil(t.capacity_factor * copies / m.experts) : 0.0;
+  const bool capacity = t.capacity_factor > 0;
+  // Per source, each expert's capacity (pooled: scaled by the group's sources below).
+  const std::vector<double> source_capacity =
+      lp.pooled_capacity ? std::vector<double>() : workload::expert_capacities(copies, t.capacity_factor, m.experts, lp.capacity_shares);
   const bool sampled = ctx.routing.sampled(static_cast<double>(gpus));
 
   LayerRouting out;
   out.expert_forward.assign(gpus, 0);
   out.expert_tokens.assign(m.experts, 0.0);
+  out.expert_routed.assign(m.experts, 0.0);
   const std::vector<double> popularity = ctx.routing.popularity(it, layer);
   std::map<const parallel::ReplicaTable*, RankReplicas> rank_replicas;
   const auto replicas_of = [&](const parallel::DispatchGroup& g) -> const RankReplicas& {
@@ -168,8 +176,9 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
   };
 
   if (!sampled) {
-    // Every source sends exactly its expected copies: the same plan for all of them.
-    const auto plan = workload::plan_dispatch(popularity, lp.gate_tokens, m.top_k, t.capacity_factor);
+    // Every source sends exactly its expected copies: the same plan for all of them (pooled or
+    // not: identical sources fill an expert's pooled capacity in equal parts).
+    const auto plan = workload::plan_dispatch(popularity, lp.gate_tokens, m.top_k, t.capacity_factor, lp.capacity_shares);
     // Groups with the same replica table and sources share one factored matrix and one expert
     // compute per (GPU kind, rank).
     struct Shared {
@@ -189,6 +198,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
       for (int e = 0; e < m.experts; ++e) {
         received[e] = plan.kept_per_expert[e] * sources;
         out.expert_tokens[e] += received[e];
+        out.expert_routed[e] += copies * popularity[e] * sources;
       }
       if (etp) received_by_group.push_back(received);
       Shared& sh = shared[{group.replicas.get(), source}];
@@ -228,18 +238,39 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
       const std::vector<bool> source = sources_of(group);
       std::vector<double> bytes(static_cast<std::size_t>(n) * n, 0.0), received(m.experts, 0.0);
       const double bytes_per_copy = m.hidden * b / chunks;
-      if (capacity > 0) {
-        // Capacity applies per source and expert: each source draws over the experts.
+      if (capacity) {
+        // Capacity applies per expert: each source draws over the experts, then keeps at most its
+        // capacity of each, or (pooled) the fraction of the group's copies the capacity admits.
+        std::vector<std::vector<double>> drawn(n);
+        std::vector<double> total(m.experts, 0.0);
+        double group_sources = 0;
         for (std::uint32_t src = 0; src < n; ++src) {
           if (!source[src]) continue;
-          const auto plan = workload::apply_capacity(workload::sample_copies(popularity, copies, rng), capacity);
-          out.dropped_copies += plan.dropped;
-          out.routed_copies += plan.kept + plan.dropped;
+          drawn[src] = workload::sample_copies(popularity, copies, rng);
+          for (int e = 0; e < m.experts; ++e) total[e] += drawn[src][e];
+          group_sources += 1;
+        }
+        std::vector<double> admitted(m.experts, 1.0);
+        if (lp.pooled_capacity) {
+          const auto cap = workload::expert_capacities(copies * group_sources, t.capacity_factor, m.experts, lp.capacity_shares);
+          for (int e = 0; e < m.experts; ++e)
+            if (total[e] > cap[e]) admitted[e] = cap[e] / total[e];
+        }
+        for (std::uint32_t src = 0; src < n; ++src) {
+          if (!source[src]) continue;
+          double dropped = 0, kept_all = 0;  // summed as apply_capacity does
           for (int e = 0; e < m.experts; ++e) {
+            const double want = drawn[src][e];
+            const double kept = lp.pooled_capacity ? want * admitted[e] : std::min(want, source_capacity[e]);
+            dropped += want - kept;
+            kept_all += kept;
+            out.expert_routed[e] += want;
             for (const parallel::Replica& rep : group.replicas->of_expert[e])
-              bytes[static_cast<std::size_t>(src) * n + rep.rank] += plan.kept_per_expert[e] * rep.share * bytes_per_copy;
-            received[e] += plan.kept_per_expert[e];
+              bytes[static_cast<std::size_t>(src) * n + rep.rank] += kept * rep.share * bytes_per_copy;
+            received[e] += kept;
           }
+          out.dropped_copies += dropped;
+          out.routed_copies += kept_all + dropped;
         }
       } else {
         // Dropless: each source draws over the bins of experts placed alike (a rank's experts under
@@ -270,7 +301,10 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
           std::vector<double> within(bins.experts[k].size());
           for (std::size_t i = 0; i < within.size(); ++i) within[i] = popularity[bins.experts[k][i]] / bin_popularity[k];
           const std::vector<double> split = workload::sample_copies(within, total[k], rng);
-          for (std::size_t i = 0; i < within.size(); ++i) received[bins.experts[k][i]] += split[i];
+          for (std::size_t i = 0; i < within.size(); ++i) {
+            received[bins.experts[k][i]] += split[i];
+            out.expert_routed[bins.experts[k][i]] += split[i];
+          }
         }
       }
       const RankReplicas& rr = replicas_of(group);

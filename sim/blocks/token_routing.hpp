@@ -30,6 +30,7 @@ struct LayerRouting {
   std::vector<network::TrafficPtr> etp_gather, etp_scatter;
   std::vector<Time> expert_forward;                    // per GPU, one chunk
   std::vector<double> expert_tokens;                   // per expert: token copies received over all groups
+  std::vector<double> expert_routed;                   // per expert: copies the routers sent it, before drops
   double routed_copies = 0;                            // token copies routed by all sources (top-k counted k times)
   double dropped_copies = 0;                           // of which dropped over capacity
 };

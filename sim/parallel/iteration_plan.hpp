@@ -99,6 +99,7 @@ struct DispatchGroup {
 // Where the MoE block runs a plan's collectives (forward, then backward).
 enum class MoePoint : std::uint8_t {
   BeforeGate,        // forward: before the router (Parm's ESP all-gather)
+  AfterGate,         // forward: after the router, before the dispatch (seed 004's popularity all-reduce)
   AfterExperts,      // forward: after each chunk's expert compute (ESP all-reduce)
   AfterCombine,      // forward: after each chunk's combine all-to-all
   AfterOutput,       // forward: after the un-permute and weighted sum (Parm S1's MP all-gather)
@@ -142,6 +143,13 @@ struct MoeLayerPlan {
   double padded_tokens = 0;
   double local_experts = 0;
   double padded_token_copies = 0;  // distinct token copies the layer routes per microbatch (drops)
+  // Capacity per expert as a share of the copies routed (seed 004 §3.4: a class with r_i of the
+  // sN slots may take f·r_i/(sN) of them, slot_capacity × r_i); empty: 1/E each (GShard). Per
+  // source GPU (DeepSpeed's per-rank cap), or over the copies of all the group's sources at once
+  // (`pooled_capacity`, the paper's global reading: each source keeps the same fraction of an
+  // over-full expert's copies).
+  std::vector<double> capacity_shares;
+  bool pooled_capacity = false;
   double gate_tokens = 0;          // tokens the router sees per GPU and microbatch
   double combine_tokens = 0;       // tokens un-permuted and summed per GPU and microbatch
   double expert_ffn_hidden = 0;    // FFN size of the expert slice a GPU computes (M, or M/N_ESP, M/ETP)
@@ -279,6 +287,11 @@ struct IterationPlan {
   std::vector<double> optimizer_params;  // per GPU
   OptimizerPlacement optimizer = OptimizerPlacement::Gpu;
   double tokens = 0;                     // distinct tokens the iteration trains on
+  // Strategies that place expert replicas per iteration (seed 004's policies): per layer, the
+  // replicas of each expert this iteration (empty for dense layers), and the bytes their
+  // rebalancing moved before it (FlexMoE); reported per iteration. Null: a fixed placement.
+  std::shared_ptr<const std::vector<std::vector<int>>> replicas;
+  double migrated_bytes = 0;
 
   std::uint8_t role(std::uint32_t gpu) const { return roles.empty() ? std::uint8_t{kRunsBoth} : roles[gpu]; }
 };

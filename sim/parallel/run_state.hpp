@@ -21,6 +21,9 @@ struct IterationOutcome {
   // Per layer (empty for dense layers): token copies routed to each expert, summed over the
   // iteration's microbatches and over every source GPU, after capacity drops.
   std::vector<std::vector<double>> expert_tokens;
+  // Per layer: token copies the routers assigned to each expert before capacity drops (what the
+  // popularity all-reduce of seed 004 counts).
+  std::vector<std::vector<double>> expert_routed;
   double routed_copies = 0;   // token copies sent to experts (top-k counted k times)
   double dropped_copies = 0;  // of which dropped over capacity
   double tokens = 0;          // distinct tokens trained on

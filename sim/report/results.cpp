@@ -111,6 +111,17 @@ Json iteration_json(const Results& r, std::size_t i) {
   e["tokens"] = it.tokens;
   e["routed_token_copies"] = it.routed_copies;
   e["dropped_token_copies"] = it.dropped_copies;
+  if (it.routed_copies > 0) e["survival"] = 1 - it.dropped_copies / it.routed_copies;
+  if (it.replicas) {
+    e["migrated_bytes"] = it.migrated_bytes;
+    Json layers = Json::array();
+    for (std::size_t l = 0; l < it.replicas->size(); ++l) {
+      if ((*it.replicas)[l].empty()) continue;
+      layers.push_back({{"layer", l}, {"replicas", (*it.replicas)[l]},
+                        {"routed", l < it.expert_routed.size() ? Json(it.expert_routed[l]) : Json::array()}});
+    }
+    e["layers"] = std::move(layers);
+  }
   return e;
 }
 

@@ -2,6 +2,7 @@
 // (docs/results.md) and a sweep's CSV row, so no output is re-parsed from another.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -20,6 +21,11 @@ struct IterationResult {
   double routed_copies = 0;   // token copies sent to experts (top-k counted k times)
   double dropped_copies = 0;  // of which dropped over capacity
   double tokens = 0;          // distinct tokens trained on
+  // Strategies that place replicas per iteration (IterationPlan::replicas): per layer, each
+  // expert's replicas and the copies its routers sent it before drops; bytes rebalancing moved.
+  std::shared_ptr<const std::vector<std::vector<int>>> replicas;
+  std::vector<std::vector<double>> expert_routed;
+  double migrated_bytes = 0;
 };
 
 // A variant of the strategy's options simulated on its own (Strategy::alternatives).

@@ -41,6 +41,7 @@ class Writer {
     outcome_.plan = plan;
     outcome_.tokens = plan_.tokens;
     outcome_.expert_tokens.resize(layers_);
+    outcome_.expert_routed.resize(layers_);
     const std::uint32_t gpus = ctx.topology.gpu_count();
     em_.stage_of.assign(gpus, 0);
     for (std::size_t s = 0; s < plan_.pipeline.stage_gpus.size(); ++s)
@@ -189,9 +190,11 @@ void Writer::run(const WorkItem& item) {
         const blocks::LayerRouting& r = routing_[{mb, l}] = blocks::route_layer(em_.ctx, plan_, *moe, em_.iteration, l, mb);
         outcome_.routed_copies += r.routed_copies;
         outcome_.dropped_copies += r.dropped_copies;
-        auto& tokens = outcome_.expert_tokens[l];
-        tokens.resize(r.expert_tokens.size(), 0.0);
-        for (std::size_t e = 0; e < tokens.size(); ++e) tokens[e] += r.expert_tokens[e];
+        for (auto [into, from] : {std::pair{&outcome_.expert_tokens[l], &r.expert_tokens},
+                                  std::pair{&outcome_.expert_routed[l], &r.expert_routed}}) {
+          into->resize(from->size(), 0.0);
+          for (std::size_t e = 0; e < from->size(); ++e) (*into)[e] += (*from)[e];
+        }
         rt = &r;
       }
       layer_forward(Phase::Forward, l, mb, rt, f);

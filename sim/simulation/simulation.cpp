@@ -270,7 +270,16 @@ void Simulation::run(const RunOptions& options) {
     parallel::IterationOutcome outcome = schedule::write_iteration(builder, ctx, plan, it);
     watch.written(it, engine_->task_count() - before);
     progress.written(it + 1);
-    iteration_results.push_back({0, 0, outcome.routed_copies, outcome.dropped_copies, outcome.tokens});
+    report::IterationResult result;
+    result.routed_copies = outcome.routed_copies;
+    result.dropped_copies = outcome.dropped_copies;
+    result.tokens = outcome.tokens;
+    if (plan->replicas) {
+      result.replicas = plan->replicas;
+      result.expert_routed = outcome.expert_routed;
+      result.migrated_bytes = plan->migrated_bytes;
+    }
+    iteration_results.push_back(std::move(result));
     state.previous = std::move(outcome);
   };
   write(0);

@@ -1,5 +1,6 @@
 #include "sim/strategies/registry.hpp"
 
+#include "sim/strategies/adaptive/adaptive_strategy.hpp"
 #include "sim/strategies/ep/ep_strategy.hpp"
 #include "sim/strategies/hybridep/hybridep_strategy.hpp"
 #include "sim/strategies/parm/parm_strategy.hpp"
@@ -8,7 +9,7 @@
 namespace moesim::strategies {
 
 const std::vector<StrategyInfo>& registry() {
-  static const std::vector<StrategyInfo> all{ep::info(), hybridep::info(), parm::info(), zebra::info()};
+  static const std::vector<StrategyInfo> all{ep::info(), hybridep::info(), parm::info(), zebra::info(), adaptive::info()};
   return all;
 }
 

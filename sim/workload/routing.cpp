@@ -88,12 +88,32 @@ std::vector<double> sample_copies(const std::vector<double>& popularity, double 
   return out;
 }
 
+std::vector<double> expert_capacities(double copies, double capacity_factor, std::size_t experts,
+                                      const std::vector<double>& shares) {
+  if (!shares.empty() && shares.size() != experts) invariant_failed("capacity shares of another expert count");
+  std::vector<double> out(experts, 0.0);
+  if (capacity_factor <= 0) return out;
+  for (std::size_t e = 0; e < experts; ++e) {
+    const double share = shares.empty() ? 1.0 / static_cast<double>(experts) : shares[e];
+    // f·copies/E written as GShard does, so the uniform case keeps its exact value.
+    out[e] = std::ceil(shares.empty() ? capacity_factor * copies / static_cast<double>(experts) : capacity_factor * copies * share);
+  }
+  return out;
+}
+
 DispatchPlan apply_capacity(std::vector<double> copies, double capacity) {
+  std::vector<double> each(copies.size(), capacity);
+  return apply_capacity(std::move(copies), each);
+}
+
+DispatchPlan apply_capacity(std::vector<double> copies, const std::vector<double>& capacity) {
+  if (capacity.size() != copies.size()) invariant_failed("a capacity per expert of another expert count");
   DispatchPlan plan;
-  plan.capacity = capacity;
   plan.kept_per_expert = std::move(copies);
-  for (double& c : plan.kept_per_expert) {
-    const double kept = capacity > 0 ? std::min(c, capacity) : c;
+  for (std::size_t e = 0; e < plan.kept_per_expert.size(); ++e) {
+    double& c = plan.kept_per_expert[e];
+    const double kept = capacity[e] > 0 ? std::min(c, capacity[e]) : c;
+    plan.capacity = std::max(plan.capacity, capacity[e]);
     plan.dropped += c - kept;
     plan.kept += kept;
     c = kept;
@@ -101,12 +121,12 @@ DispatchPlan apply_capacity(std::vector<double> copies, double capacity) {
   return plan;
 }
 
-DispatchPlan plan_dispatch(const std::vector<double>& popularity, double tokens, int top_k, double capacity_factor) {
+DispatchPlan plan_dispatch(const std::vector<double>& popularity, double tokens, int top_k, double capacity_factor,
+                           const std::vector<double>& capacity_shares) {
   const double copies = tokens * top_k;
-  const double experts = static_cast<double>(popularity.size());
   std::vector<double> want(popularity.size());
   for (std::size_t e = 0; e < popularity.size(); ++e) want[e] = copies * popularity[e];
-  return apply_capacity(std::move(want), capacity_factor > 0 ? std::ceil(capacity_factor * copies / experts) : 0);
+  return apply_capacity(std::move(want), expert_capacities(copies, capacity_factor, popularity.size(), capacity_shares));
 }
 
 }  // namespace moesim::workload

@@ -62,16 +62,26 @@ struct DispatchPlan {
   std::vector<double> kept_per_expert;  // token copies one source sends to each expert
   double kept = 0;                      // Σ kept_per_expert
   double dropped = 0;                   // copies one source drops (over capacity)
-  double capacity = 0;                  // per source and expert; 0 = unlimited
+  double capacity = 0;                  // per source and expert (the largest when they differ); 0 = unlimited
 };
+
+// Each expert's capacity for `copies` routed token copies: ceil(f·copies·share_e), with share_e
+// = shares[e], or 1/E for every expert when `shares` is empty (GShard's ceil(f·k·T/E)). Seed
+// 004 gives a class of r_i of the sN expert slots the share r_i/(sN): slot_capacity × r_i (§3.4).
+// All zero (unlimited) when capacity_factor is 0.
+std::vector<double> expert_capacities(double copies, double capacity_factor, std::size_t experts,
+                                      const std::vector<double>& shares = {});
 
 // Token copies one source sends to each expert: a multinomial draw of `copies` over `popularity`
 // (conditional binomials in expert order; each binomial by inversion for small means and the
 // normal approximation for large ones, all from the seeded stream).
 std::vector<double> sample_copies(const std::vector<double>& popularity, double copies, Rng& rng);
-// Capacity applied to one source's copies per expert (0: unlimited).
+// Capacity applied to one source's copies per expert (0: unlimited), one for all or per expert.
 DispatchPlan apply_capacity(std::vector<double> copies_per_expert, double capacity);
+DispatchPlan apply_capacity(std::vector<double> copies_per_expert, const std::vector<double>& capacity);
 
-DispatchPlan plan_dispatch(const std::vector<double>& popularity, double tokens, int top_k, double capacity_factor);
+// One source's expected copies over `popularity`, capped at expert_capacities(.., shares).
+DispatchPlan plan_dispatch(const std::vector<double>& popularity, double tokens, int top_k, double capacity_factor,
+                           const std::vector<double>& capacity_shares = {});
 
 }  // namespace moesim::workload
