@@ -162,9 +162,20 @@ TEST(Adaptive, DropsOrderAdaptiveFlexMoEStatic) {
   EXPECT_LT(flex[0], flex[1]);
   EXPECT_LT(flex[1], flex[2]);
   EXPECT_LT(flex[2], stat);
+  // §5.2: adaptive drops 69 % fewer tokens than DeepSpeed (the issue's tolerance: ±10 points). The
+  // popularity process is fitted to this figure (target (c) of popularity_process.hpp) on a NumPy
+  // model of Algorithm 1 with one-iteration-stale counts; here the whole strategy (capacity per
+  // slot pooled over sources, sampled routing of 4 sequences × 512 tokens per GPU) is simulated.
+  // Not fitted: §3.4's "43 %-64 % fewer tokens than systems that rebalance experts on 10-100
+  // iteration intervals", adaptive against FlexMoE-10 and FlexMoE-100, held to the same ±10 points.
+  EXPECT_NEAR(1 - adaptive / stat, 0.69, 0.10);
+  EXPECT_NEAR(1 - adaptive / flex[0], 0.43, 0.10);
+  EXPECT_NEAR(1 - adaptive / flex[2], 0.64, 0.10);
   RecordProperty("drops_adaptive", std::to_string(adaptive));
   RecordProperty("drops_static", std::to_string(stat));
   RecordProperty("reduction_vs_static", std::to_string(1 - adaptive / stat));
+  RecordProperty("reduction_vs_flexmoe_10", std::to_string(1 - adaptive / flex[0]));
+  RecordProperty("reduction_vs_flexmoe_100", std::to_string(1 - adaptive / flex[2]));
 }
 
 TEST(Adaptive, RefusesWhatItCannotRun) {

@@ -195,8 +195,12 @@ TEST(HybridEpStrategy, AutoPicksADomainWithin5PercentOfTheFastestSimulated) {
       const double chosen = s["simulated_alternatives"][s["choice"].get<std::string>()]["iteration_time_ms"];
       EXPECT_LE(chosen / fastest, 1.05) << where;
       // At 192 MB the domain is every GPU (p = 0; one expert per GPU, so `experts` GPUs).
-      if (micro_batch == 96) EXPECT_EQ(s["domain_gpus"].get<int>(), experts) << where;
-      if (micro_batch == 3) EXPECT_LT(s["domain_gpus"].get<int>(), experts) << where;
+      if (micro_batch == 96) {
+        EXPECT_EQ(s["domain_gpus"].get<int>(), experts) << where;
+      }
+      if (micro_batch == 3) {
+        EXPECT_LT(s["domain_gpus"].get<int>(), experts) << where;
+      }
     }
 }
 
