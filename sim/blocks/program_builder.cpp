@@ -74,6 +74,10 @@ const std::vector<network::GroupId>& ProgramBuilder::groups(const parallel::Fami
   return it->second;
 }
 
+void ProgramBuilder::forget_unused_families() {
+  std::erase_if(families_, [](const auto& entry) { return entry.first.use_count() == 1; });
+}
+
 engine::Label ProgramBuilder::label(engine::Phase phase, engine::WorkKind kind, std::string_view name, int iteration,
                                     int layer, int microbatch, int chunk) {
   engine::Label l;

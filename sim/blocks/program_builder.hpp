@@ -39,6 +39,11 @@ class ProgramBuilder {
   const std::vector<std::uint32_t>& group_members(network::GroupId id) const { return program_.groups.members(id); }
   // The family's groups of more than one GPU, interned (once per family).
   const std::vector<network::GroupId>& groups(const parallel::FamilyPtr& family);
+  // Drops the entries of families no plan holds any more (a strategy that builds its families
+  // anew each iteration, as adaptive replication does, would otherwise keep every iteration's
+  // alive: memory growing with the run). Their groups stay interned; tasks name those.
+  void forget_unused_families();
+  std::size_t families_known() const { return families_.size(); }
   engine::Label label(engine::Phase phase, engine::WorkKind kind, std::string_view name, int iteration, int layer,
                       int microbatch = 0, int chunk = 0);
   engine::Engine& engine() { return engine_; }

@@ -292,6 +292,7 @@ void Simulation::run(const RunOptions& options) {
     });
     state.finished_times = watch.finished_times();
     plan = strategy_->plan(ctx, it, state);
+    builder.forget_unused_families();
     write(it);
   }
   if (progress.enabled())
@@ -302,13 +303,13 @@ void Simulation::run(const RunOptions& options) {
   else
     engine_->advance();
   engine_->finish();
-  collect(metrics.result(*engine_), iteration_results);
+  collect(metrics.result(*engine_), std::move(iteration_results));
   run_alternatives();
   results_.alternatives = alternatives_;
   results_.strategy_details = strategy_->describe(ctx);
 }
 
-void Simulation::collect(const report::Metrics& metrics, const std::vector<report::IterationResult>& iterations) {
+void Simulation::collect(const report::Metrics& metrics, std::vector<report::IterationResult> iterations) {
   report::Results& r = results_;
   r.scenario = scenario_.name;
   r.warnings = scenario_.warnings;
@@ -326,7 +327,7 @@ void Simulation::collect(const report::Metrics& metrics, const std::vector<repor
     r.levels.push_back({lv.name, lv.count, std::string(cluster::to_string(lv.fabric)), format_bandwidth(lv.bandwidth), ab.alpha, ab.beta});
   }
   r.calibration = calibration_report_;
-  r.iterations = iterations;
+  r.iterations = std::move(iterations);
   for (std::size_t i = 0; i < r.iterations.size(); ++i) {
     r.iterations[i].time = metrics.iteration_time[i];
     r.iterations[i].end = metrics.iteration_end[i];

@@ -84,7 +84,7 @@ class Simulation {
   strategies::StrategyContext context() const;
   void run_alternatives();
   double plan_routing_memory() const;  // routing_memory_estimate's work: plans iteration 0
-  void collect(const report::Metrics& metrics, const std::vector<report::IterationResult>& iterations);
+  void collect(const report::Metrics& metrics, std::vector<report::IterationResult> iterations);
 
   scenario::Scenario scenario_;
   cluster::Topology topology_;

@@ -1,0 +1,34 @@
+// ProgramBuilder's family cache: a run whose plans build their groups anew each iteration (adaptive
+// replication, seed 004) must not keep every iteration's families alive (issue 19: memory flat
+// over 1000 iterations).
+#include <gtest/gtest.h>
+
+#include "sim/blocks/program_builder.hpp"
+
+namespace moesim {
+namespace {
+
+TEST(ProgramBuilder, ForgetsFamiliesNoPlanHoldsButKeepsTheirGroups) {
+  engine::Engine engine(4, 1);
+  network::CollectiveProgram program;
+  blocks::ProgramBuilder builder(engine, program, std::make_shared<parallel::StreamSet>(
+                                                      std::initializer_list<parallel::StreamRole>{parallel::StreamRole::Compute}));
+  const parallel::FamilyPtr kept = parallel::family({{0, 1}, {2, 3}});
+  const network::GroupId first = builder.groups(kept).front();
+  for (int it = 0; it < 100; ++it) {
+    // One iteration's plan: a fresh family of the same groups plus one of a single GPU (skipped).
+    const parallel::FamilyPtr fresh = parallel::family({{0, 1}, {2}});
+    ASSERT_EQ(builder.groups(fresh), std::vector<network::GroupId>{first});
+    builder.forget_unused_families();
+    // Still held by `fresh`: both entries stay.
+    EXPECT_EQ(builder.families_known(), 2u);
+  }
+  builder.forget_unused_families();
+  EXPECT_EQ(builder.families_known(), 1u);  // only `kept`
+  // The group {0, 1} stays interned under its id: tasks written earlier name it.
+  EXPECT_EQ(builder.group_members(first), (std::vector<std::uint32_t>{0, 1}));
+  EXPECT_EQ(builder.groups(parallel::family({{0, 1}})).front(), first);
+}
+
+}  // namespace
+}  // namespace moesim
