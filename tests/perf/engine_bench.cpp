@@ -106,6 +106,29 @@ void BM_Ep1000DcFlow(benchmark::State& state) {
 }
 BENCHMARK(BM_Ep1000DcFlow)->Unit(benchmark::kMillisecond)->Iterations(3);
 
+// Seed 004's evaluation scenario over `iterations` iterations under one placement policy (issue
+// 19: 1000 iterations in under a minute, memory flat): iterations simulated per second, and the
+// run's events per second.
+void BM_Seed004Iterations(benchmark::State& state, const char* placement) {
+  scenario::Loader loader(MOESIM_SOURCE_DIR);
+  auto doc = loader.read_json(std::string(MOESIM_SOURCE_DIR) + "/scenarios/seed004-gpt-small.json");
+  doc.erase("sweep");
+  doc["training"]["iterations"] = state.range(0);
+  doc["strategy"]["placement"] = placement;
+  const auto sc = loader.build(loader.resolve(doc, "seed004-gpt-small.json"), "seed004-gpt-small.json");
+  std::uint64_t events = 0;
+  for (auto _ : state) {
+    simulation::Simulation sim(sc);
+    sim.run();
+    events += sim.results().engine.events;
+  }
+  const double iterations = static_cast<double>(state.iterations() * state.range(0));
+  state.counters["iterations/s"] = benchmark::Counter(iterations, benchmark::Counter::kIsRate);
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_Seed004Iterations, adaptive, "adaptive")->Arg(200)->Arg(1000)->Unit(benchmark::kMillisecond)->Iterations(2);
+BENCHMARK_CAPTURE(BM_Seed004Iterations, flexmoe, "flexmoe")->Arg(1000)->Unit(benchmark::kMillisecond)->Iterations(2);
+
 }  // namespace
 
 BENCHMARK_MAIN();
