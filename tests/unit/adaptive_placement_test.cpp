@@ -210,6 +210,28 @@ TEST(AdaptivePlacement, StaticPlacementWhenSlotsPerRankDoNotDivideClasses) {
   EXPECT_THROW(static_placement(0, 4, 4), InputError);
 }
 
+TEST(AdaptivePlacement, WithoutIntraRankReplicasEachClassOnDistinctRanks) {
+  // §4.1's counterfactual (C9). Algorithm 1 on [75, 15, 10] over 4 ranks × 2 slots: goals 6,
+  // 1.2, 0.8 → floors 6, 1, 1, all 8 slots. Capped at N = 4: class 0 gives 2 back; the first goes
+  // to class 1 (15 per replica against 10), the second to class 2 (10 against 15/2) → [4, 2, 2].
+  const std::vector<double> pop{75, 15, 10};
+  EXPECT_EQ(replica_counts(pop, 4, 2), (V{6, 1, 1}));
+  const V capped = capped_replica_counts(replica_counts(pop, 4, 2), pop, 4, 2);
+  EXPECT_EQ(capped, (V{4, 2, 2}));
+  // Spread: class 0 first, on ranks 0-3 (2 free slots each) → slots 0, 2, 4, 6; class 1 on the
+  // ranks with most room, lowest first, 0 and 1 → slots 1, 3; class 2 on ranks 2, 3 → 5, 7.
+  const Placement p = spread_placement(capped, 4, 2);
+  EXPECT_EQ(p.slot_class, (V{0, 1, 0, 1, 0, 2, 0, 2}));
+  for (int c = 0; c < 3; ++c) EXPECT_EQ(static_cast<int>(p.ranks_hosting(c).size()), capped[c]) << c;
+  // Largest classes first onto the emptiest ranks: [2, 2, 2, 1, 1] on 4 × 2 puts no class twice
+  // on a rank.
+  const Placement q = spread_placement({2, 2, 2, 1, 1}, 4, 2);
+  for (int r = 0; r < 4; ++r) EXPECT_NE(q.slot_class[2 * r], q.slot_class[2 * r + 1]) << "rank " << r;
+  // Refused: a count above N, and fewer classes than slots per rank (no distinct-rank layout).
+  EXPECT_THROW(spread_placement({5, 2, 1}, 4, 2), InputError);
+  EXPECT_THROW(capped_replica_counts({6, 2}, {1, 1}, 2, 4), InputError);  // 2 classes × 2 ranks < 8 slots
+}
+
 TEST(AdaptivePlacement, InputsAlgorithmOneCannotPlace) {
   // 17 classes on 4 × 4 = 16 slots: the min-one clamp cannot hold.
   try {

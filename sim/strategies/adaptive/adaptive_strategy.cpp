@@ -34,6 +34,9 @@ StrategyInfo info() {
       sc::optional("move_rule", sc::enumeration({"cost", "balance"}), "cost",
                    "flexmoe: move while the time saved over the interval exceeds the move's (the spec's reading of "
                    "FlexMoE's threshold), or while the largest load per replica falls"),
+      sc::optional("intra_rank_replicas", sc::boolean(), true,
+                   "adaptive: replicas of a class may share a rank (section 4.1's all-reduce); false places each on its "
+                   "own rank, at most N per class (section 4.1's counterfactual)"),
       sc::optional("capacity", sc::enumeration({"pooled", "per_source"}), "pooled",
                    "a class's capacity slot_capacity x r_i over all ranks' tokens together (the paper's reading) or "
                    "per source rank (DeepSpeed's implementation)"),
@@ -48,6 +51,7 @@ StrategyInfo info() {
     opt.policy.rebalance_every = o.at("rebalance_every").get<int>();
     opt.policy.max_moves = o.at("max_moves").get<int>();
     opt.policy.cost_threshold = o.at("move_rule") == "cost";
+    opt.policy.intra_rank = o.at("intra_rank_replicas").get<bool>();
     opt.slots_per_gpu = o.at("slots_per_gpu").get<int>();
     opt.pooled_capacity = o.at("capacity") == "pooled";
     opt.direct_reduction = o.at("gradient_reduction") == "direct";
@@ -328,6 +332,7 @@ schema::Json AdaptiveStrategy::describe(const StrategyContext& ctx) const {
   j["classes"] = ctx.model.experts;
   j["capacity"] = options_.pooled_capacity ? "pooled" : "per_source";
   j["gradient_reduction"] = options_.direct_reduction ? "direct" : "all_reduce";
+  if (options_.policy.kind == PolicyKind::Adaptive) j["intra_rank_replicas"] = options_.policy.intra_rank;
   if (options_.policy.kind == PolicyKind::FlexMoE) {
     j["rebalance_every"] = options_.policy.rebalance_every;
     j["max_moves"] = options_.policy.max_moves;

@@ -133,6 +133,52 @@ Placement contiguous_placement(const std::vector<int>& counts, int ranks, int sl
   return p;
 }
 
+std::vector<int> capped_replica_counts(std::vector<int> counts, const std::vector<double>& popularity, int ranks,
+                                       int slots_per_rank) {
+  const std::int64_t slots = layer_slots(ranks, slots_per_rank);
+  require(counts.size() == popularity.size(), "counts",
+          fmt::format("{} replica counts for {} classes' popularity", counts.size(), popularity.size()),
+          "give one count and one popularity per class");
+  require(static_cast<std::int64_t>(counts.size()) * ranks >= slots, "counts",
+          fmt::format("{} classes on distinct ranks fill at most {} of {} slots", counts.size(),
+                      static_cast<std::int64_t>(counts.size()) * ranks, slots),
+          "give at least as many classes as slots per rank, or allow intra-rank replicas");
+  int freed = 0;
+  for (int& c : counts)
+    if (c > ranks) freed += c - ranks, c = ranks;
+  for (; freed > 0; --freed) {
+    std::size_t best = counts.size();
+    for (std::size_t i = 0; i < counts.size(); ++i)
+      if (counts[i] < ranks && (best == counts.size() || popularity[i] / counts[i] > popularity[best] / counts[best]))
+        best = i;
+    ++counts[best];
+  }
+  return counts;
+}
+
+Placement spread_placement(const std::vector<int>& counts, int ranks, int slots_per_rank) {
+  Placement p = contiguous_placement(counts, ranks, slots_per_rank);  // validates the counts
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    require(counts[i] <= ranks, "counts", fmt::format("class {} has {} replicas on {} ranks", i, counts[i], ranks),
+            "give at most one replica per rank and class");
+  std::vector<int> order(counts.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return counts[a] > counts[b]; });
+  std::vector<int> free(static_cast<std::size_t>(ranks), slots_per_rank);
+  for (const int cls : order) {
+    std::vector<int> by_room(static_cast<std::size_t>(ranks));
+    std::iota(by_room.begin(), by_room.end(), 0);
+    std::stable_sort(by_room.begin(), by_room.end(), [&](int a, int b) { return free[a] > free[b]; });
+    for (int k = 0; k < counts[cls]; ++k) {
+      const int rank = by_room[static_cast<std::size_t>(k)];
+      if (free[rank] == 0) invariant_failed(fmt::format("spread placement: no free slot for class {}", cls));
+      p.slot_class[static_cast<std::size_t>(rank * slots_per_rank + (slots_per_rank - free[rank]))] = cls;
+      --free[rank];
+    }
+  }
+  return p;
+}
+
 Placement static_placement(int classes, int ranks, int slots_per_rank) {
   const std::int64_t slots = layer_slots(ranks, slots_per_rank);
   require(classes >= 1, "classes", fmt::format("{} expert classes", classes), "give E ≥ 1");

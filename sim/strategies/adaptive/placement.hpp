@@ -43,6 +43,20 @@ std::vector<int> replica_counts(const std::vector<double>& popularity, int ranks
 // count is ≥ 1 and they sum to ranks·slots_per_rank.
 Placement contiguous_placement(const std::vector<int>& counts, int ranks, int slots_per_rank);
 
+// §4.1's counterfactual, replication without intra-rank replicas (spec 004 C9: "this constraint
+// can increase token drops by up to 20 %"): a class can have at most `ranks` replicas. Counts
+// above it drop to `ranks`; each freed slot goes to the class with the most popularity per
+// replica among those below it (first index on ties), as Algorithm 1's fill favours the most
+// under-provisioned class. Throws InputError where classes × ranks < slots (no such placement).
+std::vector<int> capped_replica_counts(std::vector<int> counts, const std::vector<double>& popularity, int ranks,
+                                       int slots_per_rank);
+
+// Each class's replicas on distinct ranks: classes with more replicas first (lower index on
+// ties), each replica on the rank with the most free slots that does not host the class yet
+// (lowest rank on ties) — the greedy that fills any counts with every r_i ≤ N and Σ r_i = sN
+// (Gale-Ryser). Throws InputError as contiguous_placement does, and for a count above `ranks`.
+Placement spread_placement(const std::vector<int>& counts, int ranks, int slots_per_rank);
+
 // DeepSpeed's static replication (A.9): r = sN/E replicas of every class, on r distinct ranks.
 // Slot g (= rank·s + slot) holds class g mod E: with E a multiple of s this is DeepSpeed's own
 // layout, an expert-parallel group of E/s consecutive ranks holding every class once, repeated r

@@ -46,7 +46,12 @@ std::vector<Move> ReplicationPolicy::advance(int iteration, const std::vector<st
       // A layer whose routers sent nothing keeps its placement (Algorithm 1 needs a popularity).
       double sum = 0;
       for (double x : routed) sum += x;
-      if (sum > 0) placements_[l] = contiguous_placement(adaptive::replica_counts(routed, ranks_, slots_), ranks_, slots_);
+      if (sum > 0) {
+        const std::vector<int> counts = adaptive::replica_counts(routed, ranks_, slots_);
+        placements_[l] = options_.intra_rank
+                             ? contiguous_placement(counts, ranks_, slots_)
+                             : spread_placement(capped_replica_counts(counts, routed, ranks_, slots_), ranks_, slots_);
+      }
     } else {
       rebalance(static_cast<int>(l), routed, cost, moves);
     }

@@ -29,6 +29,9 @@ struct PolicyOptions {
   // FlexMoE's stopping rule: the spec's cost threshold (true), or move while the largest load per
   // replica falls (the evaluation's forced rebalancing taken as far as it helps).
   bool cost_threshold = true;
+  // Adaptive: replicas of a class may share a rank (§4.1's intra+inter-rank all-reduce, Algorithm
+  // 1's contiguous layout), or each sits on its own rank (§4.1's counterfactual, at most N each).
+  bool intra_rank = true;
 };
 
 // One replica moved by a FlexMoE rebalance: slot `slot` of layer `layer` changes from class
