@@ -256,21 +256,21 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
           for (int e = 0; e < m.experts; ++e)
             if (total[e] > cap[e]) admitted[e] = cap[e] / total[e];
         }
+        std::vector<double> pooled_cap(lp.pooled_capacity ? m.experts : 0);
         for (std::uint32_t src = 0; src < n; ++src) {
           if (!source[src]) continue;
-          double dropped = 0, kept_all = 0;  // summed as apply_capacity does
+          // Pooled: the source's cap on an expert is its admitted fraction of what it drew.
+          for (std::size_t e = 0; e < pooled_cap.size(); ++e) pooled_cap[e] = drawn[src][e] * admitted[e];
+          for (int e = 0; e < m.experts; ++e) out.expert_routed[e] += drawn[src][e];
+          const auto plan = workload::apply_capacity(drawn[src], lp.pooled_capacity ? pooled_cap : source_capacity);
+          out.dropped_copies += plan.dropped;
+          out.routed_copies += plan.kept + plan.dropped;
           for (int e = 0; e < m.experts; ++e) {
-            const double want = drawn[src][e];
-            const double kept = lp.pooled_capacity ? want * admitted[e] : std::min(want, source_capacity[e]);
-            dropped += want - kept;
-            kept_all += kept;
-            out.expert_routed[e] += want;
+            const double kept = plan.kept_per_expert[e];
             for (const parallel::Replica& rep : group.replicas->of_expert[e])
               bytes[static_cast<std::size_t>(src) * n + rep.rank] += kept * rep.share * bytes_per_copy;
             received[e] += kept;
           }
-          out.dropped_copies += dropped;
-          out.routed_copies += kept_all + dropped;
         }
       } else {
         // Dropless: each source draws over the bins of experts placed alike (a rank's experts under
