@@ -103,7 +103,7 @@ Time attention_backward_time(const compute::ComputeModel& cm, const workload::Mo
   return cm.backward(attention_projections(cm, m, t, tp)) + attention_core_backward_time(cm, m, t, tp);
 }
 
-Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
+Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute) {
   if (tokens <= 0) return 0;
   const double a = act(cm);
   // The pre-MLP RMSNorm (a layer with attention; expert-only models have none).
@@ -114,12 +114,13 @@ Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, d
   // probabilities T·E·4 (Megatron-Core's routing map and probs are T×E): 2·T·E·4.
   const Time top_k = cm.memory_bound(2 * tokens * m.experts * 4);
   // Permute: reads each token once, writes its k copies grouped by expert: (1 + k)·T·H·a.
-  const Time permute = cm.memory_bound((1 + m.top_k) * tokens * m.hidden * a);
+  const Time permute = fused_permute ? 0 : cm.memory_bound((1 + m.top_k) * tokens * m.hidden * a);
   return pre_norm + router + top_k + permute;
 }
 
-Time combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
+Time combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute) {
   if (tokens <= 0) return 0;
+  if (fused_permute) return m.attention ? residual_add(cm, m, tokens) : 0;
   // Un-permute: reads the k expert outputs of each token and writes their probability-weighted sum
   // (the k probabilities per token are negligible): (k + 1)·T·H·a.
   const Time unpermute = cm.memory_bound((m.top_k + 1) * tokens * m.hidden * act(cm));

@@ -44,10 +44,12 @@ Time attention_core_time(const compute::ComputeModel& cm, const workload::ModelS
 Time attention_core_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
                                   const workload::TrainingConfig& t, int tp = 1);
 // The pre-MLP norm (with attention), router GeMM, softmax/top-k and permuting the k copies into the
-// send buffer, for `tokens` tokens.
-Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens);
-// Un-permute with the weighted sum of the k expert outputs, and the residual add (with attention).
-Time combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens);
+// send buffer, for `tokens` tokens. `fused_permute`: a fused dispatch (DeepEP, HybridEP) writes the
+// rows into the expert-major layout itself, so no permute kernel runs.
+Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute = false);
+// Un-permute with the weighted sum of the k expert outputs, and the residual add (with attention);
+// `fused_permute`: the fused combine un-permutes and reduces, only the residual add is left.
+Time combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute = false);
 // A dense FFN block over `tokens` tokens, FFN columns split over `tp` GPUs: its norm, FFN and
 // residual add.
 Time dense_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);

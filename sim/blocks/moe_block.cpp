@@ -1,5 +1,8 @@
 #include "sim/blocks/moe_block.hpp"
 
+#include <algorithm>
+#include <functional>
+
 #include "sim/blocks/collective_step.hpp"
 #include "sim/blocks/layer_costs.hpp"
 #include "sim/blocks/tensor_parallel_block.hpp"
@@ -29,22 +32,42 @@ bool exchanges(const parallel::MoeLayerPlan& p) {
 template <typename GpusOf>
 void exchange(Emission& em, std::size_t groups, GpusOf gpus_of, network::CollectiveKind kind, network::Algorithm algorithm,
               const std::vector<network::TrafficPtr>& traffic, StreamRole role, const engine::Label& label,
-              const Frontier& after, Frontier& out) {
+              const Frontier& after, Frontier& out, const std::function<double(std::uint32_t)>& sm_share = {}) {
   std::vector<TaskId> members;
   for (std::size_t gi = 0; gi < groups; ++gi) {
     const std::vector<std::uint32_t>& gpus = gpus_of(gi);
     if (gpus.size() <= 1) continue;
     em.pb.collective({kind, algorithm, em.pb.group(gpus), 0, traffic.size() == 1 ? traffic[0] : traffic[gi]}, role, label,
-                     members, &after);
+                     members, &after, sm_share);
     for (std::size_t r = 0; r < gpus.size(); ++r) out[gpus[r]] = members[r];
   }
 }
 
-// One all-to-all per dispatch group.
+// One all-to-all per dispatch group; `sms`: the SMs each member holds (a fused backend's kernel:
+// the dispatch kernel for the exchange towards the experts, forward and backward alike, as the
+// combine's backward is a dispatch of gradients; the combine kernel for the way back).
 void all_to_all(Emission& em, const parallel::MoeLayerPlan& p, const std::vector<network::TrafficPtr>& traffic,
-                StreamRole role, const engine::Label& label, const Frontier& after, Frontier& out) {
+                StreamRole role, const engine::Label& label, const Frontier& after, Frontier& out, int sms = 0) {
+  std::function<double(std::uint32_t)> share;
+  if (sms > 0)
+    share = [&em, sms](std::uint32_t g) {
+      const int total = em.ctx.topology.gpu(g).sms;
+      return total > 0 ? std::min(1.0, static_cast<double>(sms) / total) : 0.0;
+    };
   exchange(em, p.dispatch.size(), [&](std::size_t i) -> const auto& { return p.dispatch[i].gpus; },
-           network::CollectiveKind::AllToAll, p.all_to_all, traffic, role, label, after, out);
+           network::CollectiveKind::AllToAll, p.all_to_all, traffic, role, label, after, out, share);
+}
+
+// Before a blocking dispatch the host reads the split sizes (nccl), receive counts (DeepEP) or
+// permuted rows (HybridEP) back from the GPU: its compute stream idles for the round trip before
+// the kernels that follow are launched. The forward and its recomputation sync; the backward
+// reuses the sizes (torchtitan's saved splits, the handle's cached metadata).
+void host_sync(Emission& em, const MoeInFlight& x, Frontier& f) {
+  const parallel::EpBackend& b = x.plan->backend;
+  if (x.backward || !b.syncs_host() || b.host_sync <= 0 || !exchanges(*x.plan)) return;
+  const auto l = em.label(x.phase, WorkKind::OtherCompute, "host_sync", x.layer, x.microbatch);
+  for (const std::uint32_t g : em.active())
+    if (em.runs_attention(g)) f[g] = em.pb.compute(g, b.host_sync, l, f[g]);
 }
 
 // Expert tensor parallelism: the uneven all-gather (before the experts) or reduce-scatter (after
@@ -153,7 +176,8 @@ constexpr Pass kBackward{.phase = Phase::Backward,
 // (`gate`) or the un-permute and weighted sum, costed once per GPU kind.
 auto edge_kernel(const Emission& em, const parallel::MoeLayerPlan& p, bool forward, bool gate) {
   return PerKind(em.ctx, [&m = em.ctx.model, &p, forward, gate](const compute::ComputeModel& cm) {
-    const Time t = gate ? gate_time(cm, m, p.gate_tokens) : combine_time(cm, m, p.combine_tokens);
+    const bool fused = p.backend.fused();
+    const Time t = gate ? gate_time(cm, m, p.gate_tokens, fused) : combine_time(cm, m, p.combine_tokens, fused);
     return forward ? t : cm.backward(t);
   });
 }
@@ -215,7 +239,7 @@ void chunk_return(Emission& em, MoeInFlight& x, int c) {
   if (exchanges(p)) {
     const auto lx = em.label(x.phase, WorkKind::AllToAll, pass.second_exchange, x.layer, x.microbatch, c);
     if (p.phased_gather) phased_all_to_all(em, p, second_stream, lx, x.phase, x.layer, x.microbatch, cur, x.join);
-    else all_to_all(em, p, x.routing->combine, second_stream, lx, cur, cur);
+    else all_to_all(em, p, x.routing->combine, second_stream, lx, cur, cur, p.backend.combine_sms);
   }
   run_steps(em, steps_at(p, pass.after_exchange), x.phase, x.layer, x.microbatch, cur);
 }
@@ -235,6 +259,7 @@ void moe_open(Emission& em, MoeInFlight& x, Frontier& f, bool defer) {
   for (const std::uint32_t g : em.active())
     if (em.runs_attention(g)) f[g] = em.pb.compute(g, kernel(g), l_first, f[g]);
   if (!x.backward) run_steps(em, steps_at(p, MoePoint::AfterGate), x.phase, layer, mb, f);
+  host_sync(em, x, f);
   // The shared experts beside the exchanges (Megatron-Core's moe_shared_expert_overlap): a
   // tensor-parallel MLP over the rank's tokens, its collectives on the side stream.
   if (m.shared_experts > 0) {
@@ -261,7 +286,8 @@ void moe_open(Emission& em, MoeInFlight& x, Frontier& f, bool defer) {
     Frontier& cur = x.chunks[c];
     if (exchanges(p))
       all_to_all(em, p, x.routing->dispatch, first_stream,
-                 em.label(x.phase, WorkKind::AllToAll, pass.first_exchange, layer, mb, c), before, cur);
+                 em.label(x.phase, WorkKind::AllToAll, pass.first_exchange, layer, mb, c), before, cur,
+                 p.backend.dispatch_sms);
     // Under ETP the forward gathers the tokens and the backward their output gradients; after
     // the experts the partial outputs (or input gradients) are reduce-scattered back.
     if (p.expert_tensor_parallel)

@@ -33,7 +33,8 @@ engine::TaskId ProgramBuilder::compute(std::uint32_t gpu, Time duration, const e
 }
 
 void ProgramBuilder::collective(network::CollectiveOp op, parallel::StreamRole role, const engine::Label& label,
-                                std::vector<engine::TaskId>& members, const std::vector<engine::TaskId>* after) {
+                                std::vector<engine::TaskId>& members, const std::vector<engine::TaskId>* after,
+                                const std::function<double(std::uint32_t)>& sm_share) {
   const auto& gpus = program_.groups.members(op.group);
   const engine::WorkKind kind = work_kind(op.kind);
   const std::uint8_t s = stream(role);
@@ -44,7 +45,7 @@ void ProgramBuilder::collective(network::CollectiveOp op, parallel::StreamRole r
   members.resize(gpus.size());
   for (std::size_t r = 0; r < gpus.size(); ++r) {
     const engine::TaskId previous = engine_.stream_tail(gpus[r], s);
-    members[r] = engine_.add_member(id, gpus[r], s, l);
+    members[r] = engine_.add_member(id, gpus[r], s, l, sm_share ? sm_share(gpus[r]) : 0.0);
     if (after && (*after)[gpus[r]] != previous) depend((*after)[gpus[r]], members[r]);
   }
 }

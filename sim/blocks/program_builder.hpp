@@ -6,6 +6,7 @@
 // program the network model reads; families of groups are interned once.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -27,9 +28,11 @@ class ProgramBuilder {
   engine::TaskId compute(std::uint32_t gpu, Time duration, const engine::Label& label, engine::TaskId after = engine::kNone,
                          parallel::StreamRole role = parallel::StreamRole::Compute, double sm_share = 0);
   // One collective over `op.group` on `role`'s stream: member tasks in rank order, written to
-  // `members`; member r waits for after[group[r]] when `after` is given.
+  // `members`; member r waits for after[group[r]] when `after` is given; `sm_share(gpu)`: the
+  // share of the GPU's SMs its member reserves while it runs (a fused kernel's), none if empty.
   void collective(network::CollectiveOp op, parallel::StreamRole role, const engine::Label& label,
-                  std::vector<engine::TaskId>& members, const std::vector<engine::TaskId>* after = nullptr);
+                  std::vector<engine::TaskId>& members, const std::vector<engine::TaskId>* after = nullptr,
+                  const std::function<double(std::uint32_t)>& sm_share = {});
   // A point-to-point transfer of `bytes` from `sender` (on its `send` stream, after `after`) to
   // `receiver` (on its `receive` stream); returns the receiver's task.
   engine::TaskId p2p(std::uint32_t sender, std::uint32_t receiver, double bytes, parallel::StreamRole send,

@@ -175,6 +175,12 @@ struct MoeLayerPlan {
   // computed after the layer's attention of every microbatch (layer-major schedule only).
   bool streams_by_direction = false;
   bool experts_after_attention = false;
+  // The dispatch/combine backend (parallel.ep_backend). With a non-blocking fused dispatch each
+  // rank's permuted buffer holds `permuted_rows` rows per microbatch (ep_buffers.hpp), aligned per
+  // local expert to `permute_alignment`; copies beyond them are dropped.
+  EpBackend backend;
+  double permuted_rows = 0;  // 0: no budget (blocking: sized exactly)
+  int permute_alignment = 8;
 };
 
 struct TensorParallel {

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/parallel/ep_backend.hpp"
+
 namespace moesim::parallel {
 
 struct LayoutSizes {
@@ -88,6 +90,7 @@ struct ParallelConfig {
   bool sequence_parallel = true;
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   int first_stage_layers = -1, last_stage_layers = -1;  // -1: an even split
+  EpBackend ep_backend;  // the MoE blocks' dispatch and combine (not part of the layout: trivial() ignores it)
   bool trivial() const { return sharding == Sharding::None && sizes.tp == 1 && sizes.cp == 1 && sizes.pp == 1 && sizes.vp == 1 && sizes.etp == 1; }
 };
 

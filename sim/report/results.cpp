@@ -254,7 +254,8 @@ Json skeleton(const Results& r) {
                  {"peak_bytes", f.total()},
                  {"capacity_bytes", r.memory_capacity[peak_gpu]},
                  {"breakdown_bytes",
-                  {{"weights", f.weights}, {"gradients", f.gradients}, {"optimizer", f.optimizer}, {"activations", f.activations}}},
+                  {{"weights", f.weights}, {"gradients", f.gradients}, {"optimizer", f.optimizer}, {"activations", f.activations},
+                   {"buffers", f.buffers}}},
                  {"per_gpu_bytes", per_gpu_mem}};
   if (!r.host_memory.empty())
     j["memory"]["hosts"] = {{"peak_bytes", *std::max_element(r.host_memory.begin(), r.host_memory.end())},

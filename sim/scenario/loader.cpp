@@ -180,6 +180,49 @@ namespace {
 // training.global_batch_size, which sets the microbatches per data-parallel rank. Checks what the
 // model and cluster decide; the expert-parallel size is the strategy's to check.
 // `microbatches_given`: whether the scenario wrote training.microbatches (before defaults).
+// The MoE blocks' communication backend (parallel.ep_*): torchtitan's options and their rules
+// (spec 001.A.5, A.6): non-blocking is HybridEP's alone and needs its capacity factor, which has no
+// meaning when blocking.
+parallel::EpBackend read_ep_backend(const Json& p, const std::string& file) {
+  parallel::EpBackend b;
+  const std::string kind = p.at("ep_backend").get<std::string>();
+  b.kind = kind == "hybridep" ? parallel::EpBackendKind::HybridEp
+           : kind == "deepep" ? parallel::EpBackendKind::DeepEp
+                              : parallel::EpBackendKind::Nccl;
+  b.non_blocking = p.at("ep_non_blocking").get<bool>();
+  if (b.non_blocking && b.kind != parallel::EpBackendKind::HybridEp)
+    throw InputError(file, "$.parallel.ep_non_blocking",
+                     fmt::format("the {} backend has no non-blocking dispatch (only HybridEP sizes its permuted buffer "
+                                 "without a device-to-host sync)",
+                                 kind),
+                     "set \"ep_backend\": \"hybridep\", or remove ep_non_blocking");
+  if (p.contains("ep_capacity_factor")) {
+    if (!b.non_blocking)
+      throw InputError(file, "$.parallel.ep_capacity_factor",
+                       "a capacity factor sizes only a non-blocking dispatch's permuted buffer; a blocking one is "
+                       "sized exactly and never drops",
+                       "set \"ep_non_blocking\": true (with ep_backend hybridep), or remove ep_capacity_factor");
+    b.capacity_factor = p.at("ep_capacity_factor").get<double>();
+  } else if (b.non_blocking) {
+    throw InputError(file, "$.parallel.ep_capacity_factor",
+                     "a non-blocking dispatch needs its permuted buffer's size (HybridEP asserts on None)",
+                     "give ep_capacity_factor in (0, 1]; K / (EP x min(K, local experts)) holds balanced routing");
+  }
+  if (p.contains("ep_sms")) {
+    if (!b.fused())
+      throw InputError(file, "$.parallel.ep_sms", "NCCL's all-to-all holds no SMs in moesim's model",
+                       "remove ep_sms, or choose ep_backend deepep or hybridep");
+    b.dispatch_sms = b.combine_sms = p.at("ep_sms").get<int>();
+  } else {
+    b.dispatch_sms = b.combine_sms = parallel::default_backend_sms(b.kind);
+  }
+  if (!b.syncs_host() && schema::as_time(p.at("ep_host_sync")) > 0)
+    throw InputError(file, "$.parallel.ep_host_sync", "a non-blocking dispatch does not sync with the host",
+                     "remove ep_host_sync, or set ep_non_blocking false");
+  b.host_sync = schema::as_time(p.at("ep_host_sync"));
+  return b;
+}
+
 parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string& file, bool microbatches_given) {
   const Json& p = doc.at("parallel");
   parallel::ParallelConfig c;
@@ -199,6 +242,7 @@ parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string
                                                 : parallel::PipelineSchedule::OneFOneB;
   c.first_stage_layers = p.value("first_stage_layers", -1);
   c.last_stage_layers = p.value("last_stage_layers", -1);
+  c.ep_backend = read_ep_backend(p, file);
   const auto& m = s.model;
   const std::uint64_t gpus = s.gpu_count();
   const std::uint64_t model_parallel = static_cast<std::uint64_t>(c.sizes.tp) * c.sizes.cp * c.sizes.pp;
@@ -558,6 +602,15 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                                  "etp)",
                                  s.strategy->name),
                      fmt::format("remove \"parallel\" (or set every size to 1), or use a strategy that takes one: {}",
+                                 fmt::join(takes, ", ")));
+  }
+  if (s.parallel.ep_backend.kind != parallel::EpBackendKind::Nccl && !s.strategy->takes_ep_backend) {
+    std::vector<std::string> takes;
+    for (const auto& i : strategies::registry())
+      if (i.takes_ep_backend) takes.push_back(i.name);
+    throw InputError(file, "$.parallel.ep_backend",
+                     fmt::format("strategy {} exchanges its tokens as its paper does, with NCCL", s.strategy->name),
+                     fmt::format("remove ep_backend (or set \"nccl\"), or use a strategy that takes one: {}",
                                  fmt::join(takes, ", ")));
   }
   doc["strategy"] = s.strategy_options;

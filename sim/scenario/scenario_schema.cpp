@@ -205,6 +205,21 @@ NodePtr scenario_schema() {
                "decoder_first_pipeline_num_layers)"),
       optional("last_stage_layers", integer(0, 65536), nullptr,
                "layers of the last (virtual) pipeline stage (Megatron's decoder_last_pipeline_num_layers)"),
+      optional("ep_backend", enumeration({"nccl", "deepep", "hybridep"}), "nccl",
+               "the MoE blocks' dispatch/combine: nccl (all-to-all with separate permute and un-permute kernels), "
+               "deepep or hybridep (fused dispatch+permute and un-permute+combine, tokens de-duplicated per rank, "
+               "kernels holding their SMs, an all-to-all buffer and permuted buffers in memory)"),
+      optional("ep_non_blocking", boolean(), false,
+               "hybridep only: no device-to-host sync; the permuted buffer is sized by ep_capacity_factor and "
+               "rows beyond it are dropped"),
+      optional("ep_capacity_factor", number(0, 1, true), nullptr,
+               "with ep_non_blocking: the permuted buffer is roundup(N x EP x min(K, local experts) x this) rows "
+               "(Megatron's moe_expert_capacity_factor, in (0, 1])"),
+      optional("ep_sms", integer(1, 1024), nullptr,
+               "SMs each fused dispatch and combine kernel holds (default: 16 for hybridep, 20 for deepep)"),
+      optional("ep_host_sync", time(), "0us",
+               "GPU idle time per device-to-host sync of a blocking dispatch (nccl, deepep, blocking hybridep), "
+               "in the forward and its recomputation"),
   });
   static const workload::PopularityProcessParams process_defaults;
   static const NodePtr process = object({

@@ -191,14 +191,17 @@ void Simulation::check() {
           {f.optimizer, "optimizer state: set parallel.sharding to \"distributed_optimizer\", training.optimizer "
                         "\"host\", or use more GPUs"},
           {f.weights, "weights: use a larger ep, or tensor or pipeline parallelism (parallel.tp, parallel.pp)"},
-          {f.gradients, "gradients: use a larger ep, or tensor or pipeline parallelism (parallel.tp, parallel.pp)"}};
+          {f.gradients, "gradients: use a larger ep, or tensor or pipeline parallelism (parallel.tp, parallel.pp)"},
+          {f.buffers, "the fused EP backend's all-to-all buffer (micro_batch_size x sequence_length x ep tokens): "
+                      "a smaller micro_batch_size or ep, or parallel.ep_backend \"nccl\""}};
       const auto largest = *std::max_element(std::begin(terms), std::end(terms),
                                              [](const auto& a, const auto& b) { return a.first < b.first; });
       throw InfeasibleError(fmt::format(
           "{}: the model does not fit in GPU memory: GPU {} ({}) needs {} (weights {}, gradients {}, optimizer {}, "
-          "activations {}) but has {}; the largest term is {}",
+          "activations {}{}) but has {}; the largest term is {}",
           scenario_.file, g, topology_.gpu(g).key, format_bytes(need), format_bytes(f.weights), format_bytes(f.gradients),
-          format_bytes(f.optimizer), format_bytes(f.activations), format_bytes(have), largest.second));
+          format_bytes(f.optimizer), format_bytes(f.activations),
+          f.buffers > 0 ? ", buffers " + format_bytes(f.buffers) : std::string(), format_bytes(have), largest.second));
     }
   }
   // Host memory (the optimizer state offloaded there) per host.

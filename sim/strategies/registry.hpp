@@ -19,6 +19,9 @@ struct StrategyInfo {
   // Whether its paper allows a parallel layout (tensor and pipeline parallelism, parallel.ep);
   // the loader refuses one for the others.
   bool takes_layout = false;
+  // Whether its MoE blocks can exchange tokens over a fused backend (parallel.ep_backend deepep or
+  // hybridep): the strategies built on ep::make_plan's all-to-all groups.
+  bool takes_ep_backend = false;
   // Set where the strategy's data-parallel ranks are not the cluster's GPUs over the layout's
   // model-parallel sizes (zebra trains the attention GPUs' tokens only): why it refuses
   // training.global_batch_size, which counts them so.

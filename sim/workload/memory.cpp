@@ -10,6 +10,7 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   f.weights = (in.weight_params >= 0 ? in.weight_params : in.params) * b;
   f.gradients = (in.gradient_params >= 0 ? in.gradient_params : in.params) * b;
   f.optimizer = (in.optimizer_params >= 0 ? in.optimizer_params : in.params) * (b < 4 ? 12.0 : 8.0);
+  f.buffers = in.shared_buffer_bytes;
   if (t.optimizer_on_host) {
     f.host = f.optimizer + f.gradients;
     f.optimizer = 0;

@@ -26,8 +26,9 @@ struct MemoryFootprint {
   double gradients = 0;
   double optimizer = 0;
   double activations = 0;
+  double buffers = 0;  // communication buffers allocated once (a fused EP backend's all-to-all buffer)
   double host = 0;  // in its host's memory: the optimizer state and a gradient copy when the optimizer steps there
-  double total() const { return weights + gradients + optimizer + activations; }  // on the GPU
+  double total() const { return weights + gradients + optimizer + activations + buffers; }  // on the GPU
 };
 
 struct MemoryInputs {
@@ -45,6 +46,7 @@ struct MemoryInputs {
   int tensor_parallel = 1;              // attention split over this many GPUs (Korthikanti §4.2: 11·sbh/t)
   double expert_ffn_hidden = 0;         // FFN size of this GPU's expert slice (0: the model's ffn_hidden)
   double moe_buffer_bytes = 0;          // communication buffers per MoE layer kept for backward
+  double shared_buffer_bytes = 0;       // communication buffers allocated once and shared by every layer
   bool sequence_parallel = false;       // the attention block's and norms' activations split over tp too (§4.2.2: 34·sbh/t)
   std::vector<int> layers;              // the layers this GPU holds (empty: all)
   double in_flight = 1;                 // microbatches whose activations it holds at once (the schedule's peak)

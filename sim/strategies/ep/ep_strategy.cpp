@@ -44,6 +44,7 @@ StrategyInfo info() {
       gradient_sync_option(),
   });
   s.takes_layout = true;
+  s.takes_ep_backend = true;
   s.make = [](const sc::Json& o) {
     EpOptions opt;
     opt.ep_size = o.at("ep_size").get<int>();
@@ -98,6 +99,16 @@ void EpStrategy::check(const StrategyContext& ctx) const {
                                  "model.experts",
                                  e, g, fmt::join(good, ", ")));
   }
+  if (ctx.parallel.ep_backend.fused() && sizes.etp > 1)
+    throw InputError("", "$.parallel.ep_backend",
+                     fmt::format("moesim models the {} backend without expert tensor parallelism (etp {})",
+                                 parallel::to_string(ctx.parallel.ep_backend.kind), sizes.etp),
+                     "set etp 1, or ep_backend \"nccl\"");
+  if (ctx.parallel.ep_backend.fused() && options_.pipelining_degree > 1)
+    throw InputError("", "$.strategy.pipelining_degree",
+                     fmt::format("the {} backend's fused dispatch sends each microbatch's tokens in one call",
+                                 parallel::to_string(ctx.parallel.ep_backend.kind)),
+                     "set pipelining_degree 1, or ep_backend \"nccl\"");
   if (options_.all_to_all == network::Algorithm::Hierarchical && ctx.topology.level_count() >= 2) {
     const std::uint32_t per_node = ctx.topology.gpus_per_worker(ctx.topology.level_count() - 2);
     if (static_cast<std::uint32_t>(n) % per_node != 0)
@@ -214,6 +225,13 @@ schema::Json EpStrategy::describe(const StrategyContext& ctx) const {
   j["pipelining_degree"] = options_.pipelining_degree;
   j["all_to_all"] = std::string(network::to_string(options_.all_to_all));
   j["gradient_sync"] = options_.overlap_gradient_sync ? "overlap" : "after_backward";
+  const auto& b = ctx.parallel.ep_backend;
+  j["ep_backend"] = {{"name", std::string(parallel::to_string(b.kind))}, {"host_sync_us", time_to_seconds(b.host_sync) * 1e6}};
+  if (b.fused()) {
+    j["ep_backend"]["sms"] = {b.dispatch_sms, b.combine_sms};
+    j["ep_backend"]["non_blocking"] = b.non_blocking;
+    if (b.non_blocking) j["ep_backend"]["capacity_factor"] = b.capacity_factor;
+  }
   return j;
 }
 

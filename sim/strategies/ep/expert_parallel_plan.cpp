@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "sim/schedule/schedule.hpp"
+#include "sim/workload/ep_buffers.hpp"
 
 namespace moesim::strategies::ep {
 
@@ -85,6 +86,12 @@ double dense_params_on_stage(const workload::ModelShape& m, const parallel::Pipe
          (last ? vocabulary : 0);
 }
 
+int permute_alignment(const StrategyContext& ctx) {
+  // Each local expert's rows padded for the grouped GeMM: 32 for MXFP8 (moesim's fp8 on a GPU
+  // with MXFP8, i.e. Blackwell), else torchtitan's TOKEN_GROUP_ALIGN_SIZE_M 8 (spec 001.A.10).
+  return ctx.training.dtype == cluster::Dtype::fp8 ? 32 : 8;
+}
+
 parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan& in) {
   const auto& m = ctx.model;
   const auto& t = ctx.training;
@@ -132,6 +139,12 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
         if (layout.stage_of(g.front()) == s) in_stage.push_back(g);
       moe->expert_tensor_parallel = parallel::family(std::move(in_stage));
     }
+    moe->backend = ctx.parallel.ep_backend;
+    moe->permute_alignment = permute_alignment(ctx);
+    if (moe->backend.non_blocking && !moe->dispatch.empty())
+      moe->permuted_rows = workload::permuted_buffer_rows(
+          moe->gate_tokens, static_cast<int>(moe->dispatch.front().gpus.size()), m.top_k,
+          static_cast<int>(in.experts_per_gpu), moe->backend.capacity_factor, moe->permute_alignment);
     moe->fetch = in.fetch;
     moe->expert_gradients = in.expert_gradients;
     moe->expert_param_gather = in.expert_param_gather;
@@ -182,15 +195,34 @@ std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n,
   const int per_rank = m.experts / n;
   const bool sp = ctx.parallel.sequence_parallel && sizes.tp > 1;
   const double tokens = ctx.training.tokens_per_microbatch() / sizes.cp / (sp ? sizes.tp : 1);
-  // The busiest rank's routed token copies per MoE layer, over the first iteration's routing.
-  double busiest = 0;
+  // The busiest rank's routed token copies per MoE layer, over the first iteration's routing, and
+  // the rows they take in a fused backend's permuted layout (each local expert's padded).
+  const int alignment = permute_alignment(ctx);
+  double busiest = 0, busiest_rows = 0;
   for (int layer = m.dense_layers; layer < m.layers; ++layer) {
     const auto plan = workload::plan_dispatch(ctx.routing.popularity(0, layer), tokens, m.top_k, ctx.training.capacity_factor);
+    std::vector<double> local(per_rank);
     for (int r = 0; r < n; ++r) {
       double copies = 0;
-      for (int e = r * per_rank; e < (r + 1) * per_rank; ++e) copies += plan.kept_per_expert[e] * n;
+      for (int e = r * per_rank; e < (r + 1) * per_rank; ++e) copies += local[e - r * per_rank] = plan.kept_per_expert[e] * n;
       busiest = std::max(busiest, copies);
+      busiest_rows = std::max(busiest_rows, workload::permuted_rows(local, alignment));
     }
+  }
+  // A fused backend's buffers (spec 001.A.4, A.8): the all-to-all buffer once per GPU, N × EP
+  // rows; the permuted buffer of each MoE layer, which holds the experts' inputs the activations
+  // already count (one row per copy), so only its rows beyond them: its padding when blocking
+  // (sized exactly), the capacity factor's budget when not. Kept per layer and microbatch in
+  // flight like the other activations, one layer at a time under full recomputation.
+  const auto& backend = ctx.parallel.ep_backend;
+  double shared_buffer = 0, permuted_extra = 0;
+  if (backend.fused() && n > 1) {
+    const double row_bytes = m.hidden * ctx.dtype_bytes();
+    shared_buffer = workload::all_to_all_buffer_rows(tokens, n) * row_bytes;
+    const double rows = backend.non_blocking ? workload::permuted_buffer_rows(tokens, n, m.top_k, per_rank,
+                                                                              backend.capacity_factor, alignment)
+                                             : busiest_rows;
+    permuted_extra = std::max(0.0, rows - busiest) * row_bytes;
   }
   std::vector<workload::MemoryFootprint> out(ctx.topology.gpu_count());
   for (int s = 0; s < sizes.pp; ++s) {
@@ -218,6 +250,8 @@ std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n,
     in.tensor_parallel = sizes.tp;
     in.sequence_parallel = sp;
     in.expert_ffn_hidden = m.ffn_hidden / sizes.etp;
+    in.shared_buffer_bytes = shared_buffer;
+    in.moe_buffer_bytes = permuted_extra;
     // Units in flight hold one chunk each: the stage's layers over its chunks.
     in.in_flight = schedule::peak_in_flight(order) / static_cast<double>(pipeline.chunks);
     in.embedding = std::find(in.layers.begin(), in.layers.end(), 0) != in.layers.end();

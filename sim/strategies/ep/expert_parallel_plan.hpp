@@ -33,6 +33,10 @@ struct ExpertParallelPlan {
 
 parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan& in);
 
+// Rows each local expert's group of a fused backend's permuted buffer is padded to: 32 under FP8
+// (MXFP8's grouped GeMM), else 8 (torchtitan; spec 001.A.10).
+int permute_alignment(const StrategyContext& ctx);
+
 // Where the scenario's training steps the optimizer (training.optimizer).
 parallel::OptimizerPlacement optimizer_placement(const StrategyContext& ctx);
 

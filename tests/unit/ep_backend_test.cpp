@@ -1,0 +1,277 @@
+// The expert-parallel communication backends (parallel.ep_backend; seed 001, spec
+// seeds-001-002-004.md 001.A.3-A.8): the fused dispatch's per-rank de-duplication, the
+// non-blocking permuted buffer's drops, the fused kernels' SM reservation and the buffers in the
+// memory model, on hand cases and on the PR's DeepSeek-V3 numbers; and the scenario options'
+// refusals.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "sim/blocks/layer_costs.hpp"
+#include "sim/blocks/token_routing.hpp"
+#include "sim/core/error.hpp"
+#include "sim/parallel/iteration_plan.hpp"
+#include "sim/workload/ep_buffers.hpp"
+#include "sim/simulation/simulation.hpp"
+#include "test_support.hpp"
+
+using namespace moesim;
+
+namespace {
+
+// 4 GPUs, `experts` experts contiguous over them, top-k `k`, uniform routing by expected shares,
+// one layer, 1024 tokens per GPU of H = 256 in bf16.
+schema::Json small(int experts, int k) {
+  auto doc = schema::Json::parse(test::kSmallEp);
+  doc["model"]["experts"] = experts;
+  doc["model"]["top_k"] = k;
+  doc["model"]["layers"] = 1;
+  doc["training"]["sequence_length"] = 1024;
+  return doc;
+}
+
+struct Routed {
+  scenario::Scenario sc;
+  cluster::Topology topo;
+  std::vector<compute::ComputeModel> compute;
+  workload::RoutingModel routing;
+  Routed(const schema::Json& doc)
+      : sc(test::scenario_from(doc.dump())),
+        topo(sc.topology()),
+        compute{compute::ComputeModel(topo.gpu(0), sc.compute)},
+        routing(sc.routing, sc.model.experts, sc.model.layers, sc.training.iterations, sc.seed) {}
+  blocks::LayerRouting route(const parallel::MoeLayerPlan& lp, int mb = 0) const {
+    const blocks::Context ctx{topo, sc.model, sc.training, routing, compute};
+    return blocks::route_layer(ctx, parallel::IterationPlan{}, lp, 0, 0, mb);
+  }
+  Time experts(std::vector<double> copies) const {
+    return blocks::experts_time(compute[0], sc.model, copies, sc.model.ffn_hidden);
+  }
+};
+
+parallel::MoeLayerPlan ep_layer(int experts, parallel::EpBackendKind kind) {
+  parallel::MoeLayerPlan lp;
+  lp.dispatch = {{test::iota(4), parallel::ReplicaTable::contiguous(experts, 4)}};
+  lp.expert_ffn_hidden = 512;
+  lp.gate_tokens = lp.combine_tokens = 1024;
+  lp.backend.kind = kind;
+  return lp;
+}
+
+}  // namespace
+
+TEST(EpBackend, FusedDispatchSendsEachTokenOncePerRank) {
+  // 8 experts over 4 ranks (2 each), top-2, uniform. NCCL's all-to-all sends every copy: rank r
+  // receives 1024 · 2 · 2/8 = 512 copies from each source, 512 · 256 · 2 B = 262,144 B. A fused
+  // dispatch sends a token once to a rank holding either or both of its experts: it misses both
+  // of r's with probability C(6, 2)/C(8, 2) = 15/28, so 1024 · 13/28 = 475.43 tokens travel,
+  // 243,419.4 B (13/14 of NCCL's).
+  const Routed r(small(8, 2));
+  const auto nccl = r.route(ep_layer(8, parallel::EpBackendKind::Nccl));
+  const auto fused = r.route(ep_layer(8, parallel::EpBackendKind::HybridEp));
+  for (std::uint32_t s = 0; s < 4; ++s)
+    for (std::uint32_t d = 0; d < 4; ++d) {
+      if (s == d) continue;
+      EXPECT_DOUBLE_EQ(nccl.dispatch[0]->at(s, d), 262144.0);
+      EXPECT_NEAR(fused.dispatch[0]->at(s, d), 1024.0 * 13 / 28 * 512, 1e-6);
+      EXPECT_NEAR(fused.combine[0]->at(d, s), fused.dispatch[0]->at(s, d), 1e-6);  // combine returns the same rows
+    }
+  // The experts still compute every copy: de-duplication changes the wire, not the work.
+  EXPECT_EQ(fused.expert_forward, nccl.expert_forward);
+  EXPECT_EQ(fused.dropped_copies, 0);
+}
+
+TEST(EpBackend, FusedDispatchDeDuplicatesSampledRoutingByTheExpectedShare) {
+  // Sampled routing: each (source, rank) entry is the drawn copies times the same 13/14.
+  auto doc = small(8, 2);
+  doc["routing"]["sampling"] = "sampled";
+  const Routed r(doc);
+  const auto nccl = r.route(ep_layer(8, parallel::EpBackendKind::Nccl));
+  const auto fused = r.route(ep_layer(8, parallel::EpBackendKind::DeepEp));
+  for (std::uint32_t s = 0; s < 4; ++s)
+    for (std::uint32_t d = 0; d < 4; ++d)
+      if (s != d) EXPECT_NEAR(fused.dispatch[0]->at(s, d), nccl.dispatch[0]->at(s, d) * 13 / 14, 1e-6);
+}
+
+TEST(EpBackend, NonBlockingDispatchDropsTheExpertMajorTailBeyondItsBudget) {
+  // 8 experts over 4 ranks, top-1, uniform: each rank receives 4 · 1024/8 = 512 copies for each of
+  // its 2 experts. Budget at cf 0.3: roundup8(1024 · 4 · min(1, 2) · 0.3) = roundup8(1228.8) = 1232
+  // rows, above the 1024 received: nothing dropped. At cf 0.15: roundup8(614.4) = 616 rows: local
+  // expert 0 keeps its 512, expert 1 the 104 rows left, dropping 408 per rank, 1632 of the 4096
+  // copies (39.84 %). Blocking mode sizes the buffer exactly: no drops.
+  const Routed r(small(8, 1));
+  auto lp = ep_layer(8, parallel::EpBackendKind::HybridEp);
+  const auto blocking = r.route(lp);
+  EXPECT_EQ(blocking.dropped_copies, 0);
+  EXPECT_DOUBLE_EQ(blocking.routed_copies, 4096);
+  lp.backend.non_blocking = true;
+  lp.permuted_rows = workload::permuted_buffer_rows(1024, 4, 1, 2, 0.3, 8);
+  EXPECT_DOUBLE_EQ(lp.permuted_rows, 1232);
+  EXPECT_EQ(r.route(lp).dropped_copies, 0);
+  lp.permuted_rows = workload::permuted_buffer_rows(1024, 4, 1, 2, 0.15, 8);
+  EXPECT_DOUBLE_EQ(lp.permuted_rows, 616);
+  const auto tight = r.route(lp);
+  EXPECT_DOUBLE_EQ(tight.dropped_copies, 1632);
+  EXPECT_DOUBLE_EQ(tight.routed_copies, 4096);
+  for (std::uint32_t g = 0; g < 4; ++g) {
+    EXPECT_EQ(tight.expert_forward[g], r.experts({512, 104}));
+    EXPECT_EQ(blocking.expert_forward[g], r.experts({512, 512}));
+  }
+  // The all-to-all buffer never drops: every copy still travels.
+  EXPECT_EQ(tight.dispatch[0]->at(0, 1), blocking.dispatch[0]->at(0, 1));
+}
+
+TEST(EpBackend, FusedKernelsDropThePermuteKernels) {
+  // The router's kernel without the permute ((1 + k)·T·H·a bytes moved) and the output kernel
+  // without the un-permute ((k + 1)·T·H·a), the residual add left (layer_costs.cpp).
+  const Routed r(small(8, 2));
+  const auto& cm = r.compute[0];
+  const auto& m = r.sc.model;
+  const double a = 2;  // bf16
+  EXPECT_EQ(blocks::gate_time(cm, m, 1024, false) - blocks::gate_time(cm, m, 1024, true),
+            cm.memory_bound(3 * 1024 * 256 * a));
+  EXPECT_EQ(blocks::combine_time(cm, m, 1024, false) - blocks::combine_time(cm, m, 1024, true),
+            cm.memory_bound(3 * 1024 * 256 * a));
+}
+
+namespace {
+
+// The PR's run (spec 001.B): DeepSeek-V3 671B, EP 64 in one NVL72 rack's 64 GPUs, PP 1, FSDP,
+// full recomputation, local batch 8 of 4096 tokens, bf16, expected uniform routing.
+schema::Json pr_run(const char* backend) {
+  return schema::Json::parse(R"({
+    "name": "pr",
+    "cluster": {"gpu": "gb200-nvl72", "levels": [{"name": "gpu", "count": 64, "bandwidth": "900GB/s", "latency": "2us",
+                                                  "link": "nvlink5"}]},
+    "model": {"preset": "deepseek-v3"},
+    "training": {"sequence_length": 4096, "micro_batch_size": 8, "dtype": "bf16", "recompute": "full"},
+    "routing": {"sampling": "expected"},
+    "parallel": {"sharding": "fsdp", "ep": 64, "ep_backend": ")" + std::string(backend) + R"("},
+    "strategy": {"name": "ep"}
+  })");
+}
+
+}  // namespace
+
+TEST(EpBackend, DeepSeekV3BuffersAsTheSpecDerivesThem) {
+  // Spec 001.A.4: the all-to-all buffer is N × EP = 32,768 × 64 = 2,097,152 rows of 7168 bf16
+  // values = 30,064,771,072 B (30.1 GB), once per GPU. Under full recomputation the layer being
+  // recomputed holds one permuted buffer: blocking, exactly its copies (each rank's 4 experts get
+  // 32,768 · 8/256 · 64 = 65,536 copies each, a multiple of 8: no padding), so nothing beyond the
+  // expert inputs the activations count; non-blocking at cf 1, 8,388,608 rows (120.26 GB), of
+  // which 8,388,608 − 262,144 rows beyond the copies: 116.5 GB more, past the GPU's 186 GiB.
+  // At the balanced cf 0.03125 the budget is the 262,144 copies exactly.
+  const double row = 7168.0 * 2;
+  for (const char* backend : {"nccl", "hybridep"}) {
+    simulation::Simulation sim(test::scenario_from(pr_run(backend).dump(), "pr.json"));
+    try {
+      sim.check();  // 64 GPUs cannot hold 10.5B expert parameters' Adam state each: refused, memory still computed
+    } catch (const InfeasibleError&) {
+    }
+    const auto& f = sim.memory()[0];
+    EXPECT_DOUBLE_EQ(f.buffers, std::string(backend) == "nccl" ? 0.0 : 2097152.0 * row) << backend;
+    EXPECT_NEAR(f.buffers / 1e9, std::string(backend) == "nccl" ? 0 : 30.06, 0.005);
+  }
+  simulation::Simulation nccl(test::scenario_from(pr_run("nccl").dump(), "pr.json"));
+  auto doc = pr_run("hybridep");
+  simulation::Simulation blocking(test::scenario_from(doc.dump(), "pr.json"));
+  doc["parallel"]["ep_non_blocking"] = true;
+  doc["parallel"]["ep_capacity_factor"] = 1.0;
+  simulation::Simulation cf1(test::scenario_from(doc.dump(), "pr.json"));
+  doc["parallel"]["ep_capacity_factor"] = 0.03125;
+  simulation::Simulation balanced(test::scenario_from(doc.dump(), "pr.json"));
+  for (auto* s : {&nccl, &blocking, &cf1, &balanced}) try {
+      s->check();
+    } catch (const InfeasibleError&) {
+    }
+  const double base = nccl.memory()[0].activations;
+  EXPECT_DOUBLE_EQ(blocking.memory()[0].activations, base);
+  EXPECT_DOUBLE_EQ(balanced.memory()[0].activations, base);
+  EXPECT_NEAR(cf1.memory()[0].activations - base, (8388608.0 - 262144.0) * row, 1.0);
+  EXPECT_GT(cf1.memory()[0].total(), 186.0 * (1ull << 30));
+}
+
+TEST(EpBackend, ScenarioOptionsRefuseWhatTorchtitanRefuses) {
+  const auto refused = [](const schema::Json& doc, const std::string& path) {
+    try {
+      test::scenario_from(doc.dump(), "s.json");
+      ADD_FAILURE() << "accepted, expected a refusal at " << path;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.path(), path) << e.what();
+      EXPECT_FALSE(e.fix().empty());
+    }
+  };
+  auto doc = schema::Json::parse(test::kSmallEp);
+  doc["parallel"] = {{"ep_backend", "deepep"}, {"ep_non_blocking", true}, {"ep_capacity_factor", 0.5}};
+  refused(doc, "$.parallel.ep_non_blocking");  // non-blocking is HybridEP's alone
+  doc["parallel"] = {{"ep_backend", "hybridep"}, {"ep_capacity_factor", 0.5}};
+  refused(doc, "$.parallel.ep_capacity_factor");  // no meaning when blocking
+  doc["parallel"] = {{"ep_backend", "hybridep"}, {"ep_non_blocking", true}};
+  refused(doc, "$.parallel.ep_capacity_factor");  // HybridEP asserts on None
+  doc["parallel"] = {{"ep_backend", "hybridep"}, {"ep_non_blocking", true}, {"ep_capacity_factor", 1.5}};
+  refused(doc, "$.parallel.ep_capacity_factor");  // (0, 1]
+  doc["parallel"] = {{"ep_sms", 24}};
+  refused(doc, "$.parallel.ep_sms");  // NCCL holds none in the model
+  doc["parallel"] = {{"ep_backend", "hybridep"}, {"ep_non_blocking", true}, {"ep_capacity_factor", 0.5},
+                     {"ep_host_sync", "20us"}};
+  refused(doc, "$.parallel.ep_host_sync");
+  doc["parallel"] = {{"ep_backend", "hybridep"}};
+  doc["strategy"] = {{"name", "parm"}};
+  refused(doc, "$.parallel.ep_backend");
+  doc["strategy"] = {{"name", "ep"}, {"pipelining_degree", 2}};
+  simulation::Simulation chunked(test::scenario_from(doc.dump(), "s.json"));
+  try {
+    chunked.check();
+    ADD_FAILURE() << "a fused backend with pipelining degree 2 accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), "$.strategy.pipelining_degree");
+  }
+}
+
+TEST(EpBackend, BlockingDispatchIdlesTheComputeStreamForTheHostRoundTrip) {
+  // One MoE layer's forward pays ep_host_sync once, its recomputation once more, the backward
+  // never (the sizes are kept): with full recomputation an iteration of the 4-GPU case has 2
+  // host_sync tasks of 30 us per GPU and microbatch; none with non-blocking HybridEP.
+  auto doc = small(8, 2);
+  doc["training"]["recompute"] = "full";
+  doc["parallel"] = {{"ep_backend", "hybridep"}, {"ep_host_sync", "30us"}};
+  const auto syncs = [](const schema::Json& d) {
+    simulation::Simulation sim(test::scenario_from(d.dump(), "s.json"));
+    sim.run(test::with_task_log());
+    int n = 0;
+    for (const auto& t : sim.task_log().tasks())
+      if (t.end >= 0 && sim.engine().names()[t.label.name] == "host_sync") {
+        ++n;
+        EXPECT_EQ(t.end - t.start, 30 * kMicrosecond);
+      }
+    return n;
+  };
+  EXPECT_EQ(syncs(doc), 2 * 4);
+  doc["parallel"] = {{"ep_backend", "hybridep"}, {"ep_non_blocking", true}, {"ep_capacity_factor", 1.0}};
+  EXPECT_EQ(syncs(doc), 0);
+  doc["parallel"] = {{"ep_host_sync", "30us"}};  // nccl syncs for its split sizes
+  EXPECT_EQ(syncs(doc), 2 * 4);
+}
+
+TEST(EpBackend, FusedKernelsHoldTheirSmsWhileTheyRun) {
+  // Every dispatch and combine member of a fused backend reserves its SMs of the GPU (the H100's
+  // 132, topologies/gpus.json): HybridEP's 16 (the PR's hard-coded budget), DeepEP's 20, or
+  // ep_sms; the engine slows the compute beside them by that share (engine_test.cpp). NCCL's
+  // members reserve none in moesim's model.
+  const auto shares = [](const schema::Json& parallel) {
+    auto doc = small(8, 2);
+    doc["parallel"] = parallel;
+    simulation::Simulation sim(test::scenario_from(doc.dump(), "s.json"));
+    sim.run(test::with_task_log());
+    std::set<float> out;
+    for (const auto& t : sim.task_log().tasks()) {
+      const auto& name = sim.engine().names()[t.label.name];
+      if (t.end >= 0 && (name == "dispatch" || name == "combine")) out.insert(t.sm_share);
+    }
+    return out;
+  };
+  EXPECT_EQ(shares({{"ep_backend", "nccl"}}), std::set<float>{0.0F});
+  EXPECT_EQ(shares({{"ep_backend", "hybridep"}}), std::set<float>{static_cast<float>(16.0 / 132)});
+  EXPECT_EQ(shares({{"ep_backend", "deepep"}}), std::set<float>{static_cast<float>(20.0 / 132)});
+  EXPECT_EQ(shares({{"ep_backend", "deepep"}, {"ep_sms", 24}}), std::set<float>{static_cast<float>(24.0 / 132)});
+}
