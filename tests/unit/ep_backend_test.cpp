@@ -30,24 +30,7 @@ schema::Json small(int experts, int k) {
   return doc;
 }
 
-struct Routed {
-  scenario::Scenario sc;
-  cluster::Topology topo;
-  std::vector<compute::ComputeModel> compute;
-  workload::RoutingModel routing;
-  Routed(const schema::Json& doc)
-      : sc(test::scenario_from(doc.dump())),
-        topo(sc.topology()),
-        compute{compute::ComputeModel(topo.gpu(0), sc.compute)},
-        routing(sc.routing, sc.model.experts, sc.model.layers, sc.training.iterations, sc.seed) {}
-  blocks::LayerRouting route(const parallel::MoeLayerPlan& lp, int mb = 0) const {
-    const blocks::Context ctx{topo, sc.model, sc.training, routing, compute};
-    return blocks::route_layer(ctx, parallel::IterationPlan{}, lp, 0, 0, mb);
-  }
-  Time experts(std::vector<double> copies) const {
-    return blocks::experts_time(compute[0], sc.model, copies, sc.model.ffn_hidden);
-  }
-};
+using Routed = test::RoutingBench;
 
 parallel::MoeLayerPlan ep_layer(int experts, parallel::EpBackendKind kind) {
   parallel::MoeLayerPlan lp;

@@ -25,25 +25,10 @@ schema::Json small(int gpus) {
 }
 
 // The routing of one layer under a hand-written plan.
-struct Routed {
-  scenario::Scenario sc;
-  cluster::Topology topo;
-  std::vector<compute::ComputeModel> compute;
-  workload::RoutingModel routing;
+struct Routed : test::RoutingBench {
   blocks::LayerRouting rt;
   Routed(const schema::Json& doc, const parallel::IterationPlan& plan, const parallel::MoeLayerPlan& layer)
-      : sc(test::scenario_from(doc.dump())),
-        topo(sc.topology()),
-        compute{compute::ComputeModel(topo.gpu(0), sc.compute)},
-        routing(sc.routing, sc.model.experts, sc.model.layers, sc.training.iterations, sc.seed) {
-    const blocks::Context ctx{topo, sc.model, sc.training, routing, compute};
-    rt = blocks::route_layer(ctx, plan, layer, 0, 0, 0);
-  }
-  Time ffn(double tokens) const { return blocks::ffn_time(compute[0], sc.model, tokens, sc.model.ffn_hidden); }
-  // A GPU's replicas, one grouped FFN over their copies (in expert order).
-  Time experts(std::vector<double> copies) const {
-    return blocks::experts_time(compute[0], sc.model, copies, sc.model.ffn_hidden);
-  }
+      : RoutingBench(doc), rt(route(layer, plan)) {}
 };
 
 parallel::MoeLayerPlan one_group(std::vector<std::uint32_t> gpus, std::vector<std::vector<parallel::Replica>> replicas) {

@@ -7,6 +7,8 @@
 
 #include "calibrate/fit/nccl_tests_log.hpp"
 #include "calibrate/fit/profile_builder.hpp"
+#include "sim/blocks/layer_costs.hpp"
+#include "sim/blocks/token_routing.hpp"
 #include "sim/cluster/link_graph.hpp"
 #include "sim/cluster/topology.hpp"
 #include "sim/engine/task_log.hpp"
@@ -131,5 +133,28 @@ inline scenario::Scenario scenario_from(const std::string& json, const std::stri
   const auto l = loader();
   return l.build(l.resolve(schema::Json::parse(json), file), file);
 }
+
+// One MoE layer's routing under a hand-written plan, on a scenario's cluster, model and routing
+// (one GPU kind), with the expert compute it implies.
+struct RoutingBench {
+  scenario::Scenario sc;
+  cluster::Topology topo;
+  std::vector<compute::ComputeModel> compute;
+  workload::RoutingModel routing;
+  explicit RoutingBench(const schema::Json& doc)
+      : sc(scenario_from(doc.dump())),
+        topo(sc.topology()),
+        compute{compute::ComputeModel(topo.gpu(0), sc.compute)},
+        routing(sc.routing, sc.model.experts, sc.model.layers, sc.training.iterations, sc.seed) {}
+  blocks::LayerRouting route(const parallel::MoeLayerPlan& layer, const parallel::IterationPlan& plan = {}, int mb = 0) const {
+    const blocks::Context ctx{topo, sc.model, sc.training, routing, compute};
+    return blocks::route_layer(ctx, plan, layer, 0, 0, mb);
+  }
+  Time ffn(double tokens) const { return blocks::ffn_time(compute[0], sc.model, tokens, sc.model.ffn_hidden); }
+  // A GPU's replicas, one grouped FFN over their copies (in expert order).
+  Time experts(std::vector<double> copies) const {
+    return blocks::experts_time(compute[0], sc.model, copies, sc.model.ffn_hidden);
+  }
+};
 
 }  // namespace moesim::test
