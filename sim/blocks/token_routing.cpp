@@ -131,34 +131,39 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
   // Expert compute of GPU g (rank `rank` of its group): its local experts' FFNs as grouped GeMMs
   // over the token copies each received (experts_time: one rule for every GPU).
   std::vector<double> rows;  // one GPU's local experts' copies of this chunk, reused
-  // A non-blocking fused dispatch keeps what fits its permuted buffer (ep_buffers.hpp): rank
-  // `rank`'s local experts' copies in expert order, the tail beyond the budget dropped.
+  // Rank `rank`'s local experts' copies of this chunk into `rows`, in expert order. A non-blocking
+  // fused dispatch keeps what fits its permuted buffer (ep_buffers.hpp), the tail beyond the budget
+  // dropped: returns the copies dropped (a fused dispatch sends the microbatch in one chunk).
   const bool budget = lp.permuted_rows > 0;
   const auto local_copies = [&](const RankReplicas& rr, std::size_t rank, const std::vector<double>& received) {
     rows.clear();
-    for (const auto& [e, share] : rr[rank]) rows.push_back(received[e] * share / chunks);
-    if (budget) rows = workload::fit_permuted(rows, lp.permuted_rows / chunks, lp.permute_alignment).kept;
+    for (const auto& [e, share] : rr[rank]) rows.push_back(received[e] * share);
+    double dropped = 0;
+    if (budget) {
+      auto fit = workload::fit_permuted(rows, lp.permuted_rows, lp.permute_alignment);
+      rows = std::move(fit.kept);
+      dropped = fit.dropped;
+    }
+    for (double& x : rows) x /= chunks;
+    return dropped;
   };
-  const auto permute_drops = [&](const RankReplicas& rr, std::size_t rank, const std::vector<double>& received) {
-    std::vector<double> local;
-    for (const auto& [e, share] : rr[rank]) local.push_back(received[e] * share);
-    return workload::fit_permuted(local, lp.permuted_rows, lp.permute_alignment).dropped;
-  };
-  const auto gpu_experts = [&](std::uint32_t g, const RankReplicas& rr, std::size_t rank, const std::vector<double>& received) {
+  // Its expert compute (`dropped`: the copies its permuted buffer dropped).
+  const auto gpu_experts = [&](std::uint32_t g, const RankReplicas& rr, std::size_t rank, const std::vector<double>& received,
+                               double& dropped) {
+    dropped = 0;
     if (!(ip.role(g) & parallel::kRunsExperts)) return Time{0};
-    local_copies(rr, rank, received);
+    dropped = local_copies(rr, rank, received);
     return experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden);
   };
-  // Per rank of a group, the bytes per copy a fused backend sends (de-duplicated), from the share
-  // of the copies each rank receives.
+  // A fused backend de-duplicates per rank: each rank's share of a source's copies (`per_expert`
+  // over `total`, spread over the replicas) gives its distinct tokens per copy.
   const bool dedup = lp.backend.fused();
-  const auto rank_shares = [&](const parallel::DispatchGroup& g, const std::vector<double>& per_expert) {
+  const auto rank_shares = [&](const parallel::DispatchGroup& g, const std::vector<double>& per_expert, double total) {
     std::vector<double> q(g.gpus.size(), 0.0);
-    double total = 0;
-    for (const double x : per_expert) total += x;
-    if (total <= 0) return q;
-    for (int e = 0; e < m.experts; ++e)
-      for (const parallel::Replica& rep : g.replicas->of_expert[e]) q[rep.rank] += per_expert[e] / total * rep.share;
+    for (int e = 0; e < m.experts; ++e) {
+      const double frac = total > 0 ? per_expert[e] / total : 0.0;
+      for (const parallel::Replica& rep : g.replicas->of_expert[e]) q[rep.rank] += frac * rep.share;
+    }
     return q;
   };
   const auto sources_of = [&](const parallel::DispatchGroup& g) {
@@ -229,6 +234,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
     struct Shared {
       network::TrafficPtr dispatch, combine;
       std::vector<Time> by_kind_rank;
+      std::vector<double> dropped_by_kind_rank;
     };
     std::map<std::pair<const parallel::ReplicaTable*, std::vector<bool>>, Shared> shared;
     double all_sources = 0;
@@ -248,13 +254,9 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
       if (etp) received_by_group.push_back(received);
       Shared& sh = shared[{group.replicas.get(), source}];
       if (!sh.dispatch) {
-        std::vector<double> a(n, 0.0), q(n, 0.0);
+        std::vector<double> a(n, 0.0), q = rank_shares(group, plan.kept_per_expert, plan.kept);
         for (std::uint32_t r = 0; r < n; ++r)
           if (source[r]) a[r] = plan.kept * m.hidden * b / chunks;
-        for (int e = 0; e < m.experts; ++e) {
-          const double frac = plan.kept > 0 ? plan.kept_per_expert[e] / plan.kept : 0.0;
-          for (const parallel::Replica& rep : group.replicas->of_expert[e]) q[rep.rank] += frac * rep.share;
-        }
         if (dedup) {
           const auto per_copy = distinct_per_copy(q, m.experts, m.top_k);
           for (std::uint32_t r = 0; r < n; ++r) q[r] *= per_copy[r];
@@ -262,13 +264,14 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
         sh.dispatch = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::factored(std::move(a), std::move(q)));
         sh.combine = std::make_shared<network::TrafficMatrix>(sh.dispatch->transposed());
         sh.by_kind_rank.assign(ctx.compute.size() * n, -1);
+        sh.dropped_by_kind_rank.assign(ctx.compute.size() * n, 0.0);
       }
       for (std::uint32_t r = 0; r < n && !etp; ++r) {  // under ETP costed over the ETP group below
         const std::uint32_t g = group.gpus[r];
-        Time& cached = sh.by_kind_rank[topo.kind_index(g) * n + r];
-        if (cached < 0) cached = gpu_experts(g, rr, r, received);
-        out.expert_forward[g] = cached;
-        if (budget) out.dropped_copies += permute_drops(rr, r, received);
+        const std::size_t i = topo.kind_index(g) * n + r;
+        if (sh.by_kind_rank[i] < 0) sh.by_kind_rank[i] = gpu_experts(g, rr, r, received, sh.dropped_by_kind_rank[i]);
+        out.expert_forward[g] = sh.by_kind_rank[i];
+        out.dropped_copies += sh.dropped_by_kind_rank[i];
       }
       out.dispatch.push_back(sh.dispatch);
       out.combine.push_back(sh.combine);
@@ -360,12 +363,15 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
       const RankReplicas& rr = replicas_of(group);
       if (!etp)  // else costed over the ETP group below
         for (std::uint32_t r = 0; r < n; ++r) {
-          out.expert_forward[group.gpus[r]] = gpu_experts(group.gpus[r], rr, r, received);
-          if (budget) out.dropped_copies += permute_drops(rr, r, received);
+          double dropped = 0;
+          out.expert_forward[group.gpus[r]] = gpu_experts(group.gpus[r], rr, r, received, dropped);
+          out.dropped_copies += dropped;
         }
       if (dedup) {
         // The copies' expected shares give each rank's distinct tokens per copy.
-        const auto per_copy = distinct_per_copy(rank_shares(group, popularity), m.experts, m.top_k);
+        double total = 0;
+        for (const double p : popularity) total += p;
+        const auto per_copy = distinct_per_copy(rank_shares(group, popularity, total), m.experts, m.top_k);
         for (std::uint32_t src = 0; src < n; ++src)
           for (std::uint32_t r = 0; r < n; ++r) bytes[static_cast<std::size_t>(src) * n + r] *= per_copy[r];
       }
