@@ -171,12 +171,13 @@ parallel::PlanPtr AdaptiveStrategy::plan(const StrategyContext& ctx, int iterati
     for (int l = 0; l < m.layers; ++l) moe[l] = m.is_moe(l);
     policy_ = std::make_unique<ReplicationPolicy>(options_.policy, m.experts, static_cast<int>(ctx.topology.gpu_count()),
                                                   options_.slots_per_gpu, std::move(moe));
+    move_cost_ = move_cost(ctx);
     migrated_bytes_ = 0;
     moves_ = 0;
     return build(ctx, {});
   }
   if (!state.previous) invariant_failed("adaptive: an iteration after the first without the previous one's counts");
-  const std::vector<Move> moves = policy_->advance(iteration, state.previous->expert_routed, move_cost(ctx));
+  const std::vector<Move> moves = policy_->advance(iteration, state.previous->expert_routed, move_cost_);
   moves_ += static_cast<int>(moves.size());
   auto plan = build(ctx, moves);
   migrated_bytes_ += plan->migrated_bytes;

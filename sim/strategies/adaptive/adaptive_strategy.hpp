@@ -56,6 +56,7 @@ class AdaptiveStrategy final : public Strategy {
 
   AdaptiveOptions options_;
   std::unique_ptr<ReplicationPolicy> policy_;
+  MoveCost move_cost_;  // of the run's scenario, costed when the policy starts (iteration 0)
   double migrated_bytes_ = 0;
   int moves_ = 0;
 };
