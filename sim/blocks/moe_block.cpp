@@ -28,17 +28,20 @@ bool exchanges(const parallel::MoeLayerPlan& p) {
 }
 
 // One exchange of `kind` per group (gpus_of(i): the i-th group's GPUs) on `role`'s stream, member
-// of GPU g after after[g]; the traffic per group (or one shared by all).
+// of GPU g after after[g]; the traffic per group (or one shared by all), and its stages on the
+// wire where a group has them (LayerRouting::dispatch_stages).
 template <typename GpusOf>
 void exchange(Emission& em, std::size_t groups, GpusOf gpus_of, network::CollectiveKind kind, network::Algorithm algorithm,
               const std::vector<network::TrafficPtr>& traffic, StreamRole role, const engine::Label& label,
-              const Frontier& after, Frontier& out, const std::function<double(std::uint32_t)>& sm_share = {}) {
+              const Frontier& after, Frontier& out, const std::function<double(std::uint32_t)>& sm_share = {},
+              const std::vector<std::vector<network::TrafficPtr>>& stages = {}) {
   std::vector<TaskId> members;
   for (std::size_t gi = 0; gi < groups; ++gi) {
     const std::vector<std::uint32_t>& gpus = gpus_of(gi);
     if (gpus.size() <= 1) continue;
-    em.pb.collective({kind, algorithm, em.pb.group(gpus), 0, traffic.size() == 1 ? traffic[0] : traffic[gi]}, role, label,
-                     members, &after, sm_share);
+    network::CollectiveOp op{kind, algorithm, em.pb.group(gpus), 0, traffic.size() == 1 ? traffic[0] : traffic[gi]};
+    if (!stages.empty()) op.stages = stages.size() == 1 ? stages[0] : stages[gi];
+    em.pb.collective(std::move(op), role, label, members, &after, sm_share);
     for (std::size_t r = 0; r < gpus.size(); ++r) out[gpus[r]] = members[r];
   }
 }
@@ -47,7 +50,8 @@ void exchange(Emission& em, std::size_t groups, GpusOf gpus_of, network::Collect
 // the dispatch kernel for the exchange towards the experts, forward and backward alike, as the
 // combine's backward is a dispatch of gradients; the combine kernel for the way back).
 void all_to_all(Emission& em, const parallel::MoeLayerPlan& p, const std::vector<network::TrafficPtr>& traffic,
-                StreamRole role, const engine::Label& label, const Frontier& after, Frontier& out, int sms = 0) {
+                const std::vector<std::vector<network::TrafficPtr>>& stages, StreamRole role, const engine::Label& label,
+                const Frontier& after, Frontier& out, int sms = 0) {
   std::function<double(std::uint32_t)> share;
   if (sms > 0)
     share = [&em, sms](std::uint32_t g) {
@@ -55,7 +59,7 @@ void all_to_all(Emission& em, const parallel::MoeLayerPlan& p, const std::vector
       return total > 0 ? std::min(1.0, static_cast<double>(sms) / total) : 0.0;
     };
   exchange(em, p.dispatch.size(), [&](std::size_t i) -> const auto& { return p.dispatch[i].gpus; },
-           network::CollectiveKind::AllToAll, p.all_to_all, traffic, role, label, after, out, share);
+           network::CollectiveKind::AllToAll, p.all_to_all, traffic, role, label, after, out, share, stages);
 }
 
 // Before a blocking dispatch the host reads the split sizes (nccl), receive counts (DeepEP) or
@@ -239,7 +243,9 @@ void chunk_return(Emission& em, MoeInFlight& x, int c) {
   if (exchanges(p)) {
     const auto lx = em.label(x.phase, WorkKind::AllToAll, pass.second_exchange, x.layer, x.microbatch, c);
     if (p.phased_gather) phased_all_to_all(em, p, second_stream, lx, x.phase, x.layer, x.microbatch, cur, x.join);
-    else all_to_all(em, p, x.routing->combine, second_stream, lx, cur, cur, p.backend.combine_sms);
+    else
+      all_to_all(em, p, x.routing->combine, x.routing->combine_stages, second_stream, lx, cur, cur,
+                 p.backend.combine_sms);
   }
   run_steps(em, steps_at(p, pass.after_exchange), x.phase, x.layer, x.microbatch, cur);
 }
@@ -285,7 +291,7 @@ void moe_open(Emission& em, MoeInFlight& x, Frontier& f, bool defer) {
   for (int c = 0; c < p.chunks; ++c) {
     Frontier& cur = x.chunks[c];
     if (exchanges(p))
-      all_to_all(em, p, x.routing->dispatch, first_stream,
+      all_to_all(em, p, x.routing->dispatch, x.routing->dispatch_stages, first_stream,
                  em.label(x.phase, WorkKind::AllToAll, pass.first_exchange, layer, mb, c), before, cur,
                  p.backend.dispatch_sms);
     // Under ETP the forward gathers the tokens and the backward their output gradients; after

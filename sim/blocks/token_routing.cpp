@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "sim/blocks/fused_dispatch.hpp"
 #include "sim/blocks/layer_costs.hpp"
 #include "sim/core/error.hpp"
 #include "sim/workload/ep_buffers.hpp"
@@ -41,25 +42,6 @@ struct ExpertBins {
     }
   }
 };
-
-// A fused backend sends each token once to every rank holding one of its experts (per-rank
-// de-duplication, spec 001.A.3): of the copies towards rank r, only the distinct tokens travel.
-// Rank r receives a share q_r of a source's copies (its experts' popularity, after capacity, times
-// their replicas' shares); a token's K experts are drawn without repeat, so it selects none of
-// r's with probability Π_{i<K} (1 − q_r·E/(E − i)), exactly C(E − E_r, K)/C(E, K) when the E_r
-// experts of r are as popular as the rest (DeepSeek-V3 at EP 64: 0.8801). Returns per rank the
-// distinct tokens per copy, (1 − that) / (K·q_r).
-std::vector<double> distinct_per_copy(const std::vector<double>& rank_share, int experts, int top_k) {
-  std::vector<double> out(rank_share.size(), 1.0);
-  for (std::size_t r = 0; r < rank_share.size(); ++r) {
-    const double q = rank_share[r];
-    if (q <= 0) continue;
-    double none = 1;
-    for (int i = 0; i < top_k && i < experts; ++i) none *= std::max(0.0, 1.0 - q * experts / (experts - i));
-    out[r] = std::min(1.0, (1.0 - none) / (top_k * q));
-  }
-  return out;
-}
 
 LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, int it, int layer) {
   const auto& m = ctx.model;
@@ -100,6 +82,26 @@ LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, 
 }
 
 }  // namespace
+
+void LayerRouting::add(FusedTraffic traffic) {
+  dispatch.push_back(std::move(traffic.dispatch));
+  combine.push_back(std::move(traffic.combine));
+  if (!traffic.dispatch_stages.empty() || !dispatch_stages.empty()) {
+    dispatch_stages.resize(dispatch.size() - 1);
+    combine_stages.resize(dispatch.size() - 1);
+    dispatch_stages.push_back(std::move(traffic.dispatch_stages));
+    combine_stages.push_back(std::move(traffic.combine_stages));
+  }
+}
+
+void LayerRouting::share_first() {
+  dispatch.resize(1);
+  combine.resize(1);
+  if (!dispatch_stages.empty()) {
+    dispatch_stages.resize(1);
+    combine_stages.resize(1);
+  }
+}
 
 LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, const parallel::MoeLayerPlan& lp, int it,
                          int layer, int mb) {
@@ -231,12 +233,13 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
     const auto plan = workload::plan_dispatch(popularity, lp.gate_tokens, m.top_k, t.capacity_factor, lp.capacity_shares);
     // Groups with the same replica table and sources share one factored matrix and one expert
     // compute per (GPU kind, rank).
+    // (A fused exchange's stages also depend on how the group's ranks fall into domains.)
     struct Shared {
-      network::TrafficPtr dispatch, combine;
+      FusedTraffic traffic;
       std::vector<Time> by_kind_rank;
       std::vector<double> dropped_by_kind_rank;
     };
-    std::map<std::pair<const parallel::ReplicaTable*, std::vector<bool>>, Shared> shared;
+    std::map<std::tuple<const parallel::ReplicaTable*, std::vector<bool>, std::vector<std::uint32_t>>, Shared> shared;
     double all_sources = 0;
     for (const auto& group : lp.dispatch) {
       const std::uint32_t n = static_cast<std::uint32_t>(group.gpus.size());
@@ -252,17 +255,19 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
         out.expert_routed[e] += copies * popularity[e] * sources;
       }
       if (etp) received_by_group.push_back(received);
-      Shared& sh = shared[{group.replicas.get(), source}];
-      if (!sh.dispatch) {
+      DomainLayout layout = dedup ? domain_layout(topo, group.gpus) : DomainLayout{};
+      Shared& sh = shared[{group.replicas.get(), source, layout.domain}];
+      if (!sh.traffic.dispatch) {
         std::vector<double> a(n, 0.0), q = rank_shares(group, plan.kept_per_expert, plan.kept);
         for (std::uint32_t r = 0; r < n; ++r)
           if (source[r]) a[r] = plan.kept * m.hidden * b / chunks;
         if (dedup) {
-          const auto per_copy = distinct_per_copy(q, m.experts, m.top_k);
-          for (std::uint32_t r = 0; r < n; ++r) q[r] *= per_copy[r];
+          sh.traffic = fused_traffic(network::TrafficMatrix::factored(std::move(a), q), q, m.experts, m.top_k, layout);
+        } else {
+          sh.traffic.dispatch =
+              std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::factored(std::move(a), std::move(q)));
+          sh.traffic.combine = std::make_shared<network::TrafficMatrix>(sh.traffic.dispatch->transposed());
         }
-        sh.dispatch = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::factored(std::move(a), std::move(q)));
-        sh.combine = std::make_shared<network::TrafficMatrix>(sh.dispatch->transposed());
         sh.by_kind_rank.assign(ctx.compute.size() * n, -1);
         sh.dropped_by_kind_rank.assign(ctx.compute.size() * n, 0.0);
       }
@@ -273,16 +278,12 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
         out.expert_forward[g] = sh.by_kind_rank[i];
         out.dropped_copies += sh.dropped_by_kind_rank[i];
       }
-      out.dispatch.push_back(sh.dispatch);
-      out.combine.push_back(sh.combine);
+      out.add(sh.traffic);
     }
     out.dropped_copies += plan.dropped * all_sources;
     out.routed_copies = (plan.kept + plan.dropped) * all_sources;
     // One shared matrix (and its transpose) when every group has the same layout.
-    if (shared.size() == 1) {
-      out.dispatch.resize(1);
-      out.combine.resize(1);
-    }
+    if (shared.size() == 1) out.share_first();
   } else {
     Rng rng = ctx.routing.sampler(it, layer, mb);
     std::map<const parallel::ReplicaTable*, ExpertBins> bins_of_table;
@@ -367,19 +368,19 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
           out.expert_forward[group.gpus[r]] = gpu_experts(group.gpus[r], rr, r, received, dropped);
           out.dropped_copies += dropped;
         }
-      if (dedup) {
-        // The copies' expected shares give each rank's distinct tokens per copy.
-        double total = 0;
-        for (const double p : popularity) total += p;
-        const auto per_copy = distinct_per_copy(rank_shares(group, popularity, total), m.experts, m.top_k);
-        for (std::uint32_t src = 0; src < n; ++src)
-          for (std::uint32_t r = 0; r < n; ++r) bytes[static_cast<std::size_t>(src) * n + r] *= per_copy[r];
-      }
       for (int e = 0; e < m.experts; ++e) out.expert_tokens[e] += received[e];
       if (etp) received_by_group.push_back(received);
-      auto dispatch = std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::dense(n, std::move(bytes)));
-      out.combine.push_back(std::make_shared<network::TrafficMatrix>(dispatch->transposed()));
-      out.dispatch.push_back(std::move(dispatch));
+      auto copies_sent = network::TrafficMatrix::dense(n, std::move(bytes));
+      if (dedup) {
+        // The copies' expected shares give each rank's (and domain's) distinct tokens per copy.
+        double total = 0;
+        for (const double p : popularity) total += p;
+        out.add(fused_traffic(copies_sent, rank_shares(group, popularity, total), m.experts, m.top_k,
+                              domain_layout(topo, group.gpus)));
+      } else {
+        auto dispatch = std::make_shared<network::TrafficMatrix>(std::move(copies_sent));
+        out.add({dispatch, std::make_shared<network::TrafficMatrix>(dispatch->transposed()), {}, {}});
+      }
     }
   }
   if (etp) expert_tensor_parallel(received_by_group);

@@ -12,6 +12,8 @@
 //   - Expert tensor parallel (ETP > 1): each GPU of an ETP group computes its slice of every copy
 //     its group received (over the group's EP groups), so all its members' expert compute is that
 //     of the union; the gather sends each member's copies (hidden·b each) to the others.
+//   - A fused backend (parallel.ep_backend) de-duplicates the copies per rank, and across NVLink
+//     domains per domain (fused_dispatch.hpp).
 //   - Padded (DeepSpeed's capacity padding, Parm): an even exchange of the plan's bytes and a
 //     fixed expert compute; drops are the capacity overflow of the routing over the gate's tokens.
 #pragma once
@@ -19,12 +21,16 @@
 #include <vector>
 
 #include "sim/blocks/context.hpp"
+#include "sim/blocks/fused_dispatch.hpp"
 #include "sim/network/traffic_matrix.hpp"
 
 namespace moesim::blocks {
 
 struct LayerRouting {
   std::vector<network::TrafficPtr> dispatch, combine;  // per all-to-all group, or one shared by all
+  // Alongside, where a fused exchange spans NVLink domains, the stages its bytes take on the wire
+  // (fused_dispatch.hpp); empty for a group (or all) that runs one exchange.
+  std::vector<std::vector<network::TrafficPtr>> dispatch_stages, combine_stages;
   // Expert tensor parallelism: per ETP group (or one shared by all), each GPU's received copies
   // to every other member (the all-gather), and its transpose (the reduce-scatter).
   std::vector<network::TrafficPtr> etp_gather, etp_scatter;
@@ -33,6 +39,10 @@ struct LayerRouting {
   std::vector<double> expert_routed;                   // per expert: copies the routers sent it, before drops
   double routed_copies = 0;                            // token copies routed by all sources (top-k counted k times)
   double dropped_copies = 0;                           // of which dropped over capacity
+
+  // Appends a group's exchanges; keeps only the first group's when all groups share it.
+  void add(FusedTraffic traffic);
+  void share_first();
 };
 
 LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& plan, const parallel::MoeLayerPlan& layer_plan,

@@ -59,6 +59,7 @@ void CollectiveProgram::release(engine::CollectiveId id) {
   if (id < base_ || id - base_ >= ops_.size()) invariant_failed(fmt::format("release of unknown collective {}", id));
   ops_[id - base_].released = true;
   ops_[id - base_].op.traffic.reset();
+  ops_[id - base_].op.stages.clear();
   while (!ops_.empty() && ops_.front().released) {
     ops_.pop_front();
     ++base_;

@@ -49,6 +49,10 @@ struct CollectiveOp {
   // send/recv, as PyTorch runs all_gather with unequal output splits): each rank's bytes to every
   // other rank, exchanged directly; `bytes` is then unused.
   TrafficPtr traffic;
+  // AllToAll in explicit stages over the group, each pipelined into the next (a fused EP dispatch
+  // across NVLink domains, blocks/fused_dispatch.hpp: RDMA to one relay per destination domain,
+  // then the NVLink fan-out). `traffic` then holds the end-to-end bytes (its pairs are counted).
+  std::vector<TrafficPtr> stages{};
   bool to_host = true;   // HostCopy: device to host (else host to device)
 };
 

@@ -141,6 +141,14 @@ std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<c
     case CollectiveKind::AllToAll: {
       if (!op.traffic || op.traffic->size() != members.size())
         invariant_failed("all-to-all without a traffic matrix matching its group");
+      if (!op.stages.empty()) {  // the caller's stages, pipelined
+        for (const TrafficPtr& stage : op.stages) {
+          if (!stage || stage->size() != members.size()) invariant_failed("all-to-all stage not matching its group");
+          phases.push_back({op.kind, ExchangePhase{stage}, true});
+        }
+        phases.back().overlaps_next = false;
+        return phases;
+      }
       const auto groups = op.algorithm == Algorithm::Hierarchical ? local_groups(members, topo)
                                                                   : std::vector<std::vector<std::uint32_t>>{};
       if (groups.size() <= 1 || groups.front().size() <= 1) {

@@ -3,7 +3,8 @@
 // point-to-point transfer. The analytic model costs each phase with α-β; the flow model turns each
 // into link demands that compete with other collectives.
 //  - all-to-all direct: one exchange; hierarchical (2-D): an exchange inside each node that
-//    regroups data by destination local rank, then one between GPUs of equal local rank;
+//    regroups data by destination local rank, then one between GPUs of equal local rank; staged
+//    (CollectiveOp::stages): the caller's exchanges, pipelined;
 //  - all-gather / reduce-scatter / all-reduce: ring (n−1, n−1, 2(n−1) steps of P, S/n, S/n), direct
 //    (every rank to every rank: P per pair; S/n per pair; both), or hierarchical (reduce-scatter in
 //    the node, the collective across nodes on S/k, all-gather in the node; for all-reduce the three

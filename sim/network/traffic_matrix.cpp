@@ -35,7 +35,8 @@ double TrafficMatrix::at(std::uint32_t s, std::uint32_t d) const {
 }
 
 double TrafficMatrix::sent(std::uint32_t s) const {
-  if (factored_) return a_[s] * (1.0 - q_[s]);
+  // Σq is 1 for routing shares, less once a fused dispatch de-duplicates (blocks/fused_dispatch).
+  if (factored_) return a_[s] * (std::accumulate(q_.begin(), q_.end(), 0.0) - q_[s]);
   double sum = 0;
   for (std::uint32_t d = 0; d < n_; ++d) sum += at(s, d);
   return sum;

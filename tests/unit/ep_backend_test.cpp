@@ -9,6 +9,8 @@
 
 #include "sim/blocks/layer_costs.hpp"
 #include "sim/blocks/token_routing.hpp"
+#include "sim/cluster/link_graph.hpp"
+#include "sim/network/analytic_model.hpp"
 #include "sim/core/error.hpp"
 #include "sim/parallel/iteration_plan.hpp"
 #include "sim/workload/ep_buffers.hpp"
@@ -72,8 +74,75 @@ TEST(EpBackend, FusedDispatchDeDuplicatesSampledRoutingByTheExpectedShare) {
   const auto nccl = r.route(ep_layer(8, parallel::EpBackendKind::Nccl));
   const auto fused = r.route(ep_layer(8, parallel::EpBackendKind::DeepEp));
   for (std::uint32_t s = 0; s < 4; ++s)
-    for (std::uint32_t d = 0; d < 4; ++d)
-      if (s != d) EXPECT_NEAR(fused.dispatch[0]->at(s, d), nccl.dispatch[0]->at(s, d) * 13 / 14, 1e-6);
+    for (std::uint32_t d = 0; d < 4; ++d) {
+      if (s == d) continue;
+      EXPECT_NEAR(fused.dispatch[0]->at(s, d), nccl.dispatch[0]->at(s, d) * 13 / 14, 1e-6);
+    }
+}
+
+TEST(EpBackend, FusedDispatchAcrossRacksCrossesOncePerDestinationDomain) {
+  // The same layer (8 experts over 4 ranks, top-2, 1024 tokens of 256 bf16 = 512 B per source)
+  // on 2 racks of 2 GPUs: ranks 0, 1 in rack 0 and 2, 3 in rack 1. A token misses both of a rank's
+  // experts with probability C(6, 2)/C(8, 2) = 15/28 and all four of a rack's with C(4, 2)/C(8, 2)
+  // = 6/28. Per source:
+  //  - NCCL sends every copy: 512 copies to each peer, 2 · 262,144 B across the racks;
+  //  - a flat fused dispatch sends a token once per rank: 2 · 1024 · 13/28 · 512 B across;
+  //  - the hierarchical one sends it once per remote rack, to the rank of its own local index:
+  //    1024 · 22/28 · 512 = 411,940.57 B across, then the relay fans the 13/28 each rank needs out
+  //    over NVLink, as the source does inside its own rack: 2 · 243,419.43 B on NVLink.
+  auto doc = small(8, 2);
+  doc["cluster"]["levels"] = schema::Json::parse(R"([{"name": "rack", "count": 2, "bandwidth": "50GB/s", "latency": "5us"},
+                                                     {"name": "gpu", "count": 2, "bandwidth": "450GB/s", "latency": "1us"}])");
+  const Routed r(doc);
+  const auto nccl = r.route(ep_layer(8, parallel::EpBackendKind::Nccl));
+  const auto fused = r.route(ep_layer(8, parallel::EpBackendKind::HybridEp));
+  const double rank_tokens = 1024.0 * 13 / 28 * 512, rack_tokens = 1024.0 * 22 / 28 * 512;
+  ASSERT_TRUE(nccl.dispatch_stages.empty());
+  ASSERT_EQ(fused.dispatch_stages.size(), 1u);
+  ASSERT_EQ(fused.dispatch_stages[0].size(), 2u);
+  const auto& rdma = *fused.dispatch_stages[0][0];
+  const auto& nvlink = *fused.dispatch_stages[0][1];
+  EXPECT_NEAR(rdma.at(0, 2), rack_tokens, 1e-6);  // GPU 0's relay in rack 1: GPU 2 (local index 0)
+  EXPECT_EQ(rdma.at(0, 3), 0);
+  EXPECT_NEAR(rdma.at(3, 1), rack_tokens, 1e-6);
+  EXPECT_EQ(rdma.at(0, 1), 0);                    // nothing crosses inside a rack
+  // GPU 2 forwards GPU 0's tokens to GPU 3 and sends its own: twice the per-rank share.
+  EXPECT_NEAR(nvlink.at(2, 3), 2 * rank_tokens, 1e-6);
+  EXPECT_EQ(nvlink.at(0, 2), 0);
+  // The combine runs the reverse: reduce over NVLink into the relay, then the network back.
+  EXPECT_NEAR(fused.combine_stages[0][0]->at(3, 2), 2 * rank_tokens, 1e-6);
+  EXPECT_NEAR(fused.combine_stages[0][1]->at(2, 0), rack_tokens, 1e-6);
+
+  // Bytes by level as the network model costs the exchanges (tier 0: between racks, 1: NVLink).
+  const cluster::LinkGraph graph(r.topo);
+  const network::AnalyticModel model(r.topo, network::AlphaBetaTable::from_topology(r.topo, graph));
+  const std::vector<std::uint32_t> all = {0, 1, 2, 3};
+  network::GroupTable groups;
+  network::CollectiveOp op{network::CollectiveKind::AllToAll, network::Algorithm::Direct, groups.intern(all), 0,
+                           nccl.dispatch[0]};
+  const auto flat_nccl = model.cost(op, all);
+  EXPECT_NEAR(flat_nccl.bytes_by_level[0], 4 * 2 * 262144.0, 1e-3);
+  op.traffic = fused.dispatch[0];
+  const auto flat_fused = model.cost(op, all);
+  EXPECT_NEAR(flat_fused.bytes_by_level[0], 4 * 2 * rank_tokens, 1e-3);
+  op.stages = fused.dispatch_stages[0];
+  const auto hierarchical = model.cost(op, all);
+  EXPECT_NEAR(hierarchical.bytes_by_level[0], 4 * rack_tokens, 1e-3);   // 1,647,762 B: 0.79 of NCCL's
+  EXPECT_NEAR(hierarchical.bytes_by_level[1], 4 * 2 * rank_tokens, 1e-3);
+  // The rack uplink is the bottleneck: fewer bytes on it, a shorter exchange.
+  EXPECT_LT(hierarchical.duration, flat_fused.duration);
+  EXPECT_LT(flat_fused.duration, flat_nccl.duration);
+
+  // Sampled routing: the drawn copies towards a rack, times the rack's 22/28 tokens per copy over
+  // its share 2 · 2/8 (top-2): 0.7857 of the copies cross; the fan-out carries 13/14 of each rank's.
+  doc["routing"]["sampling"] = "sampled";
+  const Routed sampled(doc);
+  const auto drawn = sampled.route(ep_layer(8, parallel::EpBackendKind::Nccl));
+  const auto staged = sampled.route(ep_layer(8, parallel::EpBackendKind::DeepEp));
+  ASSERT_EQ(staged.dispatch_stages.size(), 1u);
+  const auto copies = [&](std::uint32_t s, std::uint32_t d) { return drawn.dispatch[0]->at(s, d); };
+  EXPECT_NEAR(staged.dispatch_stages[0][0]->at(1, 3), (copies(1, 2) + copies(1, 3)) * 22 / 28, 1e-6);
+  EXPECT_NEAR(staged.dispatch_stages[0][1]->at(3, 2), (copies(1, 2) + copies(3, 2)) * 13 / 14, 1e-6);
 }
 
 TEST(EpBackend, NonBlockingDispatchDropsTheExpertMajorTailBeyondItsBudget) {
