@@ -330,7 +330,8 @@ std::string csv_field(const std::string& s) {
 std::vector<std::string> csv_metric_columns(std::size_t levels) {
   std::vector<std::string> c{"status",           "iteration_time_ms",        "tokens_per_second", "compute_ms",
                              "communication_ms", "exposed_communication_ms", "all_to_all_busy_ms", "all_gather_busy_ms",
-                             "all_reduce_busy_ms", "dropped_fraction",       "peak_memory_bytes", "strategy_choice",
+                             "all_reduce_busy_ms", "all_to_all_bytes",       "dropped_fraction",  "peak_memory_bytes",
+                             "strategy_choice",
                              "compute_utilisation_by_kind"};
   for (std::size_t l = 0; l < levels; ++l) c.push_back(fmt::format("bytes_level{}", l));
   return c;
@@ -343,19 +344,21 @@ std::string csv_metric_values(const Results& r, std::size_t levels) {
     return s.max > 0 ? fmt::format("{}", s.mean) : std::string("0");
   };
   const std::string choice = csv_field(r.choice());
+  const double iters = iterations_of(r);
+  // What the all-to-alls (the MoE dispatch and combine, Parm's gathers) put on the network.
+  const double a2a_bytes = r.network.by_kind[static_cast<std::size_t>(network::CollectiveKind::AllToAll)].bytes / iters;
   std::string row = fmt::format(
-      "ok,{},{},{},{},{},{},{},{},{},{},{}", ms(r.mean_iteration_time()), r.tokens_per_second(),
+      "ok,{},{},{},{},{},{},{},{},{},{},{},{}", ms(r.mean_iteration_time()), r.tokens_per_second(),
       per_iteration(r, [](const GpuMetrics& g) { return g.compute; }).mean,
       per_iteration(r, [](const GpuMetrics& g) { return g.communication; }).mean,
       per_iteration(r, [](const GpuMetrics& g) { return g.exposed_communication; }).mean, busy_mean(engine::WorkKind::AllToAll),
-      busy_mean(engine::WorkKind::AllGather), busy_mean(engine::WorkKind::AllReduce), r.dropped_fraction(),
+      busy_mean(engine::WorkKind::AllGather), busy_mean(engine::WorkKind::AllReduce), a2a_bytes, r.dropped_fraction(),
       r.memory[r.peak_memory_gpu()].total(), choice);
   // "kind:share" per GPU kind, ';'-separated (one field whatever the number of kinds).
   const auto by_kind = r.compute_utilisation_by_kind();
   std::string utilisation;
   for (std::size_t k = 0; k < by_kind.size(); ++k) utilisation += fmt::format("{}{}:{:.6g}", k ? ";" : "", r.gpu_kinds[k], by_kind[k]);
   row += "," + csv_field(utilisation);
-  const double iters = iterations_of(r);
   for (std::size_t l = 0; l < levels; ++l)
     row += l < r.network.bytes_by_level.size() ? fmt::format(",{}", r.network.bytes_by_level[l] / iters) : std::string(",");
   return row;
