@@ -19,7 +19,7 @@ double seconds_per(const std::string& unit) {
 namespace {
 
 const std::vector<std::string> kTimeUnits = {"ns", "us", "ms", "s"};
-const std::vector<std::string> kDtypes = {"fp32", "tf32", "fp16", "bf16", "fp8"};
+const std::vector<std::string> kDtypes = {"fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8"};
 
 sc::NodePtr units_schema() {
   return sc::object({

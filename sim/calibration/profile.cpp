@@ -13,7 +13,7 @@ namespace {
 
 const std::vector<std::string> kCollectives = {"all_gather", "all_reduce", "reduce_scatter", "all_to_all",
                                                "send_recv",  "overlap"};
-const std::vector<std::string> kDtypes = {"fp32", "tf32", "fp16", "bf16", "fp8"};
+const std::vector<std::string> kDtypes = {"fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8"};
 
 sc::NodePtr fit_error_fields() {
   return sc::object({

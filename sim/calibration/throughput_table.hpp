@@ -50,7 +50,7 @@ class LogTable {
 
 // GeMM C[M×N] = A[M×K]·B[K×N] in one dtype: achieved FLOP/s (2·M·N·K per GeMM).
 struct GemmTable {
-  std::string dtype;  // fp32, tf32, fp16, bf16, fp8
+  std::string dtype;  // fp32, tf32, fp16, bf16, fp8, mxfp8
   LogTable table;     // coordinates (M, N, K), one channel: FLOP/s
   LogTable::Error error;
   std::string source;

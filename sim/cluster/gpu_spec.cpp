@@ -15,6 +15,7 @@ std::string_view to_string(Dtype d) {
     case Dtype::fp16: return "fp16";
     case Dtype::bf16: return "bf16";
     case Dtype::fp8: return "fp8";
+    case Dtype::mxfp8: return "mxfp8";
   }
   return "?";
 }
@@ -26,11 +27,12 @@ double dtype_bytes(Dtype d) {
     case Dtype::fp16:
     case Dtype::bf16: return 2;
     case Dtype::fp8: return 1;
+    case Dtype::mxfp8: return 1 + 1.0 / 32;  // OCP MX v1.0: an 8-bit E8M0 scale per block of 32
   }
   return 4;
 }
 
-Dtype storage_dtype(Dtype d) { return d == Dtype::fp8 ? Dtype::bf16 : d; }
+Dtype storage_dtype(Dtype d) { return is_fp8(d) ? Dtype::bf16 : d; }
 
 double storage_bytes(Dtype d) { return dtype_bytes(storage_dtype(d)); }
 

@@ -12,15 +12,21 @@
 
 namespace moesim::cluster {
 
-enum class Dtype { fp32, tf32, fp16, bf16, fp8 };
-inline constexpr std::array<Dtype, 5> kDtypes{Dtype::fp32, Dtype::tf32, Dtype::fp16, Dtype::bf16, Dtype::fp8};
+// fp8: FP8 GeMM operands with per-tensor scales (Transformer Engine's DelayedScaling and
+// current-scaling recipes); mxfp8: the OCP microscaling format (TE's MXFP8BlockScaling), one
+// E8M0 scale byte per 32 elements, in hardware on Blackwell's tensor cores only.
+enum class Dtype { fp32, tf32, fp16, bf16, fp8, mxfp8 };
+inline constexpr std::array<Dtype, 6> kDtypes{Dtype::fp32, Dtype::tf32, Dtype::fp16, Dtype::bf16, Dtype::fp8, Dtype::mxfp8};
 std::optional<Dtype> parse_dtype(std::string_view text);
 std::string_view to_string(Dtype d);
-// Bytes per element as stored in memory (tf32 is stored as fp32).
+// Bytes per element as stored in memory (tf32 is stored as fp32; mxfp8 with its block's scale:
+// 1 + 1/32).
 double dtype_bytes(Dtype d);
+// FP8 training by either recipe.
+inline bool is_fp8(Dtype d) { return d == Dtype::fp8 || d == Dtype::mxfp8; }
 // The dtype a training in dtype d keeps and sends its tensors in (weights, gradients,
 // activations, the tokens its experts exchange) and its attention core computes in, and its bytes
-// per element: d itself, except FP8: Transformer Engine's FP8 recipes (DelayedScaling, MXFP8BlockScaling
+// per element: d itself, except FP8 (both recipes): Transformer Engine's FP8 recipes (DelayedScaling, MXFP8BlockScaling
 // in NVIDIA/TransformerEngine transformer_engine/common/recipe) cast only the GeMM operands of its
 // linear layers to FP8 and keep everything else in BF16, the attention core included (`fp8_dpa`
 // defaults to False), and Megatron-Core's all-to-all token dispatcher sends BF16 hidden states.
@@ -39,14 +45,14 @@ struct MatmulMeasurement {
 struct GpuSpec {
   std::string key;   // catalogue key, e.g. "h100-sxm5-80gb"
   std::string name;  // vendor name
-  std::array<double, 5> peak_flops{};  // FLOP/s per Dtype; 0 where the GPU has no such unit
+  std::array<double, 6> peak_flops{};  // FLOP/s per Dtype; 0 where the GPU has no such unit
   double hbm_bytes_per_second = 0;
   double memory_bytes = 0;
   int sms = 0;  // streaming multiprocessors; 0: unknown (no wave quantization)
   // GeMM ceiling (the fraction of peak a tile's main loop sustains) for dtypes without a
   // measurement in `mamf` (see compute::ComputeModel for the fallback order).
   double gemm_efficiency = 0.7;
-  std::array<MatmulMeasurement, 5> mamf{};  // per Dtype
+  std::array<MatmulMeasurement, 6> mamf{};  // per Dtype
   double attention_efficiency = 0.5;  // the fused attention forward's fraction of peak
   double attention_backward_efficiency = 0;  // its backward's; 0: compute::kAttentionBackwardToForward × forward
   bool flash_attention = true;

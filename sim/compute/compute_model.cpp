@@ -38,6 +38,10 @@ constexpr double kPartialSumBytes = 4;
 ComputeModel::ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, KernelTables tables)
     : gpu_(std::move(gpu)), options_(options), tables_(std::move(tables)) {
   peak_ = gpu_.peak(options_.dtype);
+  if (peak_ <= 0 && options_.dtype == cluster::Dtype::mxfp8)
+    throw InfeasibleError(fmt::format("GPU {} has no MXFP8 tensor cores (block-scaled FP8 needs Blackwell); use \"dtype\": "
+                                      "\"fp8\" (per-tensor scaling) on it",
+                                      gpu_.key));
   if (peak_ <= 0)
     throw InfeasibleError(fmt::format("GPU {} has no {} peak in the catalogue; pick a dtype it supports",
                                       gpu_.key, cluster::to_string(options_.dtype)));
@@ -99,9 +103,12 @@ double ComputeModel::modelled_gemm_seconds(std::span<const double> rows, double 
 }
 
 cluster::Dtype ComputeModel::measurement_dtype() const {
-  // The dtype's own measurement, else (fp16, tf32: the same tensor cores) bf16's.
+  // The dtype's own measurement, else (fp16, tf32: the same tensor cores) bf16's, and (mxfp8:
+  // the same FP8 tensor cores, the block scales applied in hardware) fp8's.
   const cluster::Dtype d = options_.dtype;
-  if (gpu_.measured_matmul(d).flops <= 0 && (d == cluster::Dtype::fp16 || d == cluster::Dtype::tf32)) return cluster::Dtype::bf16;
+  if (gpu_.measured_matmul(d).flops > 0) return d;
+  if (d == cluster::Dtype::fp16 || d == cluster::Dtype::tf32) return cluster::Dtype::bf16;
+  if (d == cluster::Dtype::mxfp8) return cluster::Dtype::fp8;
   return d;
 }
 
@@ -221,8 +228,8 @@ Time ComputeModel::memory_bound(double bytes) const {
 }
 
 Time ComputeModel::fp8_cast(double elements) const {
-  if (options_.dtype != cluster::Dtype::fp8 || elements <= 0) return 0;
-  return memory_bound(elements * (element_bytes_ + 2 * cluster::dtype_bytes(cluster::Dtype::fp8)));
+  if (!cluster::is_fp8(options_.dtype) || elements <= 0) return 0;
+  return memory_bound(elements * (element_bytes_ + 2 * cluster::dtype_bytes(options_.dtype)));
 }
 
 Time host_optimizer_step(double params, double bytes_per_param, double bytes_per_second) {

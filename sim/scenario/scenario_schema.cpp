@@ -19,6 +19,7 @@ NodePtr gpu_schema() {
       optional("fp16", measurement, nullptr, "FP16 measurement"),
       optional("bf16", measurement, nullptr, "BF16 measurement"),
       optional("fp8", measurement, nullptr, "FP8 measurement"),
+      optional("mxfp8", measurement, nullptr, "MXFP8 measurement (else FP8's)"),
   });
   static const NodePtr s = object({
       required("name", string(), "the vendor's name of the GPU"),
@@ -28,6 +29,8 @@ NodePtr gpu_schema() {
                                  optional("fp16", flops(), nullptr, "dense FP16 tensor-core peak"),
                                  optional("bf16", flops(), nullptr, "dense BF16 tensor-core peak"),
                                  optional("fp8", flops(), nullptr, "dense FP8 tensor-core peak"),
+                                 optional("mxfp8", flops(), nullptr,
+                                          "dense MXFP8 (block-scaled FP8) tensor-core peak; absent: no MXFP8"),
                              }),
                "dense peak per dtype, e.g. {\"bf16\": \"989TFLOPS\"}"),
       required("hbm_bandwidth", bandwidth(), "memory bandwidth, e.g. \"3.35TB/s\""),
@@ -169,7 +172,7 @@ NodePtr scenario_schema() {
                "sequences per iteration over all data-parallel ranks; sets microbatches = global_batch_size / "
                "(micro_batch_size x dp)"),
       optional("iterations", integer(1, 65535), 1, "training iterations to simulate"),
-      optional("dtype", enumeration({"fp32", "tf32", "fp16", "bf16", "fp8"}), "bf16", "training data type"),
+      optional("dtype", enumeration({"fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8"}), "bf16", "training data type"),
       optional("capacity_factor", number(0), 0.0, "expert capacity factor f (0: no capacity limit, no drops)"),
       optional("causal", boolean(), true, "causal attention mask"),
       optional("recompute", enumeration({"none", "selective", "full"}), "none",

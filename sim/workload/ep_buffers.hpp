@@ -5,8 +5,8 @@
 //    slots = max_tokens_per_rank × EP (the worst-case receive, tokens de-duplicated per rank),
 //    grown to the largest token count any dispatch has seen, × h × bytes per element;
 //  - the permuted (expert-input) buffer, one per dispatch call: in non-blocking mode
-//    roundup_align(N × EP × min(K, E_local) × cf) rows (alignment 32 for MXFP8, 8 otherwise),
-//    the rank's budget shared by all its local experts; in blocking mode the exact rows the
+//    roundup_align(N × EP × min(K, E_local) × cf) rows (alignment 32 for MXFP8, 16 for FP8, 8
+//    otherwise), the rank's budget shared by all its local experts; in blocking mode the exact rows the
 //    device-to-host sync reports, Σ_e roundup_align(n_e), so it never drops;
 //  - a non-blocking dispatch whose permuted rows exceed the budget drops the tail of the
 //    expert-major layout (the highest local experts' last rows), deterministically.

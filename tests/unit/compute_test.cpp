@@ -13,6 +13,8 @@
 #include <sstream>
 #include <vector>
 
+#include "sim/core/error.hpp"
+
 #include "sim/blocks/layer_costs.hpp"
 #include "sim/compute/compute_model.hpp"
 #include "test_support.hpp"
@@ -245,6 +247,32 @@ TEST(ComputeModel, Fp8CastReadsBf16AndWritesTwoFp8Copies) {
   compute::ComputeModel fp8(gpu(true), o);
   EXPECT_EQ(fp8.fp8_cast(1e9), compute::kMemoryKernelOverhead + seconds_to_time(4e9 / (compute::kHbmEfficiency * 3e12)));
   EXPECT_EQ(compute::ComputeModel(gpu(true), {}).fp8_cast(1e9), 0);
+}
+
+TEST(ComputeModel, Mxfp8RunsOnBlackwellTensorCoresAtTheFp8RateWithItsBlockScales) {
+  // GB200: MXFP8 takes the FP8 peak (5000 TFLOP/s) and, without a measurement of its own, FP8's
+  // MAMF: the measured shape 19456×5120×1536 runs at 3615.6 TFLOP/s (compute-bound: the scales'
+  // extra 1/32 B per operand element only touch the memory side).
+  const auto fp8 = model("gb200-nvl72", cluster::Dtype::fp8), mx = model("gb200-nvl72", cluster::Dtype::mxfp8);
+  EXPECT_DOUBLE_EQ(mx.gemm_ceiling(), fp8.gemm_ceiling());
+  EXPECT_NEAR(2.0 * 19456 * 5120 * 1536 / time_to_seconds(mx.gemm(19456, 5120, 1536)) / 3615.6e12, 1.0, 1e-6);
+  EXPECT_DOUBLE_EQ(cluster::dtype_bytes(cluster::Dtype::mxfp8), 1.03125);
+  EXPECT_EQ(cluster::storage_dtype(cluster::Dtype::mxfp8), cluster::Dtype::bf16);
+  // The cast writes both FP8 copies with their scales: 1e9 · (2 + 2 · 1.03125) = 4.0625e9 B at
+  // 8 TB/s · 0.814, plus the memory-bound kernel's fixed cost.
+  compute::ComputeOptions o;
+  o.dtype = cluster::Dtype::mxfp8;
+  EXPECT_EQ(compute::ComputeModel(catalogue("gb200-nvl72"), o).fp8_cast(1e9),
+            compute::kMemoryKernelOverhead + seconds_to_time(4.0625e9 / (compute::kHbmEfficiency * 8e12)));
+  // Hopper has FP8 tensor cores but no block-scaled ones: refused, naming the way out.
+  try {
+    model("h100-sxm5-80gb", cluster::Dtype::mxfp8);
+    ADD_FAILURE() << "MXFP8 on an H100 was not refused";
+  } catch (const moesim::InfeasibleError& e) {
+    EXPECT_NE(std::string(e.what()).find("no MXFP8 tensor cores"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"fp8\""), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cluster::parse_dtype("mxfp8"), cluster::Dtype::mxfp8);
 }
 
 // Relative time errors of a model against a measured table: mean |error|, the worst and where.

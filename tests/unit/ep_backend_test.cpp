@@ -15,6 +15,7 @@
 #include "sim/parallel/iteration_plan.hpp"
 #include "sim/workload/ep_buffers.hpp"
 #include "sim/simulation/simulation.hpp"
+#include "sim/strategies/ep/expert_parallel_plan.hpp"
 #include "test_support.hpp"
 
 using namespace moesim;
@@ -171,6 +172,26 @@ TEST(EpBackend, NonBlockingDispatchDropsTheExpertMajorTailBeyondItsBudget) {
   }
   // The all-to-all buffer never drops: every copy still travels.
   EXPECT_EQ(tight.dispatch[0]->at(0, 1), blocking.dispatch[0]->at(0, 1));
+}
+
+TEST(EpBackend, PermutedRowsAlignAsTorchtitanPadsThem) {
+  // torchtitan's TOKEN_GROUP_ALIGN_SIZE_M: 8 rows for BF16, 16 for FP8, 32 for MXFP8.
+  const Routed r(small(8, 1));
+  for (const auto& [dtype, rows] : {std::pair{cluster::Dtype::bf16, 8}, {cluster::Dtype::fp8, 16}, {cluster::Dtype::mxfp8, 32}}) {
+    auto training = r.sc.training;
+    training.dtype = dtype;
+    const strategies::StrategyContext ctx{{r.topo, r.sc.model, training, r.routing, r.compute}, network::Algorithm::Ring,
+                                          nullptr, nullptr, {}};
+    EXPECT_EQ(strategies::ep::permute_alignment(ctx), rows) << cluster::to_string(dtype);
+  }
+  // The hand case above at cf 0.15 under MXFP8: roundup32(614.4) = 640 rows; local expert 1 keeps
+  // 128 of its 512, 384 dropped per rank, 1536 in all.
+  auto lp = ep_layer(8, parallel::EpBackendKind::HybridEp);
+  lp.backend.non_blocking = true;
+  lp.permute_alignment = 32;
+  lp.permuted_rows = workload::permuted_buffer_rows(1024, 4, 1, 2, 0.15, 32);
+  EXPECT_DOUBLE_EQ(lp.permuted_rows, 640);
+  EXPECT_DOUBLE_EQ(r.route(lp).dropped_copies, 1536);
 }
 
 TEST(EpBackend, FusedKernelsDropThePermuteKernels) {

@@ -87,9 +87,15 @@ double dense_params_on_stage(const workload::ModelShape& m, const parallel::Pipe
 }
 
 int permute_alignment(const StrategyContext& ctx) {
-  // Each local expert's rows padded for the grouped GeMM: 32 for MXFP8 (moesim's fp8 on a GPU
-  // with MXFP8, i.e. Blackwell), else torchtitan's TOKEN_GROUP_ALIGN_SIZE_M 8 (spec 001.A.10).
-  return ctx.training.dtype == cluster::Dtype::fp8 ? 32 : 8;
+  // Each local expert's rows padded for the grouped GeMM (spec 001.A.10), torchtitan's
+  // TOKEN_GROUP_ALIGN_SIZE_M (torchtitan/models/moe/utils.py set_token_group_alignment_size_m):
+  // 8 for BF16 (16-byte alignment), 16 for FP8, 32 for MXFP8 (its 1 × 32 scaling blocks along
+  // the backward's contracting dimension).
+  switch (ctx.training.dtype) {
+    case cluster::Dtype::fp8: return 16;
+    case cluster::Dtype::mxfp8: return 32;
+    default: return 8;
+  }
 }
 
 parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan& in) {
