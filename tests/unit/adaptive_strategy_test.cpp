@@ -179,6 +179,29 @@ TEST(Adaptive, PlacementFollowsThePreviousIterationsCounts) {
   for (const auto& it : its) EXPECT_GT(it.routed_copies, 0);
 }
 
+TEST(Adaptive, FusedBackendHoldsItsBuffersOverAllRanksAndDropsBeyondItsBudget) {
+  // One EP group of all 16 ranks, 2048 tokens each (512 × 4) of h = 768 in fp16: the all-to-all
+  // buffer is 2048 · 16 rows · 768 · 2 B = 50,331,648 B per GPU (spec 001.A.4). Blocking HybridEP
+  // is dropless beyond the capacity factor's drops, as NCCL; non-blocking at cf 0.05 the rank's
+  // 4 slots share roundup8(2048 · 16 · min(1, 4) · 0.05) = 1640 rows, fewer than the 2048 copies
+  // a rank's slot capacity admits: more tokens drop.
+  const auto run = [](const schema::Json& parallel) {
+    auto doc = evaluation({{"name", "adaptive"}}, 2);
+    doc["parallel"] = parallel;
+    simulation::Simulation sim(test::scenario_from(doc.dump()));
+    sim.run();
+    return std::pair{sim.results_json(), sim.results().dropped_copies() / sim.results().routed_copies()};
+  };
+  const auto [nccl, nccl_drops] = run(schema::Json::object());
+  const auto [blocking, blocking_drops] = run({{"ep_backend", "hybridep"}});
+  const auto [tight, tight_drops] = run({{"ep_backend", "hybridep"}, {"ep_non_blocking", true}, {"ep_capacity_factor", 0.05}});
+  EXPECT_EQ(nccl["memory"]["breakdown_bytes"]["buffers"], 0.0);
+  EXPECT_EQ(blocking["memory"]["breakdown_bytes"]["buffers"], 50331648.0);
+  EXPECT_EQ(tight["memory"]["breakdown_bytes"]["buffers"], 50331648.0);
+  EXPECT_DOUBLE_EQ(blocking_drops, nccl_drops);
+  EXPECT_GT(tight_drops, blocking_drops + 0.05);
+}
+
 TEST(Adaptive, DropsOrderAdaptiveFlexMoEStatic) {
   // Spec 004 C5 (trend): on one popularity process, adaptive drops fewest, then FlexMoE-10, -50,
   // -100 (fewer the more often it rebalances), then static. FlexMoE here rebalances as far as it

@@ -10,6 +10,7 @@
 #include "sim/core/error.hpp"
 #include "sim/strategies/ep/ep_strategy.hpp"
 #include "sim/strategies/ep/expert_parallel_plan.hpp"
+#include "sim/workload/ep_buffers.hpp"
 
 namespace moesim::strategies::adaptive {
 
@@ -44,6 +45,7 @@ StrategyInfo info() {
                    "all_reduce: replicas all-reduce, then each optimizer shard is collected from one (as implemented); "
                    "direct: every replica's shard sent to its owner (the paper's §3.3 cost model)"),
   });
+  s.takes_ep_backend = true;
   s.make = [](const sc::Json& o) {
     AdaptiveOptions opt;
     const std::string placement = o.at("placement").get<std::string>();
@@ -199,6 +201,7 @@ parallel::PlanPtr AdaptiveStrategy::build(const StrategyContext& ctx, const std:
   in.streams = {StreamRole::Compute, StreamRole::Dispatch, StreamRole::Combine, StreamRole::Gradient};
   in.groups.push_back({all, std::make_shared<parallel::ReplicaTable>()});  // each layer's table below
   in.params_per_gpu = 1;  // each GPU's optimizer share below
+  in.local_experts = s;   // a fused backend's permuted budget is shared by the rank's slots
   auto plan = std::make_shared<parallel::IterationPlan>(*ep::make_plan(ctx, in));
   // The dense parameters as ZeRO with CPU offload runs them (the paper's systems, spec A.9): their
   // gradients reduce-scattered over all ranks, each rank's host stepping 1/N, the updated
@@ -308,6 +311,14 @@ std::vector<workload::MemoryFootprint> AdaptiveStrategy::memory(const StrategyCo
     for (const double p : ctx.routing.popularity(0, l)) largest = std::max(largest, p);
   in.expert_tokens_per_layer = t.capacity_factor > 0 ? std::ceil(t.capacity_factor * copies / n)
                                                      : options_.slots_per_gpu * copies * largest;
+  // A fused backend's buffers over the one EP group of all N ranks; blocking, the busiest rank's
+  // copies spread over its s slots, each slot's rows aligned.
+  const int s = options_.slots_per_gpu;
+  const double busiest_rows = workload::permuted_rows(std::vector<double>(s, in.expert_tokens_per_layer / s),
+                                                      ep::permute_alignment(ctx));
+  const auto buffers = ep::fused_buffers(ctx, in.tokens, static_cast<int>(n), s, in.expert_tokens_per_layer, busiest_rows);
+  in.shared_buffer_bytes = buffers.shared_bytes;
+  in.moe_buffer_bytes = buffers.per_layer_bytes;
   std::vector<workload::MemoryFootprint> out(n);
   for (std::uint32_t g = 0; g < n; ++g) {
     in.flash_attention = ctx.topology.gpu(g).flash_attention;

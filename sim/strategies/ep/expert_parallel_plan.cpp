@@ -150,7 +150,8 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
     if (moe->backend.non_blocking && !moe->dispatch.empty())
       moe->permuted_rows = workload::permuted_buffer_rows(
           moe->gate_tokens, static_cast<int>(moe->dispatch.front().gpus.size()), m.top_k,
-          static_cast<int>(in.experts_per_gpu), moe->backend.capacity_factor, moe->permute_alignment);
+          in.local_experts > 0 ? in.local_experts : static_cast<int>(in.experts_per_gpu), moe->backend.capacity_factor,
+          moe->permute_alignment);
     moe->fetch = in.fetch;
     moe->expert_gradients = in.expert_gradients;
     moe->expert_param_gather = in.expert_param_gather;
@@ -192,6 +193,20 @@ parallel::OptimizerPlacement optimizer_placement(const StrategyContext& ctx) {
   return ctx.training.optimizer_on_host ? parallel::OptimizerPlacement::Host : parallel::OptimizerPlacement::Gpu;
 }
 
+FusedBuffers fused_buffers(const StrategyContext& ctx, double tokens, int ep_size, int local_experts, double busiest_copies,
+                           double busiest_rows) {
+  const auto& backend = ctx.parallel.ep_backend;
+  FusedBuffers out;
+  if (!backend.fused() || ep_size <= 1) return out;
+  const double row_bytes = ctx.model.hidden * ctx.dtype_bytes();
+  out.shared_bytes = workload::all_to_all_buffer_rows(tokens, ep_size) * row_bytes;
+  const double rows = backend.non_blocking ? workload::permuted_buffer_rows(tokens, ep_size, ctx.model.top_k, local_experts,
+                                                                            backend.capacity_factor, permute_alignment(ctx))
+                                           : busiest_rows;
+  out.per_layer_bytes = std::max(0.0, rows - busiest_copies) * row_bytes;
+  return out;
+}
+
 std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n,
                                               const std::optional<parallel::ParallelLayout>& layout_in) {
   const auto& m = ctx.model;
@@ -215,21 +230,9 @@ std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n,
       busiest_rows = std::max(busiest_rows, workload::permuted_rows(local, alignment));
     }
   }
-  // A fused backend's buffers (spec 001.A.4, A.8): the all-to-all buffer once per GPU, N × EP
-  // rows; the permuted buffer of each MoE layer, which holds the experts' inputs the activations
-  // already count (one row per copy), so only its rows beyond them: its padding when blocking
-  // (sized exactly), the capacity factor's budget when not. Kept per layer and microbatch in
-  // flight like the other activations, one layer at a time under full recomputation.
-  const auto& backend = ctx.parallel.ep_backend;
-  double shared_buffer = 0, permuted_extra = 0;
-  if (backend.fused() && n > 1) {
-    const double row_bytes = m.hidden * ctx.dtype_bytes();
-    shared_buffer = workload::all_to_all_buffer_rows(tokens, n) * row_bytes;
-    const double rows = backend.non_blocking ? workload::permuted_buffer_rows(tokens, n, m.top_k, per_rank,
-                                                                              backend.capacity_factor, alignment)
-                                             : busiest_rows;
-    permuted_extra = std::max(0.0, rows - busiest) * row_bytes;
-  }
+  // The permuted buffer's extra rows are kept per layer and microbatch in flight like the other
+  // activations, one layer at a time under full recomputation.
+  const FusedBuffers buffers = fused_buffers(ctx, tokens, n, per_rank, busiest, busiest_rows);
   std::vector<workload::MemoryFootprint> out(ctx.topology.gpu_count());
   for (int s = 0; s < sizes.pp; ++s) {
     const auto order = schedule::stage_order(pipeline.schedule, s, pipeline.stages, pipeline.chunks, ctx.training.microbatches);
@@ -256,8 +259,8 @@ std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n,
     in.tensor_parallel = sizes.tp;
     in.sequence_parallel = sp;
     in.expert_ffn_hidden = m.ffn_hidden / sizes.etp;
-    in.shared_buffer_bytes = shared_buffer;
-    in.moe_buffer_bytes = permuted_extra;
+    in.shared_buffer_bytes = buffers.shared_bytes;
+    in.moe_buffer_bytes = buffers.per_layer_bytes;
     // Units in flight hold one chunk each: the stage's layers over its chunks.
     in.in_flight = schedule::peak_in_flight(order) / static_cast<double>(pipeline.chunks);
     in.embedding = std::find(in.layers.begin(), in.layers.end(), 0) != in.layers.end();

@@ -28,14 +28,27 @@ struct ExpertParallelPlan {
   double extra_moe_dense_params = 0;  // per MoE layer, replicated on every GPU, in the dense bucket
   double params_per_gpu = 0;          // what each GPU's optimizer steps over (0: from the layout and experts_per_gpu)
   double experts_per_gpu = 0;         // routed experts each GPU holds per MoE layer (with params_per_gpu 0)
+  int local_experts = 0;              // expert instances a GPU computes per MoE layer (0: experts_per_gpu)
   std::optional<parallel::ParallelLayout> layout;  // none: one stage of every GPU, no tensor parallelism
 };
 
 parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan& in);
 
-// Rows each local expert's group of a fused backend's permuted buffer is padded to: 32 under FP8
-// (MXFP8's grouped GeMM), else 8 (torchtitan; spec 001.A.10).
+// Rows each local expert's group of a fused backend's permuted buffer is padded to: 32 under
+// MXFP8, 16 under FP8, else 8 (torchtitan; spec 001.A.10).
 int permute_alignment(const StrategyContext& ctx);
+
+// A fused backend's buffers on each GPU of an EP group of `ep_size` (spec 001.A.4, A.8), zero for
+// nccl: the all-to-all buffer once per GPU, N × EP rows of h (N: `tokens` a rank routes per
+// microbatch); and per MoE layer the permuted buffer's rows beyond the `busiest_copies` the
+// activations already count as expert inputs: its padding when blocking (sized exactly to
+// `busiest_rows`, each local expert's rows aligned), the capacity factor's budget over
+// `local_experts` when not.
+struct FusedBuffers {
+  double shared_bytes = 0, per_layer_bytes = 0;
+};
+FusedBuffers fused_buffers(const StrategyContext& ctx, double tokens, int ep_size, int local_experts, double busiest_copies,
+                           double busiest_rows);
 
 // Where the scenario's training steps the optimizer (training.optimizer).
 parallel::OptimizerPlacement optimizer_placement(const StrategyContext& ctx);
