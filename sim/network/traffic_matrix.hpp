@@ -2,8 +2,8 @@
 //  - dense: an n×n matrix (uneven routing sampled per source, trace files); cost O(n²);
 //  - factored: T[s][d] = a[s]·q[d] for s ≠ d, with Σq = 1 (less once a fused dispatch
 //    de-duplicates) — every source routes by the same destination shares (expert popularity of
-//    this layer). Exact for uniform routing and for
-//    skewed routing by a shared popularity; cost O(n), which is what makes 8000-GPU groups cheap.
+//    this layer). Exact for uniform routing and for skewed routing by a shared popularity; cost
+//    O(n), which is what makes 8000-GPU groups cheap.
 // The diagonal (a rank's tokens for its own experts) never leaves the GPU and is not traffic.
 #pragma once
 
