@@ -14,16 +14,17 @@ Bandwidth per GPU, over the time a GPU's all-to-alls are in flight (all_to_all_b
   it sends every copy), what the exchange achieves for the model.
 --check (ctest plots.seed001) exits 1 naming every claim that fails (moesim's values when the check
 was last revised in brackets):
-- inside one NVLink domain (EP <= 64) hybridep is faster than nccl at every EP, and its gain
-  shrinks as EP grows: with fewer local experts a rank receives fewer duplicate copies to drop
-  [1.116, 1.082, 1.059, 1.045];
+- inside one NVLink domain (EP <= 64) hybridep is faster than nccl at every EP (it also spares
+  NCCL's permute kernels, the regroup by local expert among them), and its gain shrinks as EP
+  grows: with fewer local experts a rank receives fewer duplicate copies to drop
+  [1.168, 1.132, 1.106, 1.092];
 - across racks (EP 128) the fused dispatch sends a token once per remote rack instead of about
   four copies (half of its 8 experts are remote): its delivered bandwidth is at least twice NCCL's
   [3.9x];
 - at EP 256 HybridEP's all-to-all buffer, N x EP x h x 2 B = 32,768 x 256 x 7168 x 2 = 120.3 GB
   per GPU (spec 001.A.4), does not fit beside the model: the point is refused for memory.
-Not held (printed): the PR's 1.31x from nccl to hybridep at EP 64 (moesim 1.045x; the PR's absolute
-269.11 and 352.18 tokens/s/GPU are 13.6x below moesim's: see the issue 20 notes).
+Not held (printed): the PR's 1.31x from nccl to hybridep at EP 64 (moesim 1.092x; the PR's absolute
+269.11 and 352.18 tokens/s/GPU are 13.0x and 10.9x below moesim's: see the issue 20 notes).
 """
 import argparse
 import json

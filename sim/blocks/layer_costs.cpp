@@ -127,6 +127,11 @@ Time combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m
   return unpermute + (m.attention ? residual_add(cm, m, tokens) : 0);
 }
 
+Time regroup_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double copies) {
+  if (copies <= 0) return 0;
+  return 2 * cm.memory_bound(2 * copies * m.hidden * act(cm));
+}
+
 Time dense_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
   if (tokens <= 0) return 0;
   return norm(cm, tokens, m.hidden) + ffn_time(cm, m, tokens, m.dense_ffn_hidden / tp) + residual_add(cm, m, tokens);

@@ -47,6 +47,13 @@ Time attention_core_backward_time(const compute::ComputeModel& cm, const workloa
 // send buffer, for `tokens` tokens. `fused_permute`: a fused dispatch (DeepEP, HybridEP) writes the
 // rows into the expert-major layout itself, so no permute kernel runs.
 Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute = false);
+// The regroup around one GPU's experts when an all-to-all without a fused permute brought them
+// `copies` token copies for more than one local expert: the rows arrive grouped by source rank and
+// are gathered into local-expert order before the grouped GeMMs, then scattered back into source
+// order before the combine's all-to-all (Megatron-Core's sort_chunks_by_idxs and its inverse,
+// torchtitan's _permute/_unpermute). Two kernels, each reading and writing every copy:
+// 2 × 2·C·H·a. Its backward costs the same (the gradient of a permutation is its inverse).
+Time regroup_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double copies);
 // Un-permute with the weighted sum of the k expert outputs, and the residual add (with attention);
 // `fused_permute`: the fused combine un-permutes and reduces, only the residual add is left.
 Time combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute = false);

@@ -216,12 +216,14 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
     // Asym-EA's layers) launches nothing: no kernel waits on its compute stream for the dispatch.
     if (!which(g) || (em.runs_attention(g) && x.routing->expert_forward[g] == 0)) continue;
     const auto& cm = em.ctx.compute_of(g);
-    const Time t = (forward ? x.routing->expert_forward[g] : cm.backward(x.routing->expert_forward[g])) +
-                   (first ? prologue(em, p, g) : 0);
+    // The experts with the regroup of their copies around them (in one task: the kernels run back
+    // to back on the compute stream; the regroup's backward costs its forward).
+    const Time ef = x.routing->expert_forward[g], regroup = x.routing->expert_regroup[g];
+    const Time t = (forward ? ef : cm.backward(ef)) + regroup + (first ? prologue(em, p, g) : 0);
     // Local recomputation: the expert's forward again from the copies it kept, just before its
     // backward (the copies' gradients arrive meanwhile).
     if (x.backward && x.recompute_locally)
-      cur[g] = em.pb.compute(g, x.routing->expert_forward[g],
+      cur[g] = em.pb.compute(g, ef + regroup,
                              em.label(Phase::Recompute, WorkKind::Expert, "experts", x.layer, x.microbatch, c), cur[g]);
     const TaskId e = em.pb.compute(g, t, le, cur[g]);
     if (x.fetched) em.pb.depend((*x.fetched)[g], e);

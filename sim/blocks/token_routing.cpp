@@ -48,6 +48,7 @@ LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, 
   const auto& t = ctx.training;
   LayerRouting out;
   out.expert_forward.assign(ctx.topology.gpu_count(), 0);
+  out.expert_regroup.assign(ctx.topology.gpu_count(), 0);
   std::map<std::size_t, network::TrafficPtr> even;  // by group size
   for (const auto& g : lp.dispatch) {
     auto& traffic = even[g.gpus.size()];
@@ -121,6 +122,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
 
   LayerRouting out;
   out.expert_forward.assign(gpus, 0);
+  out.expert_regroup.assign(gpus, 0);
   out.expert_tokens.assign(m.experts, 0.0);
   out.expert_routed.assign(m.experts, 0.0);
   const std::vector<double> popularity = ctx.routing.popularity(it, layer);
@@ -149,13 +151,24 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
     for (double& x : rows) x /= chunks;
     return dropped;
   };
-  // Its expert compute (`dropped`: the copies its permuted buffer dropped).
+  // The regroup of `rows` by expert and back on a GPU of a group of `ranks` (none for one local
+  // expert, in a group of one, or where a fused dispatch writes expert-major rows itself).
+  const auto regroup = [&](std::uint32_t g, std::size_t ranks) {
+    if (lp.backend.fused() || ranks <= 1 || rows.size() <= 1) return Time{0};
+    double copies = 0;
+    for (const double x : rows) copies += x;
+    return regroup_time(ctx.compute_of(g), m, copies);
+  };
+  // Its expert compute (`dropped`: the copies its permuted buffer dropped) and its regroup.
+  struct GpuExperts {
+    Time forward = 0, regroup = 0;
+  };
   const auto gpu_experts = [&](std::uint32_t g, const RankReplicas& rr, std::size_t rank, const std::vector<double>& received,
                                double& dropped) {
     dropped = 0;
-    if (!(ip.role(g) & parallel::kRunsExperts)) return Time{0};
+    if (!(ip.role(g) & parallel::kRunsExperts)) return GpuExperts{};
     dropped = local_copies(rr, rank, received);
-    return experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden);
+    return GpuExperts{experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden), regroup(g, rr.size())};
   };
   // A fused backend de-duplicates per rank: each rank's share of a source's copies (`per_expert`
   // over `total`, spread over the replicas) gives its distinct tokens per copy.
@@ -206,8 +219,10 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
       rows.clear();
       for (const double x : tokens) rows.push_back(x / chunks);
       for (const std::uint32_t g : members)
-        out.expert_forward[g] =
-            ip.role(g) & parallel::kRunsExperts ? experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden) : 0;
+        if (ip.role(g) & parallel::kRunsExperts) {
+          out.expert_forward[g] = experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden);
+          out.expert_regroup[g] = regroup(g, rr.size());
+        }
       auto [found, fresh] = exchanges.try_emplace(brought, gather.size());
       if (fresh) {
         std::vector<double> bytes(k * k, 0.0);
@@ -236,8 +251,9 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
     // (A fused exchange's stages also depend on how the group's ranks fall into domains.)
     struct Shared {
       FusedTraffic traffic;
-      std::vector<Time> by_kind_rank;
+      std::vector<GpuExperts> by_kind_rank;
       std::vector<double> dropped_by_kind_rank;
+      std::vector<bool> costed;
     };
     std::map<std::tuple<const parallel::ReplicaTable*, std::vector<bool>, std::vector<std::uint32_t>>, Shared> shared;
     double all_sources = 0;
@@ -268,14 +284,19 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
               std::make_shared<network::TrafficMatrix>(network::TrafficMatrix::factored(std::move(a), std::move(q)));
           sh.traffic.combine = std::make_shared<network::TrafficMatrix>(sh.traffic.dispatch->transposed());
         }
-        sh.by_kind_rank.assign(ctx.compute.size() * n, -1);
+        sh.by_kind_rank.assign(ctx.compute.size() * n, {});
         sh.dropped_by_kind_rank.assign(ctx.compute.size() * n, 0.0);
+        sh.costed.assign(ctx.compute.size() * n, false);
       }
       for (std::uint32_t r = 0; r < n && !etp; ++r) {  // under ETP costed over the ETP group below
         const std::uint32_t g = group.gpus[r];
         const std::size_t i = topo.kind_index(g) * n + r;
-        if (sh.by_kind_rank[i] < 0) sh.by_kind_rank[i] = gpu_experts(g, rr, r, received, sh.dropped_by_kind_rank[i]);
-        out.expert_forward[g] = sh.by_kind_rank[i];
+        if (!sh.costed[i]) {
+          sh.by_kind_rank[i] = gpu_experts(g, rr, r, received, sh.dropped_by_kind_rank[i]);
+          sh.costed[i] = true;
+        }
+        out.expert_forward[g] = sh.by_kind_rank[i].forward;
+        out.expert_regroup[g] = sh.by_kind_rank[i].regroup;
         out.dropped_copies += sh.dropped_by_kind_rank[i];
       }
       out.add(sh.traffic);
@@ -365,7 +386,9 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
       if (!etp)  // else costed over the ETP group below
         for (std::uint32_t r = 0; r < n; ++r) {
           double dropped = 0;
-          out.expert_forward[group.gpus[r]] = gpu_experts(group.gpus[r], rr, r, received, dropped);
+          const GpuExperts x = gpu_experts(group.gpus[r], rr, r, received, dropped);
+          out.expert_forward[group.gpus[r]] = x.forward;
+          out.expert_regroup[group.gpus[r]] = x.regroup;
           out.dropped_copies += dropped;
         }
       for (int e = 0; e < m.experts; ++e) out.expert_tokens[e] += received[e];

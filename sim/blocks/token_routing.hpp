@@ -12,6 +12,8 @@
 //   - Expert tensor parallel (ETP > 1): each GPU of an ETP group computes its slice of every copy
 //     its group received (over the group's EP groups), so all its members' expert compute is that
 //     of the union; the gather sends each member's copies (hidden·b each) to the others.
+//   - Without a fused backend a GPU with several local experts regroups the copies it received by
+//     expert and back (regroup_time); a fused one writes them in that order itself.
 //   - A fused backend (parallel.ep_backend) de-duplicates the copies per rank, and across NVLink
 //     domains per domain (fused_dispatch.hpp).
 //   - Padded (DeepSpeed's capacity padding, Parm): an even exchange of the plan's bytes and a
@@ -35,6 +37,9 @@ struct LayerRouting {
   // to every other member (the all-gather), and its transpose (the reduce-scatter).
   std::vector<network::TrafficPtr> etp_gather, etp_scatter;
   std::vector<Time> expert_forward;                    // per GPU, one chunk
+  // Per GPU, one chunk: the regroup of its received copies into local-expert order and back
+  // (regroup_time), where the backend does not permute in its dispatch; the same forward and backward.
+  std::vector<Time> expert_regroup;
   std::vector<double> expert_tokens;                   // per expert: token copies received over all groups
   std::vector<double> expert_routed;                   // per expert: copies the routers sent it, before drops
   double routed_copies = 0;                            // token copies routed by all sources (top-k counted k times)

@@ -67,6 +67,51 @@ TEST(EpBackend, FusedDispatchSendsEachTokenOncePerRank) {
   EXPECT_EQ(fused.dropped_copies, 0);
 }
 
+TEST(EpBackend, NcclRegroupsReceivedCopiesByLocalExpertAndBack) {
+  // After NCCL's all-to-all a rank holds its copies grouped by source; with 2 local experts it
+  // gathers them into expert order before the grouped GeMMs and scatters them back before the
+  // combine (Megatron-Core's sort_chunks_by_idxs and its inverse). 8 experts, top-2, uniform:
+  // each rank receives 4 sources · 512 = 2048 copies of H = 256 bf16 (512 B): each kernel reads
+  // and writes 2048 · 512 B = 1,048,576 B, so 2 × memory_bound(2,097,152 B). A fused dispatch
+  // writes the rows expert-major itself, and with one local expert (4 experts on 4 ranks) the
+  // chunks are already in order: no regroup.
+  const Routed r(small(8, 2));
+  const auto nccl = r.route(ep_layer(8, parallel::EpBackendKind::Nccl));
+  const auto fused = r.route(ep_layer(8, parallel::EpBackendKind::HybridEp));
+  const Time each = r.compute[0].memory_bound(2.0 * 2048 * 512);
+  EXPECT_GT(each, 0);
+  for (std::uint32_t g = 0; g < 4; ++g) {
+    EXPECT_EQ(nccl.expert_regroup[g], 2 * each) << g;
+    EXPECT_EQ(fused.expert_regroup[g], 0) << g;
+  }
+  EXPECT_EQ(blocks::regroup_time(r.compute[0], r.sc.model, 2048), 2 * each);
+  const Routed one(small(4, 1));
+  const auto single = one.route(ep_layer(4, parallel::EpBackendKind::Nccl));
+  for (std::uint32_t g = 0; g < 4; ++g) EXPECT_EQ(single.expert_regroup[g], 0) << g;
+}
+
+TEST(EpBackend, RegroupRunsInTheExpertTaskForwardAndBackwardAlike) {
+  // The whole run: the small EP scenario at 8 experts, top-2 (2 local experts per GPU) on nccl.
+  // Each experts task is its grouped FFN (backward: 2× it) plus the regroup, the same both ways.
+  auto doc = small(8, 2);
+  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  sim.run(test::with_task_log());
+  const Routed r(doc);
+  parallel::MoeLayerPlan lp = ep_layer(8, parallel::EpBackendKind::Nccl);
+  lp.expert_ffn_hidden = r.sc.model.ffn_hidden;
+  const auto rt = r.route(lp);
+  int seen = 0;
+  for (const auto& t : sim.task_log().tasks()) {
+    if (t.end < 0 || sim.engine().names()[t.label.name] != "experts") continue;
+    const Time ffn = rt.expert_forward[t.gpu];
+    const Time want = (t.label.phase == engine::Phase::Backward ? r.compute[0].backward(ffn) : ffn) + rt.expert_regroup[t.gpu];
+    EXPECT_EQ(t.end - t.start, want) << "GPU " << t.gpu;
+    EXPECT_GT(rt.expert_regroup[t.gpu], 0);
+    ++seen;
+  }
+  EXPECT_EQ(seen, 2 * 4);  // forward and backward on each of the 4 GPUs
+}
+
 TEST(EpBackend, FusedDispatchDeDuplicatesSampledRoutingByTheExpectedShare) {
   // Sampled routing: each (source, rank) entry is the drawn copies times the same 13/14.
   auto doc = small(8, 2);
