@@ -55,11 +55,10 @@ FusedTraffic fused_traffic(const network::TrafficMatrix& copies, const std::vect
   out.combine = std::make_shared<network::TrafficMatrix>(out.dispatch->transposed());
   if (layout.domains() <= 1) return out;
 
-  constexpr std::uint32_t kMaxDenseRanks = 2048;
-  if (n > kMaxDenseRanks)
+  if (n > network::kMaxDenseRanks)
     throw InfeasibleError(fmt::format("a fused EP dispatch across NVLink domains is modelled for groups of up to {} "
                                       "GPUs (this one has {}); use \"ep_backend\": \"nccl\" or a smaller \"ep\"",
-                                      kMaxDenseRanks, n));
+                                      network::kMaxDenseRanks, n));
   // Each domain's share of a source's copies de-duplicates the network hop.
   std::vector<double> domain_share(layout.domains(), 0.0);
   for (std::uint32_t r = 0; r < n; ++r) domain_share[layout.domain[r]] += rank_share[r];

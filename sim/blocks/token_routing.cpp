@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
+#include <optional>
 
 #include "sim/blocks/fused_dispatch.hpp"
 #include "sim/blocks/layer_costs.hpp"
 #include "sim/core/error.hpp"
+#include "sim/network/collective_plan.hpp"
 #include "sim/workload/ep_buffers.hpp"
 
 namespace moesim::blocks {
@@ -21,6 +24,24 @@ RankReplicas by_rank(const parallel::ReplicaTable& table, std::size_t ranks) {
     for (const parallel::Replica& r : table.of_expert[e]) out.at(r.rank).emplace_back(static_cast<int>(e), r.share);
   return out;
 }
+
+// A replica table flattened (expert e's replicas at [first[e], first[e + 1])): the sampled
+// routing of large groups walks it once per (source, expert) drawn.
+struct FlatReplicas {
+  std::vector<std::uint32_t> first, rank;
+  std::vector<double> share;
+  FlatReplicas() = default;
+  explicit FlatReplicas(const parallel::ReplicaTable& table) {
+    first.push_back(0);
+    for (const auto& reps : table.of_expert) {
+      for (const parallel::Replica& r : reps) {
+        rank.push_back(r.rank);
+        share.push_back(r.share);
+      }
+      first.push_back(static_cast<std::uint32_t>(rank.size()));
+    }
+  }
+};
 
 // The experts of a group grouped by where they are placed: experts with the same replicas (ranks
 // and shares) in one bin, bins in order of their first expert.
@@ -118,7 +139,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
   // Per source, each expert's capacity (pooled: scaled by the group's sources below).
   const std::vector<double> source_capacity =
       lp.pooled_capacity ? std::vector<double>() : workload::expert_capacities(copies, t.capacity_factor, m.experts, lp.capacity_shares);
-  const bool sampled = ctx.routing.sampled(static_cast<double>(gpus));
+  const bool sampled = ctx.routing.sampled();
 
   LayerRouting out;
   out.expert_forward.assign(gpus, 0);
@@ -308,44 +329,81 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
   } else {
     Rng rng = ctx.routing.sampler(it, layer, mb);
     std::map<const parallel::ReplicaTable*, ExpertBins> bins_of_table;
+    std::map<const parallel::ReplicaTable*, FlatReplicas> flat_of_table;
+    // Draws for groups too large for a dense matrix (network::kMaxDenseRanks): one categorical
+    // draw per copy up to 4 copies per category (workload::sample_copies_sparse).
+    std::unique_ptr<workload::AliasTable> expert_alias;
+    std::vector<std::uint32_t> scratch(std::max<std::size_t>(m.experts, lp.dispatch.empty() ? 0 : lp.dispatch.front().gpus.size()), 0);
+    workload::SparseCopies draw;
     for (const auto& group : lp.dispatch) {
       const std::uint32_t n = static_cast<std::uint32_t>(group.gpus.size());
       const std::vector<bool> source = sources_of(group);
-      std::vector<double> bytes(static_cast<std::size_t>(n) * n, 0.0), received(m.experts, 0.0);
+      // Its bytes: a dense matrix, or tiered above network::kMaxDenseRanks (a fused dispatch's
+      // de-duplication needs every pair, and refuses such groups across domains).
+      const bool tiered = !dedup && n > network::kMaxDenseRanks;
+      std::vector<double> bytes(tiered ? 0 : static_cast<std::size_t>(n) * n, 0.0), received(m.experts, 0.0);
+      std::optional<network::TrafficMatrix::TieredBuilder> builder;
+      if (tiered) builder.emplace(std::make_shared<network::RankTiers>(network::rank_tiers(topo, group.gpus)));
+      const auto send = [&](std::uint32_t src, std::uint32_t dst, double b) {
+        if (tiered) builder->add(src, dst, b);
+        else bytes[static_cast<std::size_t>(src) * n + dst] += b;
+      };
+      // One source's copies over `popularity` (its alias table built on first use) into `draw`.
+      const auto draw_copies = [&](const std::vector<double>& p, std::unique_ptr<workload::AliasTable>& alias) {
+        if (!tiered) {
+          const std::vector<double> dense = workload::sample_copies(p, copies, rng);
+          draw.clear();
+          for (std::size_t e = 0; e < dense.size(); ++e)
+            if (dense[e] > 0) draw.emplace_back(static_cast<std::uint32_t>(e), dense[e]);
+          return;
+        }
+        if (!alias) alias = std::make_unique<workload::AliasTable>(p);
+        if (scratch.size() < p.size()) scratch.resize(p.size(), 0);
+        workload::sample_copies_sparse(p, *alias, copies, rng, scratch, draw);
+      };
       const double bytes_per_copy = m.hidden * b / chunks;
       if (capacity) {
         // Capacity applies per expert: each source draws over the experts, then keeps at most its
         // capacity of each, or (pooled) the fraction of the group's copies the capacity admits.
-        std::vector<std::vector<double>> drawn(n);
-        std::vector<double> total(m.experts, 0.0);
-        double group_sources = 0;
-        for (std::uint32_t src = 0; src < n; ++src) {
-          if (!source[src]) continue;
-          drawn[src] = workload::sample_copies(popularity, copies, rng);
-          for (int e = 0; e < m.experts; ++e) total[e] += drawn[src][e];
-          group_sources += 1;
-        }
+        // Pooled capacity needs every source's draw first; otherwise each is kept as it is drawn.
+        std::vector<workload::SparseCopies> drawn(lp.pooled_capacity ? n : 0);
         std::vector<double> admitted(m.experts, 1.0);
         if (lp.pooled_capacity) {
+          std::vector<double> total(m.experts, 0.0);
+          double group_sources = 0;
+          for (std::uint32_t src = 0; src < n; ++src) {
+            if (!source[src]) continue;
+            draw_copies(popularity, expert_alias);
+            for (const auto& [e, c] : draw) total[e] += c;
+            drawn[src] = draw;
+            group_sources += 1;
+          }
           const auto cap = workload::expert_capacities(copies * group_sources, t.capacity_factor, m.experts, lp.capacity_shares);
           for (int e = 0; e < m.experts; ++e)
             if (total[e] > cap[e]) admitted[e] = cap[e] / total[e];
         }
-        std::vector<double> pooled_cap(lp.pooled_capacity ? m.experts : 0);
+        auto [flat_it, flat_fresh] = flat_of_table.try_emplace(group.replicas.get());
+        if (flat_fresh) flat_it->second = FlatReplicas(*group.replicas);
+        const FlatReplicas& flat = flat_it->second;
         for (std::uint32_t src = 0; src < n; ++src) {
           if (!source[src]) continue;
-          // Pooled: the source's cap on an expert is its admitted fraction of what it drew.
-          for (std::size_t e = 0; e < pooled_cap.size(); ++e) pooled_cap[e] = drawn[src][e] * admitted[e];
-          for (int e = 0; e < m.experts; ++e) out.expert_routed[e] += drawn[src][e];
-          const auto plan = workload::apply_capacity(drawn[src], lp.pooled_capacity ? pooled_cap : source_capacity);
-          out.dropped_copies += plan.dropped;
-          out.routed_copies += plan.kept + plan.dropped;
-          for (int e = 0; e < m.experts; ++e) {
-            const double kept = plan.kept_per_expert[e];
-            for (const parallel::Replica& rep : group.replicas->of_expert[e])
-              bytes[static_cast<std::size_t>(src) * n + rep.rank] += kept * rep.share * bytes_per_copy;
+          if (lp.pooled_capacity) draw = std::move(drawn[src]);
+          else draw_copies(popularity, expert_alias);
+          // workload::apply_capacity over the experts drawn: a cap of 0 is none; pooled, the
+          // source's cap on an expert is its admitted fraction of what it drew.
+          double kept_all = 0, dropped = 0;
+          for (const auto& [e, c] : draw) {
+            out.expert_routed[e] += c;
+            const double cap = lp.pooled_capacity ? c * admitted[e] : source_capacity[e];
+            const double kept = cap > 0 ? std::min(c, cap) : c;
+            dropped += c - kept;
+            kept_all += kept;
+            for (std::uint32_t i = flat.first[e]; i < flat.first[e + 1]; ++i)
+              send(src, flat.rank[i], kept * flat.share[i] * bytes_per_copy);
             received[e] += kept;
           }
+          out.dropped_copies += dropped;
+          out.routed_copies += kept_all + dropped;
         }
       } else {
         // Dropless: each source draws over the bins of experts placed alike (a rank's experts under
@@ -361,14 +419,14 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
         std::vector<double> bin_popularity(nb, 0.0), total(nb, 0.0);
         for (std::size_t k = 0; k < nb; ++k)
           for (int e : bins.experts[k]) bin_popularity[k] += popularity[e];
+        std::unique_ptr<workload::AliasTable> bin_alias;
         for (std::uint32_t src = 0; src < n; ++src) {
           if (!source[src]) continue;
-          const std::vector<double> counts = workload::sample_copies(bin_popularity, copies, rng);
-          for (std::size_t k = 0; k < nb; ++k) {
-            out.routed_copies += counts[k];
-            total[k] += counts[k];
-            for (const parallel::Replica& rep : bins.replicas[k])
-              bytes[static_cast<std::size_t>(src) * n + rep.rank] += counts[k] * rep.share * bytes_per_copy;
+          draw_copies(bin_popularity, bin_alias);
+          for (const auto& [k, c] : draw) {
+            out.routed_copies += c;
+            total[k] += c;
+            for (const parallel::Replica& rep : bins.replicas[k]) send(src, rep.rank, c * rep.share * bytes_per_copy);
           }
         }
         for (std::size_t k = 0; k < nb; ++k) {
@@ -393,7 +451,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
         }
       for (int e = 0; e < m.experts; ++e) out.expert_tokens[e] += received[e];
       if (etp) received_by_group.push_back(received);
-      auto copies_sent = network::TrafficMatrix::dense(n, std::move(bytes));
+      auto copies_sent = tiered ? std::move(*builder).build() : network::TrafficMatrix::dense(n, std::move(bytes));
       if (dedup) {
         // The copies' expected shares give each rank's (and domain's) distinct tokens per copy.
         double total = 0;

@@ -48,6 +48,13 @@ std::uint32_t compress_workers(const cluster::Topology& topo, std::span<const st
   return compress(members, [&](std::uint32_t m) { return topo.tier_worker(m, tier); }, ids, global);
 }
 
+RankTiers rank_tiers(const cluster::Topology& topo, std::span<const std::uint32_t> members) {
+  RankTiers out;
+  out.worker.resize(topo.tier_count());
+  for (int t = 0; t < topo.tier_count(); ++t) out.workers.push_back(compress_workers(topo, members, t, out.worker[t]));
+  return out;
+}
+
 std::uint32_t compress_ports(const cluster::Topology& topo, std::span<const std::uint32_t> members, int tier,
                              std::vector<std::uint32_t>& ids, std::vector<std::uint32_t>* global) {
   const std::uint32_t ports = topo.tiers()[tier].ports;
@@ -155,7 +162,6 @@ std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<c
         phases.push_back({op.kind, ExchangePhase{op.traffic}});
         return phases;
       }
-      constexpr std::uint32_t kMaxDenseRanks = 2048;
       if (count > kMaxDenseRanks)
         throw InfeasibleError(fmt::format("hierarchical all-to-all is modelled for groups of up to {} GPUs (this one "
                                           "has {}); use \"all_to_all\": \"direct\"",

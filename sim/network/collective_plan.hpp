@@ -82,6 +82,8 @@ std::vector<std::vector<std::uint32_t>> local_groups(std::span<const std::uint32
 // given, receives the cluster-wide index of each renumbered worker.
 std::uint32_t compress_workers(const cluster::Topology& topology, std::span<const std::uint32_t> members, int tier,
                                std::vector<std::uint32_t>& ids, std::vector<std::uint32_t>* global = nullptr);
+// Every tier's ids of `members` (the tiered traffic matrix's RankTiers).
+RankTiers rank_tiers(const cluster::Topology& topology, std::span<const std::uint32_t> members);
 // The same for the ports of those workers the members use (global index: worker·ports + port).
 std::uint32_t compress_ports(const cluster::Topology& topology, std::span<const std::uint32_t> members, int tier,
                              std::vector<std::uint32_t>& ids, std::vector<std::uint32_t>* global = nullptr);

@@ -119,26 +119,15 @@ void FlowDemands::exchange(CollectiveKind kind, const TrafficMatrix& t, std::spa
           for (const auto& [p, bytes] : through) add(links_.core(l, p), bytes);
         }
       } else {
-        // Pairs of sibling workers: a_w·Q_v for a factored matrix, summed ranks otherwise.
-        std::vector<double> pair(static_cast<std::size_t>(workers) * workers, 0.0);
-        if (t.is_factored()) {
-          std::vector<double> aw(workers, 0.0), qw(workers, 0.0);
-          for (std::uint32_t r = 0; r < t.size(); ++r) {
-            aw[ids[r]] += t.a()[r];
-            qw[ids[r]] += t.q()[r];
-          }
-          for (std::uint32_t a = 0; a < workers; ++a)
-            for (std::uint32_t b = 0; b < workers; ++b)
-              if (a != b) pair[static_cast<std::size_t>(a) * workers + b] = aw[a] * qw[b];
-        } else {
-          for (std::uint32_t s = 0; s < t.size(); ++s)
-            for (std::uint32_t d = 0; d < t.size(); ++d)
-              if (ids[s] != ids[d]) pair[static_cast<std::size_t>(ids[s]) * workers + ids[d]] += t.at(s, d);
-        }
+        // Pairs of sibling workers (TrafficMatrix::sibling_pairs).
+        std::vector<std::uint32_t> parent(workers);
+        for (std::uint32_t w = 0; w < workers; ++w) parent[w] = global[w] / tier.count;
+        std::vector<double> pair;
+        t.sibling_pairs(ids, workers, parent, pair);
         for (std::uint32_t a = 0; a < workers; ++a)
           for (std::uint32_t b = 0; b < workers; ++b) {
             const double bytes = pair[static_cast<std::size_t>(a) * workers + b];
-            if (bytes <= 0 || global[a] / tier.count != global[b] / tier.count) continue;
+            if (bytes <= 0) continue;
             add_sibling(l, global[a] / tier.count, global[a] % tier.count, global[b] % tier.count, bytes);
           }
       }

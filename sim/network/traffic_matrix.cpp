@@ -2,6 +2,8 @@
 
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "sim/core/error.hpp"
 
 namespace moesim::network {
@@ -18,7 +20,7 @@ TrafficMatrix TrafficMatrix::factored(std::vector<double> a, std::vector<double>
   if (a.size() != q.size()) invariant_failed("factored traffic matrix with |a| != |q|");
   TrafficMatrix t;
   t.n_ = static_cast<std::uint32_t>(a.size());
-  t.factored_ = true;
+  t.form_ = Form::Factored;
   t.a_ = std::move(a);
   t.q_ = std::move(q);
   return t;
@@ -29,24 +31,104 @@ TrafficMatrix TrafficMatrix::uniform(std::uint32_t n, double bytes_per_pair) {
   return factored(std::vector<double>(n, bytes_per_pair * n), std::vector<double>(n, 1.0 / n));
 }
 
+TrafficMatrix::TieredBuilder::TieredBuilder(std::shared_ptr<const RankTiers> tiers)
+    : tiers_(std::move(tiers)), n_(tiers_->ranks()) {
+  out_.assign(n_ * tiers_->tiers(), 0.0);
+  in_.assign(n_ * tiers_->tiers(), 0.0);
+  last_source_.assign(n_, 0);
+  finished_.assign(n_, false);
+}
+
+void TrafficMatrix::TieredBuilder::next_source(std::uint32_t s) {
+  if (finished_[s]) invariant_failed(fmt::format("tiered traffic: source {} added twice apart", s));
+  if (current_ != UINT32_MAX) finished_[current_] = true;
+  current_ = s;
+}
+
+TrafficMatrix TrafficMatrix::TieredBuilder::build() && {
+  TrafficMatrix t;
+  t.n_ = tiers_->ranks();
+  t.form_ = Form::Tiered;
+  t.tiers_ = std::move(tiers_);
+  t.out_ = std::move(out_);
+  t.in_ = std::move(in_);
+  t.pairs_ = pairs_;
+  t.index_tiers();
+  return t;
+}
+
+void TrafficMatrix::index_tiers() {
+  const int tiers = tiers_->tiers();
+  in_by_worker_.assign(tiers, {});
+  in_by_parent_.assign(tiers, {});
+  out_by_worker_.assign(tiers, {});
+  out_by_parent_.assign(tiers, {});
+  for (int t = 0; t < tiers; ++t) {
+    in_by_worker_[t].assign(tiers_->workers[t], 0.0);
+    out_by_worker_[t].assign(tiers_->workers[t], 0.0);
+    const std::uint32_t parents = t == 0 ? 1 : tiers_->workers[t - 1];
+    in_by_parent_[t].assign(parents, 0.0);
+    out_by_parent_[t].assign(parents, 0.0);
+    for (std::uint32_t r = 0; r < n_; ++r) {
+      const std::uint32_t w = tiers_->worker[t][r], p = t == 0 ? 0 : tiers_->worker[t - 1][r];
+      in_by_worker_[t][w] += in_[t * n_ + r];
+      out_by_worker_[t][w] += out_[t * n_ + r];
+      in_by_parent_[t][p] += in_[t * n_ + r];
+      out_by_parent_[t][p] += out_[t * n_ + r];
+    }
+  }
+}
+
+double TrafficMatrix::leaving(std::uint32_t r, int l) const {
+  double sum = 0;
+  for (int t = 0; t <= l; ++t) sum += out_[t * n_ + r];
+  return sum;
+}
+
+double TrafficMatrix::entering(std::uint32_t r, int l) const {
+  double sum = 0;
+  for (int t = 0; t <= l; ++t) sum += in_[t * n_ + r];
+  return sum;
+}
+
+int TrafficMatrix::tier_of(const std::vector<std::uint32_t>& worker_of_rank, std::uint32_t workers) const {
+  for (int t = 0; t < tiers_->tiers(); ++t)
+    if (tiers_->workers[t] == workers && tiers_->worker[t] == worker_of_rank) return t;
+  return -1;
+}
+
 double TrafficMatrix::at(std::uint32_t s, std::uint32_t d) const {
   if (s == d) return 0.0;
-  return factored_ ? a_[s] * q_[d] : dense_[static_cast<std::size_t>(s) * n_ + d];
+  switch (form_) {
+    case Form::Factored:
+      return a_[s] * q_[d];
+    case Form::Dense:
+      return dense_[static_cast<std::size_t>(s) * n_ + d];
+    case Form::Tiered:
+      break;
+  }
+  // What s sends across tier t, split over the ranks it may reach there (its parent's other
+  // workers) in proportion to what each receives across t.
+  const int t = tiers_->crossed(s, d);
+  const double reach = in_by_parent_[t][t == 0 ? 0 : tiers_->worker[t - 1][s]] - in_by_worker_[t][tiers_->worker[t][s]];
+  return reach > 0 ? out_[t * n_ + s] * in_[t * n_ + d] / reach : 0.0;
 }
 
 double TrafficMatrix::sent(std::uint32_t s) const {
   // Σq is 1 for routing shares, less once a fused dispatch de-duplicates (blocks/fused_dispatch).
-  if (factored_) return a_[s] * (std::accumulate(q_.begin(), q_.end(), 0.0) - q_[s]);
+  if (form_ == Form::Factored) return a_[s] * (std::accumulate(q_.begin(), q_.end(), 0.0) - q_[s]);
+  if (form_ == Form::Tiered) return leaving(s, tiers_->tiers() - 1);
   double sum = 0;
   for (std::uint32_t d = 0; d < n_; ++d) sum += at(s, d);
   return sum;
 }
 
 double TrafficMatrix::received(std::uint32_t d) const {
-  if (factored_) {
+  if (form_ == Form::Factored) {
     const double atot = std::accumulate(a_.begin(), a_.end(), 0.0);
     return q_[d] * (atot - a_[d]);
   }
+  if (form_ == Form::Tiered) return entering(d, tiers_->tiers() - 1);
   double sum = 0;
   for (std::uint32_t s = 0; s < n_; ++s) sum += at(s, d);
   return sum;
@@ -59,7 +141,8 @@ double TrafficMatrix::total() const {
 }
 
 std::uint64_t TrafficMatrix::pairs() const {
-  if (factored_) {
+  if (form_ == Form::Tiered) return pairs_;
+  if (form_ == Form::Factored) {
     std::uint64_t senders = 0, receivers = 0, both = 0;
     for (std::uint32_t i = 0; i < n_; ++i) {
       senders += a_[i] > 0;
@@ -75,7 +158,14 @@ std::uint64_t TrafficMatrix::pairs() const {
 }
 
 TrafficMatrix TrafficMatrix::transposed() const {
-  if (factored_) {
+  if (form_ == Form::Tiered) {
+    TrafficMatrix t = *this;
+    std::swap(t.out_, t.in_);
+    std::swap(t.out_by_worker_, t.in_by_worker_);
+    std::swap(t.out_by_parent_, t.in_by_parent_);
+    return t;
+  }
+  if (form_ == Form::Factored) {
     // T'[s][d] = T[d][s] = a[d]·q[s] = (A·q[s])·(a[d]/A) with A = Σa.
     const double atot = std::accumulate(a_.begin(), a_.end(), 0.0);
     std::vector<double> a2(n_), q2(n_);
@@ -92,7 +182,7 @@ TrafficMatrix TrafficMatrix::transposed() const {
 }
 
 TrafficMatrix TrafficMatrix::to_dense() const {
-  if (!factored_) return *this;
+  if (form_ == Form::Dense) return *this;
   std::vector<double> t(static_cast<std::size_t>(n_) * n_);
   for (std::uint32_t s = 0; s < n_; ++s)
     for (std::uint32_t d = 0; d < n_; ++d) t[static_cast<std::size_t>(s) * n_ + d] = at(s, d);
@@ -103,7 +193,16 @@ void TrafficMatrix::worker_loads(const std::vector<std::uint32_t>& worker_of_ran
                                  std::vector<double>& out, std::vector<double>& in) const {
   out.assign(workers, 0.0);
   in.assign(workers, 0.0);
-  if (factored_) {
+  if (form_ == Form::Tiered) {
+    if (const int l = tier_of(worker_of_rank, workers); l >= 0) {
+      for (std::uint32_t r = 0; r < n_; ++r) {
+        out[worker_of_rank[r]] += leaving(r, l);
+        in[worker_of_rank[r]] += entering(r, l);
+      }
+      return;
+    }
+  }
+  if (form_ == Form::Factored) {
     // out(w) = A_w·(Q − Q_w), in(w) = Q_w·(A − A_w): traffic between ranks of one worker stays inside.
     std::vector<double> aw(workers, 0.0), qw(workers, 0.0);
     double atot = 0, qtot = 0;
@@ -119,11 +218,12 @@ void TrafficMatrix::worker_loads(const std::vector<std::uint32_t>& worker_of_ran
     }
     return;
   }
+  // Dense, or a tiered matrix grouped by workers of no tier (pair by pair).
   for (std::uint32_t s = 0; s < n_; ++s)
     for (std::uint32_t d = 0; d < n_; ++d) {
       const std::uint32_t ws = worker_of_rank[s], wd = worker_of_rank[d];
       if (ws == wd) continue;
-      const double b = dense_[static_cast<std::size_t>(s) * n_ + d];
+      const double b = at(s, d);
       out[ws] += b;
       in[wd] += b;
     }
@@ -134,7 +234,16 @@ void TrafficMatrix::port_loads(const std::vector<std::uint32_t>& worker_of_rank,
                                std::vector<double>& out, std::vector<double>& in) const {
   out.assign(ports, 0.0);
   in.assign(ports, 0.0);
-  if (factored_) {
+  if (form_ == Form::Tiered) {
+    if (const int l = tier_of(worker_of_rank, workers); l >= 0) {
+      for (std::uint32_t r = 0; r < n_; ++r) {
+        out[port_of_rank[r]] += leaving(r, l);
+        in[port_of_rank[r]] += entering(r, l);
+      }
+      return;
+    }
+  }
+  if (form_ == Form::Factored) {
     // A port's ranks share its worker w: out(p) = A_p·(Q − Q_w), in(p) = Q_p·(A − A_w).
     std::vector<double> aw(workers, 0.0), qw(workers, 0.0), ap(ports, 0.0), qp(ports, 0.0);
     std::vector<std::uint32_t> worker_of_port(ports, 0);
@@ -157,10 +266,45 @@ void TrafficMatrix::port_loads(const std::vector<std::uint32_t>& worker_of_rank,
   for (std::uint32_t s = 0; s < n_; ++s)
     for (std::uint32_t d = 0; d < n_; ++d) {
       if (worker_of_rank[s] == worker_of_rank[d]) continue;
-      const double b = dense_[static_cast<std::size_t>(s) * n_ + d];
+      const double b = at(s, d);
       out[port_of_rank[s]] += b;
       in[port_of_rank[d]] += b;
     }
+}
+
+void TrafficMatrix::sibling_pairs(const std::vector<std::uint32_t>& worker_of_rank, std::uint32_t workers,
+                                  const std::vector<std::uint32_t>& parent_of_worker, std::vector<double>& pair) const {
+  pair.assign(static_cast<std::size_t>(workers) * workers, 0.0);
+  const auto siblings = [&](std::uint32_t a, std::uint32_t b) { return a != b && parent_of_worker[a] == parent_of_worker[b]; };
+  if (form_ == Form::Factored) {
+    // a_w·Q_v: every source of w routes by the same shares.
+    std::vector<double> aw(workers, 0.0), qw(workers, 0.0);
+    for (std::uint32_t r = 0; r < n_; ++r) {
+      aw[worker_of_rank[r]] += a_[r];
+      qw[worker_of_rank[r]] += q_[r];
+    }
+    for (std::uint32_t a = 0; a < workers; ++a)
+      for (std::uint32_t b = 0; b < workers; ++b)
+        if (siblings(a, b)) pair[static_cast<std::size_t>(a) * workers + b] = aw[a] * qw[b];
+    return;
+  }
+  if (form_ == Form::Tiered) {
+    if (const int l = tier_of(worker_of_rank, workers); l >= 0) {
+      // What w sends across tier l, split over its siblings by what each receives across l.
+      std::vector<double> parent_in(workers, 0.0);
+      for (std::uint32_t v = 0; v < workers; ++v)
+        for (std::uint32_t u = 0; u < workers; ++u)
+          if (siblings(u, v)) parent_in[u] += in_by_worker_[l][v];
+      for (std::uint32_t a = 0; a < workers; ++a)
+        for (std::uint32_t b = 0; b < workers; ++b)
+          if (siblings(a, b) && parent_in[a] > 0)
+            pair[static_cast<std::size_t>(a) * workers + b] = out_by_worker_[l][a] * in_by_worker_[l][b] / parent_in[a];
+      return;
+    }
+  }
+  for (std::uint32_t s = 0; s < n_; ++s)
+    for (std::uint32_t d = 0; d < n_; ++d)
+      if (siblings(worker_of_rank[s], worker_of_rank[d])) pair[static_cast<std::size_t>(worker_of_rank[s]) * workers + worker_of_rank[d]] += at(s, d);
 }
 
 }  // namespace moesim::network

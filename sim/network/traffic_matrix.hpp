@@ -1,9 +1,15 @@
-// Bytes each rank of a group sends to each other rank in an all-to-all(v). Two forms:
+// Bytes each rank of a group sends to each other rank in an all-to-all(v). Three forms:
 //  - dense: an n×n matrix (uneven routing sampled per source, trace files); cost O(n²);
 //  - factored: T[s][d] = a[s]·q[d] for s ≠ d, with Σq = 1 (less once a fused dispatch
 //    de-duplicates) — every source routes by the same destination shares (expert popularity of
 //    this layer). Exact for uniform routing and for skewed routing by a shared popularity; cost
 //    O(n), which is what makes 8000-GPU groups cheap.
+//  - tiered: per rank and tier t of the cluster, the bytes it sends to (and receives from) the
+//    ranks whose coarsest crossed tier is t (RankTiers): sampled routing of groups too large for a
+//    dense matrix, cost O(n × tiers) whatever the routing. Every worker's and port's load at every
+//    tier is exact (what leaves a tier-l worker is what its ranks send across tiers 0..l), so is
+//    what each rank sends and receives; a single pair (at, sibling_pairs) is split in proportion
+//    to what the destinations receive at that tier, the one approximation of this form.
 // The diagonal (a rank's tokens for its own experts) never leaves the GPU and is not traffic.
 #pragma once
 
@@ -13,6 +19,24 @@
 
 namespace moesim::network {
 
+// Groups larger than this get no dense n×n structure (sampled routing takes the tiered form).
+inline constexpr std::uint32_t kMaxDenseRanks = 2048;
+
+// Where the ranks of a group sit: for each tier of the cluster (0 = the coarsest), each rank's
+// worker there, renumbered 0..k−1 in order of first appearance (compress_workers' ids).
+struct RankTiers {
+  std::vector<std::vector<std::uint32_t>> worker;  // [tier][rank]
+  std::vector<std::uint32_t> workers;              // per tier
+  std::uint32_t ranks() const { return worker.empty() ? 0 : static_cast<std::uint32_t>(worker.front().size()); }
+  int tiers() const { return static_cast<int>(worker.size()); }
+  // The coarsest tier where ranks s and d sit in different workers; -1 for s == d.
+  int crossed(std::uint32_t s, std::uint32_t d) const {
+    for (int t = 0; t < tiers(); ++t)
+      if (worker[t][s] != worker[t][d]) return t;
+    return -1;
+  }
+};
+
 class TrafficMatrix {
  public:
   static TrafficMatrix dense(std::uint32_t n, std::vector<double> bytes);  // row-major n×n
@@ -21,8 +45,39 @@ class TrafficMatrix {
   // Every rank sends `bytes_per_pair` to every other rank.
   static TrafficMatrix uniform(std::uint32_t n, double bytes_per_pair);
 
+  // Builds the tiered form: each source's bytes added together (any order of its destinations,
+  // the same destination any number of times), sources in any order; the pairs with traffic are
+  // counted exactly.
+  class TieredBuilder {
+   public:
+    explicit TieredBuilder(std::shared_ptr<const RankTiers> tiers);
+    void add(std::uint32_t s, std::uint32_t d, double bytes) {  // inline: called per (source, expert) drawn
+      if (s == d || bytes <= 0) return;
+      if (s != current_) next_source(s);
+      const int t = tiers_->crossed(s, d);
+      out_[t * n_ + s] += bytes;
+      in_[t * n_ + d] += bytes;
+      if (last_source_[d] != s + 1) {
+        last_source_[d] = s + 1;
+        ++pairs_;
+      }
+    }
+    TrafficMatrix build() &&;
+
+   private:
+    void next_source(std::uint32_t s);
+    std::shared_ptr<const RankTiers> tiers_;
+    std::size_t n_ = 0;
+    std::vector<double> out_, in_;
+    std::vector<std::uint32_t> last_source_;  // per destination: 1 + the last source that sent to it
+    std::vector<bool> finished_;
+    std::uint32_t current_ = UINT32_MAX;
+    std::uint64_t pairs_ = 0;
+  };
+
   std::uint32_t size() const { return n_; }
-  bool is_factored() const { return factored_; }
+  bool is_factored() const { return form_ == Form::Factored; }
+  bool is_tiered() const { return form_ == Form::Tiered; }
   double at(std::uint32_t s, std::uint32_t d) const;
   double sent(std::uint32_t s) const;      // excluding the diagonal
   double received(std::uint32_t d) const;  // excluding the diagonal
@@ -40,14 +95,34 @@ class TrafficMatrix {
                   const std::vector<std::uint32_t>& port_of_rank, std::uint32_t ports, std::vector<double>& out,
                   std::vector<double>& in) const;
 
+  // Bytes between sibling workers (the same `parent_of_worker`) of one tier, row-major
+  // workers × workers (zero between workers of different parents): what a fabric of direct links
+  // between siblings carries.
+  void sibling_pairs(const std::vector<std::uint32_t>& worker_of_rank, std::uint32_t workers,
+                     const std::vector<std::uint32_t>& parent_of_worker, std::vector<double>& out) const;
+
   const std::vector<double>& a() const { return a_; }
   const std::vector<double>& q() const { return q_; }
 
  private:
+  enum class Form : std::uint8_t { Dense, Factored, Tiered };
+  // The tier whose workers `worker_of_rank` numbers (RankTiers' ids), or -1.
+  int tier_of(const std::vector<std::uint32_t>& worker_of_rank, std::uint32_t workers) const;
+  // Tiered: what rank r sends (receives) across tiers 0..l, i.e. out of (into) its tier-l worker.
+  double leaving(std::uint32_t r, int l) const;
+  double entering(std::uint32_t r, int l) const;
+
   std::uint32_t n_ = 0;
-  bool factored_ = false;
+  Form form_ = Form::Dense;
   std::vector<double> dense_;
   std::vector<double> a_, q_;
+  // Tiered: [tier·n + rank]; per tier, the bytes each of its workers receives (sends) across it,
+  // and each parent (the tier above's worker; one root for tier 0).
+  std::shared_ptr<const RankTiers> tiers_;
+  std::vector<double> out_, in_;
+  std::vector<std::vector<double>> in_by_worker_, in_by_parent_, out_by_worker_, out_by_parent_;
+  std::uint64_t pairs_ = 0;
+  void index_tiers();
 };
 
 using TrafficPtr = std::shared_ptr<const TrafficMatrix>;

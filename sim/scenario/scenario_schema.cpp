@@ -245,9 +245,9 @@ NodePtr scenario_schema() {
                "the scenario)"),
       optional("zipf_exponent", number(0), 1.0, "Zipf exponent s of expert popularity (zipf only)"),
       optional("resample_each_iteration", boolean(), true, "draw a new hot-expert ranking every iteration"),
-      optional("sampling", enumeration({"auto", "sampled", "expected"}), "auto",
-               "per-source multinomial draws (sampled), expected shares (expected), or sampled up to 4M "
-               "GPU×expert pairs (auto)"),
+      optional("sampling", enumeration({"sampled", "expected", "auto"}), "sampled",
+               "per-source multinomial draws at every scale (sampled), or every source sending its expected "
+               "shares (expected); auto is sampled (older scenarios)"),
   });
   static const NodePtr network = object({
       optional("model", enumeration({"flow", "analytic"}), "flow",

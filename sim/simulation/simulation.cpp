@@ -6,6 +6,7 @@
 
 #include "sim/core/error.hpp"
 #include "sim/core/memory_limit.hpp"
+#include "sim/network/traffic_matrix.hpp"
 #include "sim/schedule/iteration_program.hpp"
 #include "sim/simulation/calibration_binding.hpp"
 
@@ -154,10 +155,11 @@ double Simulation::routing_memory_estimate() const {
 double Simulation::plan_routing_memory() const {
   // Sampled routing (blocks/token_routing) gives every all-to-all group of n GPUs a dense n × n
   // matrix of doubles for the dispatch and its transpose for the combine, per MoE layer and
-  // microbatch; all are written with their iteration and live until its collectives retire.
-  // Expected routing shares one factored matrix (2n doubles): negligible.
+  // microbatch, or above network::kMaxDenseRanks a tiered one (out and in per rank and tier, each
+  // matrix with its transpose); all are written with their iteration and live until its
+  // collectives retire. Expected routing shares one factored matrix (2n doubles): negligible.
   const auto ctx = context();
-  if (!ctx.routing.sampled(static_cast<double>(topology_.gpu_count()))) return 0;
+  if (!ctx.routing.sampled()) return 0;
   parallel::RunState state;
   const parallel::PlanPtr plan = strategy_->plan(ctx, 0, state);
   double per_microbatch = 0;
@@ -165,7 +167,9 @@ double Simulation::plan_routing_memory() const {
     if (!layer || layer->padded) continue;
     for (const auto& group : layer->dispatch) {
       const double n = static_cast<double>(group.gpus.size());
-      per_microbatch += 2 * n * n * sizeof(double);
+      per_microbatch += group.gpus.size() > network::kMaxDenseRanks && !layer->backend.fused()
+                            ? 2 * 2 * n * topology_.tier_count() * sizeof(double)
+                            : 2 * n * n * sizeof(double);
     }
   }
   return per_microbatch * scenario_.training.microbatches * std::min(2, scenario_.training.iterations);

@@ -36,9 +36,8 @@ std::vector<double> RoutingModel::popularity(int iteration, int layer) const {
   return p;
 }
 
-bool RoutingModel::sampled(double sources) const {
-  if (config_.sampling == RoutingSampling::Auto) return sources * experts_ <= kAutoSampledLimit;
-  return config_.sampling == RoutingSampling::Sampled;
+bool RoutingModel::sampled() const {
+  return config_.sampling != RoutingSampling::Expected;
 }
 
 Rng RoutingModel::sampler(int iteration, int layer, int microbatch) const {
@@ -99,6 +98,82 @@ std::vector<double> expert_capacities(double copies, double capacity_factor, std
     out[e] = std::ceil(shares.empty() ? capacity_factor * copies / static_cast<double>(experts) : capacity_factor * copies * share);
   }
   return out;
+}
+
+AliasTable::AliasTable(const std::vector<double>& weights)
+    : size_(weights.size()), keep_(weights.size(), std::uint64_t{1} << 32), alias_(weights.size()) {
+  const std::size_t n = weights.size();
+  double sum = 0;
+  for (const double w : weights) sum += std::max(0.0, w);
+  if (n == 0 || sum <= 0) invariant_failed("alias table over no weight");
+  // Scaled to mean 1: a slot below 1 takes the rest from a category above 1 (its alias).
+  std::vector<double> scaled(n);
+  std::vector<std::uint32_t> small, large;
+  for (std::size_t i = 0; i < n; ++i) {
+    scaled[i] = std::max(0.0, weights[i]) * static_cast<double>(n) / sum;
+    alias_[i] = static_cast<std::uint32_t>(i);
+    (scaled[i] < 1.0 ? small : large).push_back(static_cast<std::uint32_t>(i));
+  }
+  while (!small.empty() && !large.empty()) {
+    const std::uint32_t s = small.back(), l = large.back();
+    small.pop_back();
+    keep_[s] = static_cast<std::uint64_t>(std::ldexp(scaled[s], 32));
+    alias_[s] = l;
+    scaled[l] -= 1.0 - scaled[s];
+    if (scaled[l] < 1.0) {
+      large.pop_back();
+      small.push_back(l);
+    }
+  }
+  // What is left is 1 up to rounding: always kept.
+}
+
+void sample_copies_sparse(const std::vector<double>& popularity, const AliasTable& table, double copies, Rng& rng,
+                          std::vector<std::uint32_t>& scratch, SparseCopies& out) {
+  out.clear();
+  // A categorical draw (one 64-bit number and a table look-up) costs a fraction of a binomial by
+  // inversion (a pow() and a walk of the pmf): up to 4 copies per category the draws are cheaper.
+  const double n = std::round(copies);
+  if (n < 4.0 * static_cast<double>(popularity.size())) {
+    // Categories in order of first draw, counted without a branch on whether one is new.
+    static thread_local std::vector<std::uint32_t> first;
+    const auto draws = static_cast<std::size_t>(n);
+    first.resize(draws + 1);
+    std::size_t fresh = 0;
+    FastBits bits(rng);
+    for (std::size_t i = 0; i < draws; ++i) {
+      const std::uint32_t e = table.sample(bits);
+      first[fresh] = e;
+      fresh += scratch[e]++ == 0;
+    }
+    // In category order, so that what the caller does per category walks its tables in order:
+    // a scan of the counts where many were drawn, a sort of the few otherwise.
+    out.reserve(fresh);
+    const std::size_t categories = popularity.size();
+    if (fresh * 16 > categories) {
+      // Compacted without a branch (whether a category was drawn is as random as the draws).
+      static thread_local std::vector<std::uint32_t> count;
+      count.resize(fresh + 1);
+      std::size_t k = 0;
+      for (std::size_t e = 0; e < categories; ++e) {
+        first[k] = static_cast<std::uint32_t>(e);
+        count[k] = scratch[e];
+        k += scratch[e] != 0;
+        scratch[e] = 0;
+      }
+      for (std::size_t i = 0; i < k; ++i) out.emplace_back(first[i], static_cast<double>(count[i]));
+      return;
+    }
+    std::sort(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(fresh));
+    for (std::size_t i = 0; i < fresh; ++i) {
+      out.emplace_back(first[i], static_cast<double>(scratch[first[i]]));
+      scratch[first[i]] = 0;
+    }
+    return;
+  }
+  const std::vector<double> dense = sample_copies(popularity, copies, rng);
+  for (std::size_t e = 0; e < dense.size(); ++e)
+    if (dense[e] > 0) out.emplace_back(static_cast<std::uint32_t>(e), dense[e]);
 }
 
 DispatchPlan apply_capacity(std::vector<double> copies, double capacity) {

@@ -24,7 +24,11 @@ enum class RoutingKind { Uniform, Zipf, Process, Trace };
 //    differ from each other as real gates do (a dense routing matrix);
 //  - expected: every source sends exactly its expected share (popularity × copies), a rank-1
 //    routing matrix that costs O(GPUs + experts) and scales to 1000 datacenters;
-//  - auto: sampled while sources × experts ≤ 4M, expected above.
+//  - auto: the same as sampled (it once switched to expected above 4M GPU × expert pairs; a
+//    silent switch that changed the answer, kept only so older scenarios load).
+// Sampled routing is the default at every scale: groups too large for a dense matrix take the
+// tiered one (network/traffic_matrix.hpp) and draw each source's copies one by one while they are
+// fewer than 4 per expert (AliasTable), so its cost grows with the copies routed.
 enum class RoutingSampling { Auto, Sampled, Expected };
 
 struct RoutingConfig {
@@ -36,16 +40,14 @@ struct RoutingConfig {
   std::shared_ptr<const PopularityTable> trace;   // kind Trace: read by the scenario loader
 };
 
-inline constexpr double kAutoSampledLimit = 4.0 * 1024 * 1024;
-
 class RoutingModel {
  public:
   // `layers` and `iterations` bound the popularity a process generates (kind Process).
   RoutingModel(RoutingConfig config, int experts, int layers, int iterations, std::uint64_t seed);
   // Share of routed token copies that go to each expert; sums to 1.
   std::vector<double> popularity(int iteration, int layer) const;
-  // Whether sources draw their routing (see RoutingSampling) for a layer with `sources` GPUs.
-  bool sampled(double sources) const;
+  // Whether sources draw their routing (see RoutingSampling).
+  bool sampled() const;
   // The seeded stream of the per-source draws of one layer and microbatch.
   Rng sampler(int iteration, int layer, int microbatch) const;
   const RoutingConfig& config() const { return config_; }
@@ -76,6 +78,35 @@ std::vector<double> expert_capacities(double copies, double capacity_factor, std
 // (conditional binomials in expert order; each binomial by inversion for small means and the
 // normal approximation for large ones, all from the seeded stream).
 std::vector<double> sample_copies(const std::vector<double>& popularity, double copies, Rng& rng);
+// Walker's alias method (Vose's construction, "A linear algorithm for generating random numbers
+// with a given distribution", IEEE TSE 1991): a categorical draw from one uniform, O(1) each.
+// One 64-bit draw: its low 32 bits pick a slot (multiply-shift: bias below slots / 2^32, 2·10^-6
+// at 8000 experts), its high 32 bits keep the slot's category or take its alias.
+class AliasTable {
+ public:
+  explicit AliasTable(const std::vector<double>& weights);
+  std::uint32_t sample(FastBits& rng) const {
+    const std::uint64_t r = rng.bits();
+    const auto i = static_cast<std::uint32_t>(((r & 0xffffffffu) * size_) >> 32);
+    // Without a branch: which of the two it is, is a coin toss the predictor cannot learn.
+    const std::uint32_t keep = 0u - static_cast<std::uint32_t>((r >> 32) < keep_[i]);
+    return (i & keep) | (alias_[i] & ~keep);
+  }
+  std::size_t size() const { return keep_.size(); }
+
+ private:
+  std::uint64_t size_ = 0;
+  std::vector<std::uint64_t> keep_;  // the slot's own share × 2^32 (2^32: always kept)
+  std::vector<std::uint32_t> alias_;
+};
+
+// Token copies per category, sparse: (category, copies) with copies > 0.
+using SparseCopies = std::vector<std::pair<std::uint32_t, double>>;
+// The multinomial of sample_copies drawn as sparsely as it is cheap: up to 4 copies per category,
+// one categorical draw per copy, else sample_copies; in category order. `scratch`: a count per category (at least), all zero on entry and on return.
+void sample_copies_sparse(const std::vector<double>& popularity, const AliasTable& table, double copies, Rng& rng,
+                          std::vector<std::uint32_t>& scratch, SparseCopies& out);
+
 // Capacity applied to one source's copies per expert (0: unlimited), one for all or per expert.
 DispatchPlan apply_capacity(std::vector<double> copies_per_expert, double capacity);
 DispatchPlan apply_capacity(std::vector<double> copies_per_expert, const std::vector<double>& capacity);

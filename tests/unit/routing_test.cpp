@@ -1,6 +1,7 @@
 // Token routing: Zipf popularity, capacity drops and the per-source multinomial draws.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 
 #include "sim/core/rng.hpp"
@@ -82,4 +83,36 @@ TEST(Routing, StandardNormalsHaveUnitVarianceAndReplay) {
   }
   EXPECT_NEAR(s1 / n, 0.0, 4 / std::sqrt(n));
   EXPECT_NEAR(s2 / n - (s1 / n) * (s1 / n), 1.0, 4 * std::sqrt(2.0 / n));
+}
+
+TEST(Routing, AliasDrawsFollowThePopularityInCategoryOrder) {
+  // 15 copies over shares 0.5, 0.25, 0.125, 0.125 (fewer than 4 per category: one categorical
+  // draw per copy), 4000 times. Each category's total is Binomial(60,000, p): within 5 standard
+  // deviations of 60,000·p.
+  const std::vector<double> p{0.5, 0.25, 0.125, 0.125};
+  const AliasTable table(p);
+  Rng rng(11);
+  std::vector<std::uint32_t> scratch(p.size(), 0);
+  SparseCopies out;
+  std::vector<double> sum(p.size(), 0.0);
+  const double n = 15;  // < 4 × 4: one categorical draw per copy
+  for (int round = 0; round < 4000; ++round) {
+    sample_copies_sparse(p, table, n, rng, scratch, out);
+    double total = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (i > 0) EXPECT_LT(out[i - 1].first, out[i].first);  // category order
+      EXPECT_GT(out[i].second, 0);
+      sum[out[i].first] += out[i].second;
+      total += out[i].second;
+    }
+    EXPECT_EQ(total, n);
+  }
+  for (std::uint32_t s : scratch) EXPECT_EQ(s, 0u);  // left zero
+  const double draws = 4000 * n;
+  for (std::size_t e = 0; e < p.size(); ++e)
+    EXPECT_NEAR(sum[e], draws * p[e], 5 * std::sqrt(draws * p[e] * (1 - p[e]))) << e;
+  // A zero weight is never drawn.
+  const AliasTable skip({0.5, 0.0, 0.5});
+  FastBits bits(rng);
+  for (int i = 0; i < 10000; ++i) EXPECT_NE(skip.sample(bits), 1u);
 }

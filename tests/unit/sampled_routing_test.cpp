@@ -1,0 +1,104 @@
+// Sampled routing of an EP group too large for a dense matrix (issue 21): the tiered path draws
+// each source's copies one by one, and must drop exactly what per-source draws over every expert
+// drop. Checked against the exact expectation and a brute-force draw per source and expert.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sim/network/traffic_matrix.hpp"
+#include "test_support.hpp"
+
+using namespace moesim;
+
+namespace {
+
+// `dcs` DCs of 8 GPUs, one expert per GPU, top-2, 64 tokens per GPU (128 copies), capacity factor
+// 1.25: each source keeps ceil(1.25 · 128 / E) = 1 copy per expert. Zipf(0.6) popularity.
+schema::Json cut(int dcs) {
+  auto doc = schema::Json::parse(test::kSmallEp);
+  doc["cluster"]["levels"] = {{{"name", "dc"}, {"count", dcs}, {"bandwidth", "10Gbps"}, {"latency", "100us"}},
+                              {{"name", "gpu"}, {"count", 8}, {"bandwidth", "128Gbps"}, {"latency", "5us"}}};
+  doc["model"]["experts"] = dcs * 8;
+  doc["model"]["top_k"] = 2;
+  doc["model"]["layers"] = 1;
+  doc["training"]["sequence_length"] = 64;
+  doc["training"]["capacity_factor"] = 1.25;
+  doc["routing"] = {{"kind", "zipf"}, {"zipf_exponent", 0.6}, {"sampling", "sampled"}};
+  return doc;
+}
+
+struct Share {
+  double model, exact, brute;
+};
+
+Share drop_share(int dcs) {
+  const test::RoutingBench r(cut(dcs));
+  const int n = dcs * 8;
+  parallel::MoeLayerPlan lp;
+  lp.dispatch = {{test::iota(static_cast<std::uint32_t>(n)), parallel::ReplicaTable::contiguous(n, n)}};
+  lp.expert_ffn_hidden = 512;
+  lp.gate_tokens = lp.combine_tokens = 64;
+  const auto rt = r.route(lp);
+  EXPECT_EQ(rt.routed_copies, 128.0 * n);
+  const std::vector<double> p = r.routing.popularity(0, 0);
+  // Exact: a source's copies of expert e are Binomial(128, p_e); above a capacity of 1 it drops
+  // E[max(0, X − 1)] = E[X] − P(X ≥ 1) = 128·p_e − 1 + (1 − p_e)^128.
+  double exact = 0;
+  for (const double pe : p) exact += 128 * pe - 1 + std::pow(1 - pe, 128);
+  // Brute force: every source's multinomial over every expert (conditional binomials), capped.
+  Rng rng(99);
+  double dropped = 0;
+  for (int s = 0; s < n; ++s)
+    dropped += workload::apply_capacity(workload::sample_copies(p, 128, rng), 1.0).dropped;
+  return {rt.dropped_copies / rt.routed_copies, exact / 128, dropped / (128.0 * n)};
+}
+
+}  // namespace
+
+TEST(SampledRouting, LargeGroupDropsWhatPerSourceDrawsOverEveryExpertDrop) {
+  // 257 DCs: 2056 GPUs, past network::kMaxDenseRanks, so the tiered path and its one draw per
+  // copy. 263,168 copies: the share's standard error is about 0.03 points; 0.25 points is 8 of them.
+  static_assert(257 * 8 > network::kMaxDenseRanks);
+  const Share big = drop_share(257);
+  EXPECT_GT(big.exact, 0.05);  // capacity 1 per source and expert drops a real share
+  EXPECT_NEAR(big.model, big.exact, 0.0025);
+  EXPECT_NEAR(big.model, big.brute, 0.0025);
+  // 128 DCs (1024 GPUs) keep the dense path, which drops the same share.
+  const Share dense = drop_share(128);
+  EXPECT_NEAR(dense.model, dense.exact, 0.0025);
+}
+
+TEST(SampledRouting, LargeGroupLoadsEveryLinkAsItsCopiesDo) {
+  // The tiered dispatch of 257 DCs: what the GPUs send is what their kept copies for other GPUs
+  // weigh (one expert per GPU; H = 256 in bf16, 512 B per copy), and every byte that leaves a DC
+  // enters another one.
+  const test::RoutingBench r(cut(257));
+  const std::uint32_t n = 257 * 8;
+  parallel::MoeLayerPlan lp;
+  lp.dispatch = {{test::iota(n), parallel::ReplicaTable::contiguous(static_cast<int>(n), static_cast<int>(n))}};
+  lp.expert_ffn_hidden = 512;
+  lp.gate_tokens = lp.combine_tokens = 64;
+  const auto rt = r.route(lp);
+  const auto& t = *rt.dispatch[0];
+  ASSERT_TRUE(t.is_tiered());
+  // Kept copies received by all experts = copies on the wire plus those each GPU keeps for itself.
+  double received = 0;
+  for (const double x : rt.expert_tokens) received += x;
+  EXPECT_NEAR(received, rt.routed_copies - rt.dropped_copies, 1e-6);
+  EXPECT_LE(t.total(), received * 512);
+  EXPECT_GT(t.total(), 0.99 * received * 512);  // a GPU's own expert gets 1/2056 of its copies
+  std::vector<std::uint32_t> dc(n);
+  for (std::uint32_t g = 0; g < n; ++g) dc[g] = g / 8;
+  std::vector<double> out, in;
+  t.worker_loads(dc, 257, out, in);
+  double leave = 0, enter = 0, within = 0;
+  for (std::uint32_t w = 0; w < 257; ++w) {
+    leave += out[w];
+    enter += in[w];
+  }
+  EXPECT_NEAR(leave, enter, 1e-6 * leave);
+  for (std::uint32_t g = 0; g < n; ++g) within += t.sent(g);
+  EXPECT_NEAR(within, t.total(), 1e-6 * within);
+  EXPECT_LT(leave, within);  // copies between GPUs of one DC stay inside it
+  EXPECT_DOUBLE_EQ(rt.combine[0]->total(), t.total());
+}
