@@ -189,19 +189,24 @@ TrafficMatrix TrafficMatrix::to_dense() const {
   return dense(n_, std::move(t));
 }
 
+bool TrafficMatrix::tiered_loads(const std::vector<std::uint32_t>& worker_of_rank, std::uint32_t workers,
+                                 const std::vector<std::uint32_t>& slot_of_rank, std::vector<double>& out,
+                                 std::vector<double>& in) const {
+  if (form_ != Form::Tiered) return false;
+  const int l = tier_of(worker_of_rank, workers);
+  if (l < 0) return false;
+  for (std::uint32_t r = 0; r < n_; ++r) {
+    out[slot_of_rank[r]] += leaving(r, l);
+    in[slot_of_rank[r]] += entering(r, l);
+  }
+  return true;
+}
+
 void TrafficMatrix::worker_loads(const std::vector<std::uint32_t>& worker_of_rank, std::uint32_t workers,
                                  std::vector<double>& out, std::vector<double>& in) const {
   out.assign(workers, 0.0);
   in.assign(workers, 0.0);
-  if (form_ == Form::Tiered) {
-    if (const int l = tier_of(worker_of_rank, workers); l >= 0) {
-      for (std::uint32_t r = 0; r < n_; ++r) {
-        out[worker_of_rank[r]] += leaving(r, l);
-        in[worker_of_rank[r]] += entering(r, l);
-      }
-      return;
-    }
-  }
+  if (tiered_loads(worker_of_rank, workers, worker_of_rank, out, in)) return;
   if (form_ == Form::Factored) {
     // out(w) = A_w·(Q − Q_w), in(w) = Q_w·(A − A_w): traffic between ranks of one worker stays inside.
     std::vector<double> aw(workers, 0.0), qw(workers, 0.0);
@@ -234,15 +239,7 @@ void TrafficMatrix::port_loads(const std::vector<std::uint32_t>& worker_of_rank,
                                std::vector<double>& out, std::vector<double>& in) const {
   out.assign(ports, 0.0);
   in.assign(ports, 0.0);
-  if (form_ == Form::Tiered) {
-    if (const int l = tier_of(worker_of_rank, workers); l >= 0) {
-      for (std::uint32_t r = 0; r < n_; ++r) {
-        out[port_of_rank[r]] += leaving(r, l);
-        in[port_of_rank[r]] += entering(r, l);
-      }
-      return;
-    }
-  }
+  if (tiered_loads(worker_of_rank, workers, port_of_rank, out, in)) return;
   if (form_ == Form::Factored) {
     // A port's ranks share its worker w: out(p) = A_p·(Q − Q_w), in(p) = Q_p·(A − A_w).
     std::vector<double> aw(workers, 0.0), qw(workers, 0.0), ap(ports, 0.0), qp(ports, 0.0);

@@ -108,6 +108,11 @@ class TrafficMatrix {
   enum class Form : std::uint8_t { Dense, Factored, Tiered };
   // The tier whose workers `worker_of_rank` numbers (RankTiers' ids), or -1.
   int tier_of(const std::vector<std::uint32_t>& worker_of_rank, std::uint32_t workers) const;
+  // Tiered, grouped by a tier's workers: each rank's bytes out of and into its worker, added to
+  // its slot (its worker, or its port); false where the form or the grouping is not that.
+  bool tiered_loads(const std::vector<std::uint32_t>& worker_of_rank, std::uint32_t workers,
+                    const std::vector<std::uint32_t>& slot_of_rank, std::vector<double>& out,
+                    std::vector<double>& in) const;
   // Tiered: what rank r sends (receives) across tiers 0..l, i.e. out of (into) its tier-l worker.
   double leaving(std::uint32_t r, int l) const;
   double entering(std::uint32_t r, int l) const;
