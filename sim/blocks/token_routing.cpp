@@ -333,7 +333,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
     // Draws for groups too large for a dense matrix (network::kMaxDenseRanks): one categorical
     // draw per copy up to 4 copies per category (workload::sample_copies_sparse).
     std::unique_ptr<workload::AliasTable> expert_alias;
-    std::vector<std::uint32_t> scratch(std::max<std::size_t>(m.experts, lp.dispatch.empty() ? 0 : lp.dispatch.front().gpus.size()), 0);
+    std::vector<std::uint32_t> scratch;  // sized on first use
     workload::SparseCopies draw;
     for (const auto& group : lp.dispatch) {
       const std::uint32_t n = static_cast<std::uint32_t>(group.gpus.size());
@@ -350,13 +350,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
       };
       // One source's copies over `popularity` (its alias table built on first use) into `draw`.
       const auto draw_copies = [&](const std::vector<double>& p, std::unique_ptr<workload::AliasTable>& alias) {
-        if (!tiered) {
-          const std::vector<double> dense = workload::sample_copies(p, copies, rng);
-          draw.clear();
-          for (std::size_t e = 0; e < dense.size(); ++e)
-            if (dense[e] > 0) draw.emplace_back(static_cast<std::uint32_t>(e), dense[e]);
-          return;
-        }
+        if (!tiered) return workload::sparse_copies(workload::sample_copies(p, copies, rng), draw);
         if (!alias) alias = std::make_unique<workload::AliasTable>(p);
         if (scratch.size() < p.size()) scratch.resize(p.size(), 0);
         workload::sample_copies_sparse(p, *alias, copies, rng, scratch, draw);

@@ -171,7 +171,11 @@ void sample_copies_sparse(const std::vector<double>& popularity, const AliasTabl
     }
     return;
   }
-  const std::vector<double> dense = sample_copies(popularity, copies, rng);
+  sparse_copies(sample_copies(popularity, copies, rng), out);
+}
+
+void sparse_copies(const std::vector<double>& dense, SparseCopies& out) {
+  out.clear();
   for (std::size_t e = 0; e < dense.size(); ++e)
     if (dense[e] > 0) out.emplace_back(static_cast<std::uint32_t>(e), dense[e]);
 }

@@ -102,8 +102,11 @@ class AliasTable {
 
 // Token copies per category, sparse: (category, copies) with copies > 0.
 using SparseCopies = std::vector<std::pair<std::uint32_t, double>>;
+// The categories of `dense` with copies, in order.
+void sparse_copies(const std::vector<double>& dense, SparseCopies& out);
 // The multinomial of sample_copies drawn as sparsely as it is cheap: up to 4 copies per category,
-// one categorical draw per copy, else sample_copies; in category order. `scratch`: a count per category (at least), all zero on entry and on return.
+// one categorical draw per copy, else sample_copies; in category order. `scratch`: a count per
+// category (at least), all zero on entry and on return.
 void sample_copies_sparse(const std::vector<double>& popularity, const AliasTable& table, double copies, Rng& rng,
                           std::vector<std::uint32_t>& scratch, SparseCopies& out);
 
