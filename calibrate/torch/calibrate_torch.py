@@ -12,6 +12,14 @@ extra libraries, through PyTorch, and write moesim-measurements/1 JSON for `moes
               the permutation, router softmax and top-k) and back-to-back tiny kernels: achieved
               bytes per second and the fixed cost per kernel. Written under "kernels" in a file of
               its own (--memory-out), which `scripts/validate.py` reads.
+  grouped     the local experts' fc1/fc2 as one grouped GeMM (torch._grouped_mm), into --memory-out.
+  hostsync    the GPU idle time (bubble) a blocking device-to-host read of the per-expert token
+              counts inserts between the router and the kernels after it, as an MoE dispatcher
+              that sizes its buffers on the host does (moesim's parallel.ep_host_sync), with
+              pageable and pinned copies and without a read: median and spread, into --hostsync-out.
+  layer       one training step (forward and backward) of a small stack of MoE transformer layers
+              on one GPU (--layer-shapes), whole and part by part, with and without that host
+              read, and the fused AdamW step over the same parameters, into --layer-out.
 
 Timing as moesim-calibrate-gemm: --warmup launches, then --reps launches each between its own pair
 of CUDA events, queued behind a spin (torch.cuda._sleep) so the events time the GPU and not the
@@ -227,11 +235,398 @@ def measure_grouped(torch, run, log):
     return out
 
 
+def spread(values):
+    """Median and spread of a list of times (us)."""
+    v = sorted(values)
+    q = lambda f: v[min(len(v) - 1, int(round(f * (len(v) - 1))))]
+    return {"median": round(statistics.median(v), 3), "p10": round(q(0.1), 3), "p90": round(q(0.9), 3),
+            "min": round(v[0], 3), "max": round(v[-1], 3), "n": len(v)}
+
+
+HOSTSYNC_SHAPES = [(4096, 64), (4096, 128), (4096, 256), (16384, 64), (16384, 128), (16384, 256)]
+
+
+def measure_hostsync(torch, warmup, reps, log, hidden=2048, top_k=8):
+    """The GPU idle time a blocking device-to-host read of the per-expert token counts inserts
+    between two kernels of an MoE layer, as Megatron-Core's all-to-all token dispatcher (and DeepEP's
+    normal mode) does before it sizes the receive buffers. Kernel A: the router (a [T, H] x [H, E]
+    GeMM, fp32 softmax, top-k, the per-expert counts by scatter-add); then the host reads the counts
+    ("tolist": counts.tolist(), a pageable copy that blocks; "pinned": a non_blocking copy into
+    pinned memory and a stream synchronize, then .tolist(); "none": no read); then kernel B: the
+    permute (row gather), one GeMM and the un-permute's scatter-add. Events right after A and right
+    before B time the bubble on the GPU; events before A and after B the whole sequence. Without a
+    read the launches run ahead behind a spin, so "none" is the GPU's own gap."""
+    F = torch.nn.functional
+    bf = torch.bfloat16
+    out = []
+    for tokens, experts in HOSTSYNC_SHAPES:
+        x = torch.randn(tokens, hidden, device="cuda", dtype=bf)
+        wr = torch.randn(experts, hidden, device="cuda", dtype=bf) * 0.02
+        w = torch.randn(hidden, hidden, device="cuda", dtype=bf) * 0.02
+        ones = torch.ones(tokens * top_k, device="cuda", dtype=torch.int64)
+        pinned = torch.empty(experts, dtype=torch.int64, pin_memory=True)
+        state = {}
+
+        def kernel_a():
+            probs = torch.softmax((x @ wr.t()).float(), dim=-1)
+            top, idx = torch.topk(probs, top_k, dim=-1)
+            flat = idx.reshape(-1)
+            counts = torch.zeros(experts, device="cuda", dtype=torch.int64).scatter_add_(0, flat, ones)
+            state["idx"], state["counts"] = flat, counts
+
+        def kernel_b():
+            order = torch.argsort(state["idx"], stable=True)
+            rows = order // top_k
+            y = x.index_select(0, rows) @ w
+            torch.zeros_like(x).index_add_(0, rows, y)
+
+        def read(mode):
+            if mode == "tolist":
+                return state["counts"].tolist()
+            if mode == "pinned":
+                pinned.copy_(state["counts"], non_blocking=True)
+                torch.cuda.current_stream().synchronize()
+                return pinned.tolist()
+            return None
+
+        for mode in ("none", "tolist", "pinned"):
+            for _ in range(warmup):
+                kernel_a()
+                read(mode)
+                kernel_b()
+            torch.cuda.synchronize()
+            ev = [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(reps)]
+            torch.cuda._sleep(int(2e6) * (reps if mode == "none" else 1))  # "none": every launch queues behind it
+            for e in ev:
+                e[0].record()
+                kernel_a()
+                e[1].record()
+                read(mode)
+                e[2].record()
+                kernel_b()
+                e[3].record()
+            torch.cuda.synchronize()
+            bubble = spread([e[1].elapsed_time(e[2]) * 1e3 for e in ev])
+            seq = spread([e[0].elapsed_time(e[3]) * 1e3 for e in ev])
+            a = spread([e[0].elapsed_time(e[1]) * 1e3 for e in ev])
+            b = spread([e[2].elapsed_time(e[3]) * 1e3 for e in ev])
+            out.append({"tokens": tokens, "experts": experts, "top_k": top_k, "hidden": hidden, "read": mode,
+                        "bubble": bubble, "sequence": seq, "kernel_a": a, "kernel_b": b})
+            log(f"hostsync T={tokens} E={experts} {mode}: bubble {bubble['median']:.1f} us "
+                f"(p10 {bubble['p10']:.1f}, p90 {bubble['p90']:.1f}), A {a['median']:.1f} us, B {b['median']:.1f} us, "
+                f"A..B {seq['median']:.1f} us")
+        del x, wr, w, ones, pinned, state
+    return out
+
+
+# Layer-step shapes: (name, hidden, heads, kv_heads, head_dim, experts, ffn_hidden, top_k, layers, seq, micro_batch)
+LAYER_SHAPES = {
+    "qwen3-30b-a3b-4l-mbs1": (2048, 32, 4, 128, 128, 768, 8, 4, 4096, 1),
+    "qwen3-30b-a3b-4l-mbs2": (2048, 32, 4, 128, 128, 768, 8, 4, 4096, 2),
+    "mixtral-8x7b-2l-mbs1": (4096, 32, 8, 128, 8, 14336, 2, 2, 4096, 1),
+}
+
+
+def layer_tools(torch, log):
+    """The attention backend and the experts' GeMM this PyTorch runs, each checked once on a small
+    problem (forward and backward) before any timing."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    F = torch.nn.functional
+    bf = torch.bfloat16
+
+    def make_attention(backend, gqa):
+        def attention(q, k, v):
+            rep = q.shape[1] // k.shape[1]
+            with sdpa_kernel([backend]):
+                if gqa:
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=rep > 1)
+                if rep > 1:
+                    k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return attention
+
+    attention = None
+    for backend, name, gqa in ((SDPBackend.CUDNN_ATTENTION, "cudnn-fused-sdpa", True),
+                               (SDPBackend.FLASH_ATTENTION, "flash-attention-2-sdpa", True),
+                               (SDPBackend.CUDNN_ATTENTION, "cudnn-fused-sdpa (K/V heads repeated)", False),
+                               (SDPBackend.FLASH_ATTENTION, "flash-attention-2-sdpa (K/V heads repeated)", False)):
+        try:
+            fn = make_attention(backend, gqa)
+            qkv = torch.randn(2, 512, 12, 128, device="cuda", dtype=bf, requires_grad=True)
+            q, k, v = qkv.split([8, 2, 2], dim=2)
+            o = fn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+            o.backward(torch.randn_like(o))
+            torch.cuda.synchronize()
+            attention = (fn, name)
+            break
+        except Exception as e:
+            log(f"layer: attention {name}: not usable ({str(e).splitlines()[0][:160]})")
+    if attention is None:
+        raise RuntimeError("no fused SDPA backend (cuDNN or flash) runs GQA attention here")
+
+    # Experts: torch._grouped_mm with uneven groups (one empty, none a multiple of 16), checked
+    # against a loop of matmuls, forward and gradients; else groups padded to 16 rows; else a loop.
+    def grouped_ok(pad):
+        g, k, n = 4, 256, 384
+        sizes = [37, 5, 90, 29] if not pad else [48, 16, 96, 32]
+        a = torch.randn(sum(sizes), k, device="cuda", dtype=bf, requires_grad=True)
+        w = torch.randn(g, n, k, device="cuda", dtype=bf, requires_grad=True)
+        offs = torch.tensor(sizes, device="cuda").cumsum(0).to(torch.int32)
+        y = torch._grouped_mm(a, w.transpose(-2, -1), offs=offs, out_dtype=bf)
+        gy = torch.randn_like(y)
+        ga, gw = torch.autograd.grad(y, (a, w), gy)
+        ref = torch.cat([p.float() @ w[i].float().t() for i, p in enumerate(a.split(sizes))])
+        ra, rw = torch.autograd.grad(ref, (a, w), gy.float())
+        close = lambda u, r: bool(((u.float() - r.float()).abs().max() <= 0.05 * r.float().abs().max() + 1e-3).item())
+        return close(y, ref) and close(ga, ra) and close(gw, rw)
+
+    experts = "loop"
+    for pad, name in ((False, "grouped"), (True, "grouped_padded")):
+        try:
+            if grouped_ok(pad):
+                experts = name
+                break
+            log(f"layer: torch._grouped_mm {'padded ' if pad else ''}groups: results differ from a loop of matmuls")
+        except Exception as e:
+            log(f"layer: torch._grouped_mm {'padded ' if pad else ''}groups: not usable ({str(e).splitlines()[0][:160]})")
+    return attention, experts
+
+
+EXPERT_IMPL = {"grouped": "torch._grouped_mm over the expert-sorted rows (CUTLASS grouped GeMM), groups unpadded",
+               "grouped_padded": "torch._grouped_mm, each expert's rows padded to a multiple of 16 (zero rows)",
+               "loop": "one matmul per expert (torch._grouped_mm not usable here), split sizes read by the host"}
+
+
+def make_layer(torch, shape, attention, experts_impl):
+    """Parameters and forward of an MoE transformer layer stack in bf16 (Megatron-Core's layer without
+    bias or dropout): RMSNorm, QKV projection, causal GQA attention (fused SDPA), output projection,
+    residual; RMSNorm, router (linear, fp32 softmax, top-k, probabilities renormalised over the k),
+    permute (rows gathered by expert), the experts' SwiGLU fc1 / fc2 (grouped GeMM), un-permute
+    (probability-weighted scatter-add), residual. `mark(name)` records an event at a point of the
+    forward; `hook(tensor, name)` one when that tensor's gradient is ready in the backward."""
+    F = torch.nn.functional
+    bf = torch.bfloat16
+    h, nh, nkv, d, E, f, k, L, S, B = shape
+    T = S * B
+
+    def param(*size, scale=0.02):
+        return (torch.randn(*size, device="cuda", dtype=torch.float32) * scale).to(bf).requires_grad_()
+
+    layers = [{"ln1": torch.ones(h, device="cuda", dtype=bf, requires_grad=True),
+               "wqkv": param((nh + 2 * nkv) * d, h), "wo": param(h, nh * d),
+               "ln2": torch.ones(h, device="cuda", dtype=bf, requires_grad=True),
+               "wr": param(E, h), "w1": param(E, 2 * f, h), "w2": param(E, h, f)} for _ in range(L)]
+    attn = attention[0]
+
+    def experts(xs, p, counts, offs):
+        if experts_impl == "loop":
+            sizes = counts.tolist()
+            parts = [F.linear(F.silu(z[:, :f]) * z[:, f:], p["w2"][i]) for i, part in enumerate(xs.split(sizes))
+                     for z in (F.linear(part, p["w1"][i]),)]
+            return torch.cat(parts)
+        y1 = torch._grouped_mm(xs, p["w1"].transpose(-2, -1), offs=offs, out_dtype=bf)
+        a = F.silu(y1[:, :f]) * y1[:, f:]
+        return torch._grouped_mm(a, p["w2"].transpose(-2, -1), offs=offs, out_dtype=bf)
+
+    def forward(x, mark, hook, host_sync=False, loads=None):
+        x = x.view(x.shape)  # a new (non-leaf) tensor per step: a hook on the leaf would stay for every later step
+        for l, p in enumerate(layers):
+            pre = f"L{l}."
+            hook(x, pre + "bwd.qkv")  # layer l's backward ends when its input's gradient is ready
+            mark(pre + "fwd.start")
+            y = F.rms_norm(x, (h,), p["ln1"])
+            qkv = F.linear(y, p["wqkv"])
+            hook(qkv, pre + "bwd.core")
+            q, kk, v = qkv.view(B, S, nh + 2 * nkv, d).split([nh, nkv, nkv], dim=2)
+            mark(pre + "fwd.qkv")
+            o = attn(q.transpose(1, 2), kk.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2).reshape(T, nh * d)
+            hook(o, pre + "bwd.out")
+            mark(pre + "fwd.core")
+            x = x + F.linear(o, p["wo"])
+            hook(x, pre + "bwd.norm2")
+            mark(pre + "fwd.out")
+            h2 = F.rms_norm(x, (h,), p["ln2"])
+            hook(h2, pre + "bwd.router_permute")
+            probs = torch.softmax(F.linear(h2, p["wr"]).float(), dim=-1)
+            top, idx = torch.topk(probs, k, dim=-1)
+            top = (top / top.sum(dim=-1, keepdim=True)).to(bf)
+            flat = idx.reshape(-1)
+            order = torch.argsort(flat, stable=True)
+            rows = order // k
+            counts = torch.zeros(E, device="cuda", dtype=torch.int64).scatter_add_(0, flat, torch.ones_like(flat))
+            if host_sync:
+                counts.tolist()  # the dispatcher's device-to-host read of the split sizes
+            if loads is not None:
+                loads.append(counts)
+            mark(pre + "fwd.router")
+            if experts_impl == "grouped_padded":
+                padded = (counts + 15) // 16 * 16
+                end = padded.cumsum(0)
+                start = (counts.cumsum(0) - counts)[flat[order]]
+                pos = torch.arange(T * k, device="cuda") - start + (end - padded)[flat[order]]
+                src = torch.full((T * k + 16 * E,), T, device="cuda", dtype=torch.int64).index_copy_(0, pos, rows)
+                xs = torch.cat([h2, h2.new_zeros(1, h)]).index_select(0, src)
+                offs = end.to(torch.int32)
+            else:
+                xs = h2.index_select(0, rows)
+                offs = counts.cumsum(0).to(torch.int32)
+            hook(xs, pre + "bwd.experts")
+            mark(pre + "fwd.permute")
+            y2 = experts(xs, p, counts, offs)
+            hook(y2, pre + "bwd.combine")
+            mark(pre + "fwd.experts")
+            if experts_impl == "grouped_padded":
+                y2 = y2.index_select(0, pos)
+            weighted = y2 * top.reshape(-1)[order].unsqueeze(-1)
+            x = x + torch.zeros(T, h, device="cuda", dtype=bf).index_add_(0, rows, weighted)
+            mark(pre + "fwd.combine")
+        return x
+
+    params = [t for p in layers for t in p.values()]
+    return forward, params, T
+
+
+LAYER_PARTS = {  # name: (from marker, to marker), per layer; moesim's tasks in brackets
+    "fwd.attention_qkv": ("fwd.start", "fwd.qkv"), "fwd.attention_core": ("fwd.qkv", "fwd.core"),
+    "fwd.attention_out": ("fwd.core", "fwd.out"),  # the three: moesim's "fwd attention"
+    "fwd.router": ("fwd.out", "fwd.router"), "fwd.permute": ("fwd.router", "fwd.permute"),  # "fwd gate"
+    "fwd.experts": ("fwd.permute", "fwd.experts"), "fwd.combine": ("fwd.experts", "fwd.combine"),
+    "bwd.combine": ("bwd.start", "bwd.combine"), "bwd.experts": ("bwd.combine", "bwd.experts"),
+    "bwd.router_permute": ("bwd.experts", "bwd.router_permute"), "bwd.norm2": ("bwd.router_permute", "bwd.norm2"),
+    "bwd.attention_out": ("bwd.norm2", "bwd.out"), "bwd.attention_core": ("bwd.out", "bwd.core"),
+    "bwd.attention_qkv": ("bwd.core", "bwd.qkv"),
+}
+
+
+def measure_layer(torch, warmup, reps, shapes, log):
+    """One training step (forward and backward, no optimizer) of a stack of MoE layers on one GPU
+    (no expert parallelism, no communication), bf16, as make_layer builds it; the step queued behind
+    a spin, parameter gradients set to None before each step (no accumulation kernels). Each shape
+    twice: as it is ("none": no host sync) and with the dispatcher's counts.tolist() after the router
+    in every layer ("tolist"). The whole step between two events, then again with events at every
+    part boundary (forward) and gradient hooks (backward) for the per-part times. Then the optimizer
+    alone: fused AdamW over fp32 master copies of the same parameters and their fp32 gradients, and
+    the copy of the master weights back into the bf16 parameters."""
+    attention, experts_impl = layer_tools(torch, log)
+    log(f"layer: attention {attention[1]}; experts {EXPERT_IMPL[experts_impl]}")
+    bf = torch.bfloat16
+    steps, optim = [], []
+    for name in shapes:
+        shape = LAYER_SHAPES[name]
+        h, nh, nkv, d, E, f, k, L, S, B = shape
+        try:
+            forward, params, T = make_layer(torch, shape, attention, experts_impl)
+            x = torch.randn(T, h, device="cuda", dtype=bf, requires_grad=True)
+            gy = torch.randn(T, h, device="cuda", dtype=bf)
+            nparams = sum(p.numel() for p in params)
+            param_shapes = [p.shape for p in params]
+            for sync in (False, True):
+                events = {}
+                noop = lambda *a: None
+
+                def mark(n):
+                    e = torch.cuda.Event(enable_timing=True)
+                    e.record()
+                    events.setdefault(n, []).append(e)
+
+                def hook(t, n):
+                    t.register_hook(lambda g: mark(n))
+
+                def step(mk, hk, loads=None):
+                    for p in params:
+                        p.grad = None
+                    x.grad = None
+                    mk("step.start")
+                    y = forward(x, mk, hk, sync, loads)
+                    mk("L%d.bwd.start" % (L - 1))
+                    y.backward(gy)
+                    mk("step.end")
+
+                loads = []
+                step(noop, noop, loads)  # one step for the expert loads
+                loads = torch.stack(loads).float()
+                for _ in range(warmup):
+                    step(noop, noop)
+                torch.cuda.synchronize()
+                # The whole step, then the step with part markers.
+                whole = []
+                for markers in (False, True):
+                    events.clear()
+                    torch.cuda._sleep(int(2e6))
+                    for _ in range(reps):
+                        if markers:
+                            step(mark, hook)
+                        else:
+                            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                            for p in params:
+                                p.grad = None
+                            x.grad = None
+                            e0.record()
+                            forward(x, noop, noop, sync).backward(gy)
+                            e1.record()
+                            whole.append((e0, e1))
+                    torch.cuda.synchronize()
+                el = lambda a, b: [u.elapsed_time(v) * 1e3 for u, v in zip(events[a], events[b])]
+                entry = {"shape": name, "layers": L, "hidden": h, "heads": nh, "kv_heads": nkv, "head_dim": d,
+                         "experts": E, "ffn_hidden": f, "top_k": k, "sequence_length": S, "micro_batch_size": B,
+                         "tokens": T, "dtype": "bf16", "parameters": nparams, "attention": attention[1],
+                         "experts_gemm": EXPERT_IMPL[experts_impl], "host_sync": "tolist" if sync else "none",
+                         "expert_load": {"mean": round(loads.mean().item(), 1), "max": round(loads.max().item(), 1),
+                                         "min": round(loads.min().item(), 1)},
+                         "step": spread([a.elapsed_time(b) * 1e3 for a, b in whole]),
+                         "step_with_markers": spread(el("step.start", "step.end")),
+                         "forward": spread(el("step.start", "L%d.bwd.start" % (L - 1))),
+                         "backward": spread(el("L%d.bwd.start" % (L - 1), "step.end")), "parts": {}}
+                for part, (a, b) in LAYER_PARTS.items():
+                    per_layer = []
+                    for l in range(L):
+                        a_n = f"L{l}.{a}"
+                        if a == "bwd.start" and l < L - 1:
+                            a_n = f"L{l + 1}.bwd.qkv"  # the layer above hands its input's gradient down
+                        per_layer.append(round(statistics.median(el(a_n, f"L{l}.{b}")), 3))
+                    entry["parts"][part] = per_layer
+                steps.append(entry)
+                log(f"layer {name} host_sync={entry['host_sync']}: step {entry['step']['median'] / 1e3:.3f} ms "
+                    f"(p10 {entry['step']['p10'] / 1e3:.3f}, p90 {entry['step']['p90'] / 1e3:.3f}), forward "
+                    f"{entry['forward']['median'] / 1e3:.3f} ms, backward {entry['backward']['median'] / 1e3:.3f} ms; "
+                    f"loads {entry['expert_load']}")
+                log("  parts (us, per layer): " + "; ".join(f"{p} {v}" for p, v in entry["parts"].items()))
+            del forward, params, x, gy
+            torch.cuda.empty_cache()
+            # The optimizer step on fp32 master weights of the same shapes.
+            shapes_ = param_shapes
+            master = [torch.randn(s, device="cuda", dtype=torch.float32).mul_(0.02).requires_grad_() for s in shapes_]
+            for m in master:
+                m.grad = torch.randn_like(m).mul_(1e-3)
+            opt = torch.optim.AdamW(master, lr=1e-4, fused=True)
+            model = [torch.empty(s, device="cuda", dtype=bf) for s in shapes_]
+            run = timer(torch, warmup, reps)
+            t_adam = run(opt.step)
+            t_copy = run(lambda: torch._foreach_copy_(model, master))
+            optim.append({"shape": name, "parameters": nparams, "adamw_fused_fp32": round(t_adam, 3),
+                          "copy_to_bf16": round(t_copy, 3), "implementation": "torch.optim.AdamW(fused=True), fp32 "
+                          "master weights, moments and gradients; torch._foreach_copy_ to the bf16 weights"})
+            log(f"optimizer {name}: {nparams / 1e9:.3f} B parameters, AdamW {t_adam / 1e3:.3f} ms, "
+                f"copy to bf16 {t_copy / 1e3:.3f} ms")
+            del master, opt, model
+            torch.cuda.empty_cache()
+        except Exception as e:
+            import traceback
+            log(f"layer {name}: failed ({traceback.format_exc()[-1500:]})")
+            torch.cuda.empty_cache()
+    return steps, optim
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--what", default="attention,fp8,memory", help="comma list of attention, fp8, memory, grouped")
-    ap.add_argument("--out", required=True, help="measurements JSON (attention and fp8 GeMM entries)")
+    ap.add_argument("--what", default="attention,fp8,memory",
+                    help="comma list of attention, fp8, memory, grouped, hostsync, layer")
+    ap.add_argument("--out", help="measurements JSON (attention and fp8 GeMM entries); needed unless --what is only "
+                                  "hostsync and layer")
     ap.add_argument("--memory-out", help="JSON of the memory-bound kernels (with --what memory)")
+    ap.add_argument("--hostsync-out", help="JSON of the host-sync bubbles (with --what hostsync)")
+    ap.add_argument("--layer-out", help="JSON of the MoE layer steps (with --what layer)")
+    ap.add_argument("--layer-shapes", default=",".join(LAYER_SHAPES), help="comma list of " + ", ".join(LAYER_SHAPES))
     ap.add_argument("--grid", default="all", choices=["moe", "generic", "all"])
     ap.add_argument("--dtypes", default="bf16", help="attention dtypes: bf16,fp16")
     ap.add_argument("--seq", default="1024,2048,4096,8192,16384")
@@ -244,9 +639,15 @@ def main():
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     what = set(args.what.split(","))
-    known = {"attention", "fp8", "memory", "grouped"}
+    known = {"attention", "fp8", "memory", "grouped", "hostsync", "layer"}
     if what - known:
         ap.error(f"--what: unknown {sorted(what - known)}; use {', '.join(sorted(known))}")
+    own = {"hostsync": args.hostsync_out, "layer": args.layer_out}
+    if not args.out and (what - set(own) or any(what_ in what and not out for what_, out in own.items())):
+        ap.error("--out is needed (or --hostsync-out / --layer-out for each of hostsync and layer)")
+    shapes = args.layer_shapes.split(",")
+    if set(shapes) - set(LAYER_SHAPES):
+        ap.error(f"--layer-shapes: unknown {sorted(set(shapes) - set(LAYER_SHAPES))}; use {', '.join(LAYER_SHAPES)}")
     try:
         import torch
     except ImportError:
@@ -267,8 +668,20 @@ def main():
                                              args.v_head_dim)
     if "fp8" in what:
         doc["gemm"] = measure_fp8(torch, run, args.grid, log)
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1)
+    if what - set(own):
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=1)
+    base = {key: value for key, value in doc.items() if key not in ("gemm", "attention")}
+    if "hostsync" in what:
+        hs = dict(base, tool="moesim-calibrate-torch (host-sync bubble)")
+        hs["host_sync"] = measure_hostsync(torch, args.warmup, args.reps, log)
+        with open(args.hostsync_out or args.out.replace(".json", "-hostsync.json"), "w") as f:
+            json.dump(hs, f, indent=1)
+    if "layer" in what:
+        ly = dict(base, tool="moesim-calibrate-torch (MoE layer step)")
+        ly["layer_step"], ly["optimizer"] = measure_layer(torch, args.warmup, args.reps, shapes, log)
+        with open(args.layer_out or args.out.replace(".json", "-layer.json"), "w") as f:
+            json.dump(ly, f, indent=1)
     if what & {"memory", "grouped"}:
         mem = {key: value for key, value in doc.items() if key not in ("gemm", "attention")}
         mem["tool"] = "moesim-calibrate-torch (memory-bound kernels, grouped GeMMs)"
