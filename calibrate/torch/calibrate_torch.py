@@ -255,7 +255,10 @@ def measure_hostsync(torch, warmup, reps, log, hidden=2048, top_k=8):
     pinned memory and a stream synchronize, then .tolist(); "none": no read); then kernel B: the
     permute (row gather), one GeMM and the un-permute's scatter-add. Events right after A and right
     before B time the bubble on the GPU; events before A and after B the whole sequence. Without a
-    read the launches run ahead behind a spin, so "none" is the GPU's own gap."""
+    read the launches run ahead behind a spin, so "none" is the GPU's own gap. With a read the host
+    waits for A alone, or ("spin_cycles" > 0) for a spin of that many GPU cycles queued before A as
+    well (about 5 ms: the host far ahead of the GPU, as in a training step), since how long the host
+    waits may change how fast it wakes up."""
     F = torch.nn.functional
     bf = torch.bfloat16
     out = []
@@ -289,8 +292,10 @@ def measure_hostsync(torch, warmup, reps, log, hidden=2048, top_k=8):
                 return pinned.tolist()
             return None
 
-        for mode in ("none", "tolist", "pinned"):
+        for mode, spin in (("none", 0), ("tolist", 0), ("pinned", 0), ("tolist", 10 ** 7), ("pinned", 10 ** 7)):
             for _ in range(warmup):
+                if spin:
+                    torch.cuda._sleep(spin)
                 kernel_a()
                 read(mode)
                 kernel_b()
@@ -298,6 +303,8 @@ def measure_hostsync(torch, warmup, reps, log, hidden=2048, top_k=8):
             ev = [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(reps)]
             torch.cuda._sleep(int(2e6) * (reps if mode == "none" else 1))  # "none": every launch queues behind it
             for e in ev:
+                if spin:
+                    torch.cuda._sleep(spin)
                 e[0].record()
                 kernel_a()
                 e[1].record()
@@ -311,8 +318,8 @@ def measure_hostsync(torch, warmup, reps, log, hidden=2048, top_k=8):
             a = spread([e[0].elapsed_time(e[1]) * 1e3 for e in ev])
             b = spread([e[2].elapsed_time(e[3]) * 1e3 for e in ev])
             out.append({"tokens": tokens, "experts": experts, "top_k": top_k, "hidden": hidden, "read": mode,
-                        "bubble": bubble, "sequence": seq, "kernel_a": a, "kernel_b": b})
-            log(f"hostsync T={tokens} E={experts} {mode}: bubble {bubble['median']:.1f} us "
+                        "spin_cycles": spin, "bubble": bubble, "sequence": seq, "kernel_a": a, "kernel_b": b})
+            log(f"hostsync T={tokens} E={experts} {mode} spin={spin}: bubble {bubble['median']:.1f} us "
                 f"(p10 {bubble['p10']:.1f}, p90 {bubble['p90']:.1f}), A {a['median']:.1f} us, B {b['median']:.1f} us, "
                 f"A..B {seq['median']:.1f} us")
         del x, wr, w, ones, pinned, state
@@ -403,11 +410,29 @@ def make_layer(torch, shape, attention, experts_impl):
     residual; RMSNorm, router (linear, fp32 softmax, top-k, probabilities renormalised over the k),
     permute (rows gathered by expert), the experts' SwiGLU fc1 / fc2 (grouped GeMM), un-permute
     (probability-weighted scatter-add), residual. `mark(name)` records an event at a point of the
-    forward; `hook(tensor, name)` one when that tensor's gradient is ready in the backward."""
+    forward; `hook(tensor, name)` one when that tensor's gradient is ready in the backward. The
+    forward's `unpermute` "scatter": as Megatron-Core's unfused permute/unpermute, index_select of each token's
+    k copies and index_add_ of the weighted copies back, so the un-permute and the permute's
+    backward add k rows into each token's row with atomics; "gather": without atomics, as fused
+    permute kernels do (a row map): the copies gathered back by the inverse permutation and summed
+    per token, and the permute's backward the same gather and sum."""
     F = torch.nn.functional
     bf = torch.bfloat16
     h, nh, nkv, d, E, f, k, L, S, B = shape
     T = S * B
+
+    class GatherPermute(torch.autograd.Function):
+        """Rows `rows` of x (each token k times); backward: the gradient rows gathered back by the
+        inverse permutation and summed over each token's k copies (no atomics)."""
+        @staticmethod
+        def forward(ctx, x, rows, inverse):
+            ctx.save_for_backward(inverse)
+            return x.index_select(0, rows)
+
+        @staticmethod
+        def backward(ctx, g):
+            inverse, = ctx.saved_tensors
+            return g.index_select(0, inverse).view(T, k, -1).sum(1), None, None
 
     def param(*size, scale=0.02):
         return (torch.randn(*size, device="cuda", dtype=torch.float32) * scale).to(bf).requires_grad_()
@@ -428,7 +453,7 @@ def make_layer(torch, shape, attention, experts_impl):
         a = F.silu(y1[:, :f]) * y1[:, f:]
         return torch._grouped_mm(a, p["w2"].transpose(-2, -1), offs=offs, out_dtype=bf)
 
-    def forward(x, mark, hook, host_sync=False, loads=None):
+    def forward(x, mark, hook, host_sync=False, loads=None, unpermute="scatter"):
         x = x.view(x.shape)  # a new (non-leaf) tensor per step: a hook on the leaf would stay for every later step
         for l, p in enumerate(layers):
             pre = f"L{l}."
@@ -459,6 +484,8 @@ def make_layer(torch, shape, attention, experts_impl):
             if loads is not None:
                 loads.append(counts)
             mark(pre + "fwd.router")
+            if unpermute == "gather":
+                inverse = torch.empty_like(order).scatter_(0, order, torch.arange(T * k, device="cuda"))
             if experts_impl == "grouped_padded":
                 padded = (counts + 15) // 16 * 16
                 end = padded.cumsum(0)
@@ -468,7 +495,7 @@ def make_layer(torch, shape, attention, experts_impl):
                 xs = torch.cat([h2, h2.new_zeros(1, h)]).index_select(0, src)
                 offs = end.to(torch.int32)
             else:
-                xs = h2.index_select(0, rows)
+                xs = GatherPermute.apply(h2, rows, inverse) if unpermute == "gather" else h2.index_select(0, rows)
                 offs = counts.cumsum(0).to(torch.int32)
             hook(xs, pre + "bwd.experts")
             mark(pre + "fwd.permute")
@@ -477,8 +504,11 @@ def make_layer(torch, shape, attention, experts_impl):
             mark(pre + "fwd.experts")
             if experts_impl == "grouped_padded":
                 y2 = y2.index_select(0, pos)
-            weighted = y2 * top.reshape(-1)[order].unsqueeze(-1)
-            x = x + torch.zeros(T, h, device="cuda", dtype=bf).index_add_(0, rows, weighted)
+            if unpermute == "gather":
+                x = x + (y2.index_select(0, inverse).view(T, k, h) * top.unsqueeze(-1)).sum(1)
+            else:
+                weighted = y2 * top.reshape(-1)[order].unsqueeze(-1)
+                x = x + torch.zeros(T, h, device="cuda", dtype=bf).index_add_(0, rows, weighted)
             mark(pre + "fwd.combine")
         return x
 
@@ -502,9 +532,10 @@ def measure_layer(torch, warmup, reps, shapes, log):
     """One training step (forward and backward, no optimizer) of a stack of MoE layers on one GPU
     (no expert parallelism, no communication), bf16, as make_layer builds it; the step queued behind
     a spin, parameter gradients set to None before each step (no accumulation kernels). Each shape
-    twice: as it is ("none": no host sync) and with the dispatcher's counts.tolist() after the router
-    in every layer ("tolist"). The whole step between two events, then again with events at every
-    part boundary (forward) and gradient hooks (backward) for the per-part times. Then the optimizer
+    three times: as it is ("none": no host sync, un-permute "scatter"), with the dispatcher's
+    counts.tolist() after the router in every layer ("tolist"), and with the un-permute "gather".
+    The whole step between two events, then again with events at every part boundary (forward)
+    and gradient hooks (backward) for the per-part times. Then the optimizer
     alone: fused AdamW over fp32 master copies of the same parameters and their fp32 gradients, and
     the copy of the master weights back into the bf16 parameters."""
     attention, experts_impl = layer_tools(torch, log)
@@ -520,7 +551,8 @@ def measure_layer(torch, warmup, reps, shapes, log):
             gy = torch.randn(T, h, device="cuda", dtype=bf)
             nparams = sum(p.numel() for p in params)
             param_shapes = [p.shape for p in params]
-            for sync in (False, True):
+            for sync, unpermute in ((False, "scatter"), (True, "scatter"), (False, "gather")):
+                fwd = lambda *a: forward(*a, unpermute=unpermute)
                 events = {}
                 noop = lambda *a: None
 
@@ -537,7 +569,7 @@ def measure_layer(torch, warmup, reps, shapes, log):
                         p.grad = None
                     x.grad = None
                     mk("step.start")
-                    y = forward(x, mk, hk, sync, loads)
+                    y = fwd(x, mk, hk, sync, loads)
                     mk("L%d.bwd.start" % (L - 1))
                     y.backward(gy)
                     mk("step.end")
@@ -545,6 +577,7 @@ def measure_layer(torch, warmup, reps, shapes, log):
                 loads = []
                 step(noop, noop, loads)  # one step for the expert loads
                 loads = torch.stack(loads).float()
+                per_expert = loads.long().tolist()
                 for _ in range(warmup):
                     step(noop, noop)
                 torch.cuda.synchronize()
@@ -562,7 +595,7 @@ def measure_layer(torch, warmup, reps, shapes, log):
                                 p.grad = None
                             x.grad = None
                             e0.record()
-                            forward(x, noop, noop, sync).backward(gy)
+                            fwd(x, noop, noop, sync, None).backward(gy)
                             e1.record()
                             whole.append((e0, e1))
                     torch.cuda.synchronize()
@@ -571,8 +604,9 @@ def measure_layer(torch, warmup, reps, shapes, log):
                          "experts": E, "ffn_hidden": f, "top_k": k, "sequence_length": S, "micro_batch_size": B,
                          "tokens": T, "dtype": "bf16", "parameters": nparams, "attention": attention[1],
                          "experts_gemm": EXPERT_IMPL[experts_impl], "host_sync": "tolist" if sync else "none",
+                         "unpermute": unpermute,
                          "expert_load": {"mean": round(loads.mean().item(), 1), "max": round(loads.max().item(), 1),
-                                         "min": round(loads.min().item(), 1)},
+                                         "min": round(loads.min().item(), 1), "per_layer": per_expert},
                          "step": spread([a.elapsed_time(b) * 1e3 for a, b in whole]),
                          "step_with_markers": spread(el("step.start", "step.end")),
                          "forward": spread(el("step.start", "L%d.bwd.start" % (L - 1))),
@@ -586,12 +620,12 @@ def measure_layer(torch, warmup, reps, shapes, log):
                         per_layer.append(round(statistics.median(el(a_n, f"L{l}.{b}")), 3))
                     entry["parts"][part] = per_layer
                 steps.append(entry)
-                log(f"layer {name} host_sync={entry['host_sync']}: step {entry['step']['median'] / 1e3:.3f} ms "
+                log(f"layer {name} host_sync={entry['host_sync']} unpermute={unpermute}: step {entry['step']['median'] / 1e3:.3f} ms "
                     f"(p10 {entry['step']['p10'] / 1e3:.3f}, p90 {entry['step']['p90'] / 1e3:.3f}), forward "
                     f"{entry['forward']['median'] / 1e3:.3f} ms, backward {entry['backward']['median'] / 1e3:.3f} ms; "
                     f"loads {entry['expert_load']}")
                 log("  parts (us, per layer): " + "; ".join(f"{p} {v}" for p, v in entry["parts"].items()))
-            del forward, params, x, gy
+            del forward, fwd, params, x, gy
             torch.cuda.empty_cache()
             # The optimizer step on fp32 master weights of the same shapes.
             shapes_ = param_shapes
