@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Compare moesim's prediction of a one-GPU MoE layer step with calibrate_torch.py --what layer's
+measurement, part by part.
+
+  compare_layer_step.py MOESIM [--measured tests/data/measured/h100-moe-layer-step.json]
+                               [--scenarios tests/data/measured/scenarios] [--variant none/scatter]
+
+For each measured shape it runs `MOESIM run SCENARIO --trace` on scenarios/h100-layer-SHAPE.json,
+sums moesim's tasks per layer from trace.json and prints, per layer (mean over the layers), the
+measured median of each part beside moesim's task, then the step (forward + backward) and the
+iteration with the optimizer. The measured parts map onto moesim's tasks as:
+
+  fwd attention       fwd.attention_qkv + fwd.attention_core + fwd.attention_out
+  fwd gate            fwd.router + fwd.permute (norm, router GeMM, softmax, top-k, sort, permute)
+  fwd experts         fwd.experts (fc1, SwiGLU, fc2)
+  fwd combine_output  fwd.combine (un-permute, weighted sum, residual)
+  bwd combine_output  bwd.combine
+  bwd experts         bwd.experts
+  bwd gate            bwd.router_permute + bwd.norm2
+  bwd attention       bwd.attention_out + bwd.attention_core + bwd.attention_qkv
+  optimizer           AdamW (fused, fp32) + copy of the master weights to bf16
+
+Nothing is fitted: this only prints the two side by side.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+TASKS = [("fwd", "attention", ["fwd.attention_qkv", "fwd.attention_core", "fwd.attention_out"]),
+         ("fwd", "gate", ["fwd.router", "fwd.permute"]),
+         ("fwd", "experts", ["fwd.experts"]),
+         ("fwd", "combine_output", ["fwd.combine"]),
+         ("bwd", "combine_output", ["bwd.combine"]),
+         ("bwd", "experts", ["bwd.experts"]),
+         ("bwd", "gate", ["bwd.router_permute", "bwd.norm2"]),
+         ("bwd", "attention", ["bwd.attention_out", "bwd.attention_core", "bwd.attention_qkv"])]
+
+
+def moesim_tasks(moesim, scenario):
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([moesim, "run", scenario, "--out", out, "--trace", "--quiet"], check=True)
+        results = json.load(open(os.path.join(out, "results.json")))
+        trace = json.load(open(os.path.join(out, "trace.json")))
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    tasks = {}
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        words = e["name"].split()
+        phase, name = words[0], words[1]
+        tasks.setdefault((phase, name), []).append(e["dur"])  # us
+    return results, tasks
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("moesim", help="the moesim binary")
+    ap.add_argument("--measured", default=os.path.join(root, "tests/data/measured/h100-moe-layer-step.json"))
+    ap.add_argument("--scenarios", default=os.path.join(root, "tests/data/measured/scenarios"))
+    ap.add_argument("--variant", default="none/scatter", help="host_sync/unpermute of the measured entry")
+    args = ap.parse_args()
+    sync, unpermute = args.variant.split("/")
+    doc = json.load(open(args.measured))
+    optim = {o["shape"]: o for o in doc["optimizer"]}
+    for m in doc["layer_step"]:
+        if m["host_sync"] != sync or m["unpermute"] != unpermute:
+            continue
+        shape, layers = m["shape"], m["layers"]
+        results, tasks = moesim_tasks(args.moesim, os.path.join(args.scenarios, f"h100-layer-{shape}.json"))
+        print(f"\n{shape} ({layers} layers, {m['tokens']} tokens; measured {m['attention']}, un-permute {unpermute}, "
+              f"host sync {sync})")
+        print(f"| part, per layer | measured us | moesim us | moesim error |")
+        print("|---|---:|---:|---:|")
+        fb_sim = 0.0
+        for phase, task, parts in TASKS:
+            meas = sum(sum(m["parts"][p]) for p in parts) / layers
+            sim = sum(tasks.get((phase, task), [0.0])) / layers
+            fb_sim += sim * layers
+            print(f"| {phase} {task} | {meas:.0f} | {sim:.0f} | {(sim - meas) / meas:+.0%} |")
+        step = m["step"]["median"]
+        opt = optim[shape]["adamw_fused_fp32"] + optim[shape]["copy_to_bf16"]
+        opt_sim = sum(tasks.get(("optimizer", "optimizer"), [0.0]))
+        it_sim = results["iteration_time_ms"] * 1e3
+        rows = [("forward + backward, per layer", step / layers, fb_sim / layers),
+                ("forward + backward, step", step, fb_sim),
+                ("optimizer", opt, opt_sim),
+                ("iteration (step + optimizer)", step + opt, it_sim)]
+        for label, meas, sim in rows:
+            print(f"| {label} | {meas:.0f} | {sim:.0f} | {(sim - meas) / meas:+.0%} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
