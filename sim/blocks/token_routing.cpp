@@ -9,6 +9,7 @@
 #include "sim/blocks/fused_dispatch.hpp"
 #include "sim/blocks/layer_costs.hpp"
 #include "sim/core/error.hpp"
+#include "sim/core/parallel.hpp"
 #include "sim/network/collective_plan.hpp"
 #include "sim/workload/ep_buffers.hpp"
 
@@ -24,6 +25,57 @@ RankReplicas by_rank(const parallel::ReplicaTable& table, std::size_t ranks) {
     for (const parallel::Replica& r : table.of_expert[e]) out.at(r.rank).emplace_back(static_cast<int>(e), r.share);
   return out;
 }
+
+// A tiered group's sources in a fixed number of contiguous ranges, each drawn from a seed of its
+// own (taken in order from the layer's stream) on core::for_chunks_in_order's threads, and each
+// range's sums merged in range order: the same draws and bytes whatever the thread count.
+class SourceChunks {
+ public:
+  static constexpr std::size_t kChunks = 64;
+  // What one range of sources adds up to (per expert or bin), before it is merged.
+  struct Part {
+    std::optional<network::TrafficMatrix::TieredBuilder> builder;
+    std::vector<double> routed, received;
+    double kept = 0, dropped = 0;
+    workload::SparseCopies draw;
+  };
+  SourceChunks(std::uint32_t sources, Rng& rng) : sources_(sources), seeds_(std::min<std::size_t>(kChunks, sources)) {
+    for (auto& s : seeds_) s = rng.bits();
+  }
+  // per_source(src, sampler, part) for every source, then merge(part) per range in order; parts
+  // hold `accumulators` zeros per vector and (with `like`) a builder over its tiers. Calling it
+  // again replays the same draws.
+  template <typename PerSource, typename Merge>
+  void run(const std::vector<bool>& source, std::size_t accumulators, const PerSource& per_source, const Merge& merge,
+           const network::TrafficMatrix::TieredBuilder* like = nullptr) const {
+    std::vector<Part> parts(core::chunk_slots(seeds_.size()));
+    for (Part& p : parts) {
+      p.routed.assign(accumulators, 0.0);
+      p.received.assign(accumulators, 0.0);
+      if (like) p.builder.emplace(like->tiers());
+    }
+    core::for_chunks_in_order(
+        seeds_.size(),
+        [&](std::size_t c, unsigned slot) {
+          workload::SparseCopySampler sampler(seeds_[c]);
+          const auto first = static_cast<std::uint32_t>(c * sources_ / seeds_.size()),
+                     last = static_cast<std::uint32_t>((c + 1) * sources_ / seeds_.size());
+          for (std::uint32_t src = first; src < last; ++src)
+            if (source[src]) per_source(src, sampler, parts[slot]);
+        },
+        [&](std::size_t, unsigned slot) {
+          Part& p = parts[slot];
+          merge(p);
+          std::fill(p.routed.begin(), p.routed.end(), 0.0);
+          std::fill(p.received.begin(), p.received.end(), 0.0);
+          p.kept = p.dropped = 0;
+        });
+  }
+
+ private:
+  std::size_t sources_;
+  std::vector<std::uint64_t> seeds_;
+};
 
 // A replica table flattened (expert e's replicas at [first[e], first[e + 1])): the sampled
 // routing of large groups walks it once per (source, expert) drawn.
@@ -330,47 +382,55 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
     Rng rng = ctx.routing.sampler(it, layer, mb);
     std::map<const parallel::ReplicaTable*, ExpertBins> bins_of_table;
     std::map<const parallel::ReplicaTable*, FlatReplicas> flat_of_table;
-    // Draws for groups too large for a dense matrix (network::kMaxDenseRanks): one categorical
-    // draw per copy up to 4 copies per category (workload::sample_copies_sparse).
-    std::unique_ptr<workload::AliasTable> expert_alias;
-    std::vector<std::uint32_t> scratch;  // sized on first use
     workload::SparseCopies draw;
     for (const auto& group : lp.dispatch) {
       const std::uint32_t n = static_cast<std::uint32_t>(group.gpus.size());
       const std::vector<bool> source = sources_of(group);
       // Its bytes: a dense matrix, or tiered above network::kMaxDenseRanks (a fused dispatch's
-      // de-duplication needs every pair, and refuses such groups across domains).
+      // de-duplication needs every pair, and refuses such groups across domains). A tiered group's
+      // sources are drawn in chunks on worker threads (SourceChunks).
       const bool tiered = !dedup && n > network::kMaxDenseRanks;
       std::vector<double> bytes(tiered ? 0 : static_cast<std::size_t>(n) * n, 0.0), received(m.experts, 0.0);
       std::optional<network::TrafficMatrix::TieredBuilder> builder;
-      if (tiered) builder.emplace(std::make_shared<network::RankTiers>(network::rank_tiers(topo, group.gpus)));
-      const auto send = [&](std::uint32_t src, std::uint32_t dst, double b) {
-        if (tiered) builder->add(src, dst, b);
-        else bytes[static_cast<std::size_t>(src) * n + dst] += b;
-      };
-      // One source's copies over `popularity` (its alias table built on first use) into `draw`.
-      const auto draw_copies = [&](const std::vector<double>& p, std::unique_ptr<workload::AliasTable>& alias) {
-        if (!tiered) return workload::sparse_copies(workload::sample_copies(p, copies, rng), draw);
-        if (!alias) alias = std::make_unique<workload::AliasTable>(p);
-        if (scratch.size() < p.size()) scratch.resize(p.size(), 0);
-        workload::sample_copies_sparse(p, *alias, copies, rng, scratch, draw);
+      std::optional<SourceChunks> source_chunks;
+      if (tiered) {
+        builder.emplace(std::make_shared<network::RankTiers>(network::rank_tiers(topo, group.gpus)));
+        source_chunks.emplace(n, rng);
+      }
+      const auto dense_send = [&](std::uint32_t src, std::uint32_t dst, double b) {
+        bytes[static_cast<std::size_t>(src) * n + dst] += b;
       };
       const double bytes_per_copy = m.hidden * b / chunks;
       if (capacity) {
         // Capacity applies per expert: each source draws over the experts, then keeps at most its
         // capacity of each, or (pooled) the fraction of the group's copies the capacity admits.
-        // Pooled capacity needs every source's draw first; otherwise each is kept as it is drawn.
-        std::vector<workload::SparseCopies> drawn(lp.pooled_capacity ? n : 0);
+        // Pooled capacity needs every source's draw first: a dense group keeps them, a tiered one
+        // draws its chunks twice from the same seeds (the same copies, without holding them).
+        std::vector<workload::SparseCopies> drawn(lp.pooled_capacity && !tiered ? n : 0);
         std::vector<double> admitted(m.experts, 1.0);
+        std::unique_ptr<workload::AliasTable> alias;
+        if (tiered) alias = std::make_unique<workload::AliasTable>(popularity);
         if (lp.pooled_capacity) {
           std::vector<double> total(m.experts, 0.0);
           double group_sources = 0;
-          for (std::uint32_t src = 0; src < n; ++src) {
-            if (!source[src]) continue;
-            draw_copies(popularity, expert_alias);
-            for (const auto& [e, c] : draw) total[e] += c;
-            drawn[src] = draw;
-            group_sources += 1;
+          for (std::uint32_t src = 0; src < n; ++src) group_sources += source[src] ? 1 : 0;
+          if (tiered) {
+            source_chunks->run(
+                source, m.experts,
+                [&](std::uint32_t, workload::SparseCopySampler& sampler, SourceChunks::Part& part) {
+                  sampler.draw(popularity, *alias, copies, part.draw);
+                  for (const auto& [e, c] : part.draw) part.routed[e] += c;
+                },
+                [&](SourceChunks::Part& part) {
+                  for (int e = 0; e < m.experts; ++e) total[e] += part.routed[e];
+                });
+          } else {
+            for (std::uint32_t src = 0; src < n; ++src) {
+              if (!source[src]) continue;
+              workload::sparse_copies(workload::sample_copies(popularity, copies, rng), draw);
+              for (const auto& [e, c] : draw) total[e] += c;
+              drawn[src] = draw;
+            }
           }
           const auto cap = workload::expert_capacities(copies * group_sources, t.capacity_factor, m.experts, lp.capacity_shares);
           for (int e = 0; e < m.experts; ++e)
@@ -379,25 +439,53 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
         auto [flat_it, flat_fresh] = flat_of_table.try_emplace(group.replicas.get());
         if (flat_fresh) flat_it->second = FlatReplicas(*group.replicas);
         const FlatReplicas& flat = flat_it->second;
-        for (std::uint32_t src = 0; src < n; ++src) {
-          if (!source[src]) continue;
-          if (lp.pooled_capacity) draw = std::move(drawn[src]);
-          else draw_copies(popularity, expert_alias);
-          // workload::apply_capacity over the experts drawn: a cap of 0 is none; pooled, the
-          // source's cap on an expert is its admitted fraction of what it drew.
+        // workload::apply_capacity over the experts one source drew: a cap of 0 is none; pooled,
+        // the source's cap on an expert is its admitted fraction of what it drew. Returns the
+        // copies it keeps and drops.
+        const auto keep_copies = [&](std::uint32_t src, const workload::SparseCopies& drew, const auto& send,
+                                     double* routed, double* kept_by_expert) {
           double kept_all = 0, dropped = 0;
-          for (const auto& [e, c] : draw) {
-            out.expert_routed[e] += c;
+          for (const auto& [e, c] : drew) {
+            routed[e] += c;
             const double cap = lp.pooled_capacity ? c * admitted[e] : source_capacity[e];
             const double kept = cap > 0 ? std::min(c, cap) : c;
             dropped += c - kept;
             kept_all += kept;
             for (std::uint32_t i = flat.first[e]; i < flat.first[e + 1]; ++i)
               send(src, flat.rank[i], kept * flat.share[i] * bytes_per_copy);
-            received[e] += kept;
+            kept_by_expert[e] += kept;
           }
-          out.dropped_copies += dropped;
-          out.routed_copies += kept_all + dropped;
+          return std::pair{kept_all, dropped};
+        };
+        if (tiered) {
+          source_chunks->run(
+              source, m.experts,
+              [&](std::uint32_t src, workload::SparseCopySampler& sampler, SourceChunks::Part& part) {
+                sampler.draw(popularity, *alias, copies, part.draw);
+                const auto send = [&](std::uint32_t s, std::uint32_t d, double x) { part.builder->add(s, d, x); };
+                const auto [kept, dropped] = keep_copies(src, part.draw, send, part.routed.data(), part.received.data());
+                part.kept += kept;
+                part.dropped += dropped;
+              },
+              [&](SourceChunks::Part& part) {
+                builder->absorb(*part.builder);
+                for (int e = 0; e < m.experts; ++e) {
+                  out.expert_routed[e] += part.routed[e];
+                  received[e] += part.received[e];
+                }
+                out.dropped_copies += part.dropped;
+                out.routed_copies += part.kept + part.dropped;
+              },
+              &*builder);
+        } else {
+          for (std::uint32_t src = 0; src < n; ++src) {
+            if (!source[src]) continue;
+            if (lp.pooled_capacity) draw = std::move(drawn[src]);
+            else workload::sparse_copies(workload::sample_copies(popularity, copies, rng), draw);
+            const auto [kept, dropped] = keep_copies(src, draw, dense_send, out.expert_routed.data(), received.data());
+            out.dropped_copies += dropped;
+            out.routed_copies += kept + dropped;
+          }
         }
       } else {
         // Dropless: each source draws over the bins of experts placed alike (a rank's experts under
@@ -413,14 +501,37 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
         std::vector<double> bin_popularity(nb, 0.0), total(nb, 0.0);
         for (std::size_t k = 0; k < nb; ++k)
           for (int e : bins.experts[k]) bin_popularity[k] += popularity[e];
-        std::unique_ptr<workload::AliasTable> bin_alias;
-        for (std::uint32_t src = 0; src < n; ++src) {
-          if (!source[src]) continue;
-          draw_copies(bin_popularity, bin_alias);
-          for (const auto& [k, c] : draw) {
-            out.routed_copies += c;
-            total[k] += c;
+        // One source's copies per bin, sent to the bin's replicas; returns how many.
+        const auto send_bins = [&](std::uint32_t src, const workload::SparseCopies& drew, const auto& send,
+                                   double* by_bin) {
+          double routed = 0;
+          for (const auto& [k, c] : drew) {
+            routed += c;
+            by_bin[k] += c;
             for (const parallel::Replica& rep : bins.replicas[k]) send(src, rep.rank, c * rep.share * bytes_per_copy);
+          }
+          return routed;
+        };
+        if (tiered) {
+          const workload::AliasTable bin_alias(bin_popularity);
+          source_chunks->run(
+              source, nb,
+              [&](std::uint32_t src, workload::SparseCopySampler& sampler, SourceChunks::Part& part) {
+                sampler.draw(bin_popularity, bin_alias, copies, part.draw);
+                const auto send = [&](std::uint32_t s, std::uint32_t d, double x) { part.builder->add(s, d, x); };
+                part.kept += send_bins(src, part.draw, send, part.received.data());
+              },
+              [&](SourceChunks::Part& part) {
+                builder->absorb(*part.builder);
+                for (std::size_t k = 0; k < nb; ++k) total[k] += part.received[k];
+                out.routed_copies += part.kept;
+              },
+              &*builder);
+        } else {
+          for (std::uint32_t src = 0; src < n; ++src) {
+            if (!source[src]) continue;
+            workload::sparse_copies(workload::sample_copies(bin_popularity, copies, rng), draw);
+            out.routed_copies += send_bins(src, draw, dense_send, total.data());
           }
         }
         for (std::size_t k = 0; k < nb; ++k) {

@@ -11,12 +11,14 @@
 #include <optional>
 #include <iostream>
 #include <sys/resource.h>
+#include <thread>
 #include <unistd.h>
 
 #include "sim/cli/calibrate_command.hpp"
 #include "sim/cli/collective_command.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/output_file.hpp"
+#include "sim/core/parallel.hpp"
 #include "sim/simulation/simulation.hpp"
 #include "sim/strategies/registry.hpp"
 #include "sim/sweep/runner.hpp"
@@ -60,6 +62,8 @@ commands:
 
 common options:
   --data DIR    folder holding models/ and topologies/ (default: $MOESIM_DATA or the source tree)
+  --threads N   threads for the per-source routing draws of EP groups above 2048 GPUs (default:
+                all cores; a sweep: its cores divided among its jobs); results do not depend on it
   --quiet       no summary on stdout
 )";
 
@@ -122,6 +126,7 @@ struct Common {
   std::string trace_gpus;
   bool quiet = false;
   unsigned jobs = 0;
+  unsigned threads = 0;  // 0: the default of the command
   std::optional<std::size_t> stop_after;
 };
 
@@ -129,8 +134,8 @@ Common parse(const std::vector<std::string>& args, bool needs_scenario) {
   Common c;
   std::string data, out;
   po::options_description opts;
-  std::string jobs, stop_after;
-  opts.add_options()("out", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))(
+  std::string jobs, stop_after, threads;
+  opts.add_options()("threads", po::value(&threads))("out", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))(
       "quiet", po::bool_switch(&c.quiet))("jobs", po::value(&jobs))("stop-after", po::value(&stop_after))(
       "scenario", po::value<std::string>());
   po::positional_options_description pos;
@@ -141,6 +146,8 @@ Common parse(const std::vector<std::string>& args, bool needs_scenario) {
   if (needs_scenario && !vm.count("scenario")) throw po::error("missing SCENARIO.json");
   if (vm.count("scenario")) c.scenario = vm["scenario"].as<std::string>();
   if (vm.count("jobs")) c.jobs = static_cast<unsigned>(count_flag("--jobs", jobs, 1024, "worker threads, e.g. --jobs 2"));
+  if (vm.count("threads"))
+    c.threads = static_cast<unsigned>(count_flag("--threads", threads, 1024, "routing threads, e.g. --threads 2"));
   if (vm.count("stop-after")) c.stop_after = count_flag("--stop-after", stop_after, 1ULL << 40, "rows, e.g. --stop-after 3");
   if (vm.count("out") && out.empty()) throw InputError("--out", "\"\"", "is empty", "give a folder, e.g. --out out/run1");
   c.out = out;
@@ -149,6 +156,7 @@ Common parse(const std::vector<std::string>& args, bool needs_scenario) {
 }
 
 int cmd_run(const Common& c) {
+  if (c.threads) core::set_worker_threads(c.threads);
   scenario::Loader loader(c.data);
   scenario::Scenario sc = loader.load(c.scenario);
   print_warnings(sc.warnings);
@@ -230,6 +238,9 @@ int cmd_sweep(const Common& c) {
   const scenario::Scenario base = loader.build(resolved, c.scenario.string());
   print_warnings(base.warnings);
   const fs::path out = c.out.empty() ? fs::path("out") / base.name : c.out;
+  // Points already run in parallel: each gets the cores its job leaves, unless --threads says.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  core::set_worker_threads(c.threads ? c.threads : std::max(1u, cores / (c.jobs ? std::min(c.jobs, cores) : cores)));
   sweep::SweepOptions opt;
   opt.csv = out / "results.csv";
   opt.jobs = c.jobs;

@@ -45,6 +45,28 @@ void TrafficMatrix::TieredBuilder::next_source(std::uint32_t s) {
   current_ = s;
 }
 
+void TrafficMatrix::TieredBuilder::absorb(TieredBuilder& part) {
+  if (part.tiers_ != tiers_) invariant_failed("tiered traffic: a part over other tiers");
+  if (part.current_ != UINT32_MAX) part.finished_[part.current_] = true;
+  for (std::size_t r = 0; r < n_; ++r) {
+    if (part.finished_[r]) {
+      if (finished_[r] || r == current_) invariant_failed(fmt::format("tiered traffic: source {} added in two parts", r));
+      finished_[r] = true;
+    }
+    part.finished_[r] = false;
+    part.last_source_[r] = 0;
+  }
+  for (std::size_t i = 0; i < out_.size(); ++i) {
+    out_[i] += part.out_[i];
+    in_[i] += part.in_[i];
+  }
+  std::fill(part.out_.begin(), part.out_.end(), 0.0);
+  std::fill(part.in_.begin(), part.in_.end(), 0.0);
+  pairs_ += part.pairs_;
+  part.pairs_ = 0;
+  part.current_ = UINT32_MAX;
+}
+
 TrafficMatrix TrafficMatrix::TieredBuilder::build() && {
   TrafficMatrix t;
   t.n_ = tiers_->ranks();

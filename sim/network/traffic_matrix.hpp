@@ -62,7 +62,11 @@ class TrafficMatrix {
         ++pairs_;
       }
     }
+    // Adds what `part` holds (a builder over the same tiers, of other sources: a range of them
+    // built on another thread) and empties it for reuse.
+    void absorb(TieredBuilder& part);
     TrafficMatrix build() &&;
+    const std::shared_ptr<const RankTiers>& tiers() const { return tiers_; }
 
    private:
     void next_source(std::uint32_t s);

@@ -1,6 +1,7 @@
 #include "sim/workload/routing.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <utility>
@@ -100,8 +101,7 @@ std::vector<double> expert_capacities(double copies, double capacity_factor, std
   return out;
 }
 
-AliasTable::AliasTable(const std::vector<double>& weights)
-    : size_(weights.size()), keep_(weights.size(), std::uint64_t{1} << 32), alias_(weights.size()) {
+AliasTable::AliasTable(const std::vector<double>& weights) : slots_(weights.size()) {
   const std::size_t n = weights.size();
   double sum = 0;
   for (const double w : weights) sum += std::max(0.0, w);
@@ -111,14 +111,13 @@ AliasTable::AliasTable(const std::vector<double>& weights)
   std::vector<std::uint32_t> small, large;
   for (std::size_t i = 0; i < n; ++i) {
     scaled[i] = std::max(0.0, weights[i]) * static_cast<double>(n) / sum;
-    alias_[i] = static_cast<std::uint32_t>(i);
+    slots_[i] = {UINT32_MAX, static_cast<std::uint32_t>(i)};
     (scaled[i] < 1.0 ? small : large).push_back(static_cast<std::uint32_t>(i));
   }
   while (!small.empty() && !large.empty()) {
     const std::uint32_t s = small.back(), l = large.back();
     small.pop_back();
-    keep_[s] = static_cast<std::uint64_t>(std::ldexp(scaled[s], 32));
-    alias_[s] = l;
+    slots_[s] = {static_cast<std::uint32_t>(std::clamp(std::ldexp(scaled[s], 32), 0.0, 4294967295.0)), l};
     scaled[l] -= 1.0 - scaled[s];
     if (scaled[l] < 1.0) {
       large.pop_back();
@@ -128,50 +127,37 @@ AliasTable::AliasTable(const std::vector<double>& weights)
   // What is left is 1 up to rounding: always kept.
 }
 
-void sample_copies_sparse(const std::vector<double>& popularity, const AliasTable& table, double copies, Rng& rng,
-                          std::vector<std::uint32_t>& scratch, SparseCopies& out) {
+void SparseCopySampler::draw(const std::vector<double>& popularity, const AliasTable& table, double copies,
+                             SparseCopies& out) {
   out.clear();
   // A categorical draw (one 64-bit number and a table look-up) costs a fraction of a binomial by
   // inversion (a pow() and a walk of the pmf): up to 4 copies per category the draws are cheaper.
   const double n = std::round(copies);
-  if (n < 4.0 * static_cast<double>(popularity.size())) {
-    // Categories in order of first draw, counted without a branch on whether one is new.
-    static thread_local std::vector<std::uint32_t> first;
-    const auto draws = static_cast<std::size_t>(n);
-    first.resize(draws + 1);
-    std::size_t fresh = 0;
-    FastBits bits(rng);
-    for (std::size_t i = 0; i < draws; ++i) {
-      const std::uint32_t e = table.sample(bits);
-      first[fresh] = e;
-      fresh += scratch[e]++ == 0;
-    }
-    // In category order, so that what the caller does per category walks its tables in order:
-    // a scan of the counts where many were drawn, a sort of the few otherwise.
-    out.reserve(fresh);
-    const std::size_t categories = popularity.size();
-    if (fresh * 16 > categories) {
-      // Compacted without a branch (whether a category was drawn is as random as the draws).
-      static thread_local std::vector<std::uint32_t> count;
-      count.resize(fresh + 1);
-      std::size_t k = 0;
-      for (std::size_t e = 0; e < categories; ++e) {
-        first[k] = static_cast<std::uint32_t>(e);
-        count[k] = scratch[e];
-        k += scratch[e] != 0;
-        scratch[e] = 0;
-      }
-      for (std::size_t i = 0; i < k; ++i) out.emplace_back(first[i], static_cast<double>(count[i]));
-      return;
-    }
-    std::sort(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(fresh));
-    for (std::size_t i = 0; i < fresh; ++i) {
-      out.emplace_back(first[i], static_cast<double>(scratch[first[i]]));
-      scratch[first[i]] = 0;
-    }
-    return;
+  const std::size_t categories = popularity.size();
+  if (n >= 4.0 * static_cast<double>(categories)) return sparse_copies(sample_copies(popularity, copies, rng_), out);
+  if (count_.size() < categories) {
+    count_.resize(categories, 0);
+    drawn_.resize((categories + 63) / 64, 0);
   }
-  sparse_copies(sample_copies(popularity, copies, rng), out);
+  const auto draws = static_cast<std::size_t>(n);
+  FastBits bits = bits_;  // in registers: the counts' stores cannot alias it
+  std::uint32_t* count = count_.data();
+  std::uint64_t* drawn = drawn_.data();
+  for (std::size_t i = 0; i < draws; ++i) {
+    const std::uint32_t e = table.sample(bits);
+    ++count[e];
+    drawn[e >> 6] |= std::uint64_t{1} << (e & 63);
+  }
+  bits_ = bits;
+  // In category order, so that what the caller does per category walks its tables in order.
+  for (std::size_t w = 0; w < (categories + 63) / 64; ++w) {
+    for (std::uint64_t b = drawn[w]; b; b &= b - 1) {
+      const auto e = static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(b)));
+      out.emplace_back(e, static_cast<double>(count[e]));
+      count[e] = 0;
+    }
+    drawn[w] = 0;
+  }
 }
 
 void sparse_copies(const std::vector<double>& dense, SparseCopies& out) {

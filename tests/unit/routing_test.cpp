@@ -91,28 +91,29 @@ TEST(Routing, AliasDrawsFollowThePopularityInCategoryOrder) {
   // deviations of 60,000·p.
   const std::vector<double> p{0.5, 0.25, 0.125, 0.125};
   const AliasTable table(p);
-  Rng rng(11);
-  std::vector<std::uint32_t> scratch(p.size(), 0);
+  SparseCopySampler sampler(11);
   SparseCopies out;
   std::vector<double> sum(p.size(), 0.0);
   const double n = 15;  // < 4 × 4: one categorical draw per copy
   for (int round = 0; round < 4000; ++round) {
-    sample_copies_sparse(p, table, n, rng, scratch, out);
+    sampler.draw(p, table, n, out);
     double total = 0;
     for (std::size_t i = 0; i < out.size(); ++i) {
-      if (i > 0) EXPECT_LT(out[i - 1].first, out[i].first);  // category order
+      if (i > 0) {
+        EXPECT_LT(out[i - 1].first, out[i].first);  // category order
+      }
       EXPECT_GT(out[i].second, 0);
       sum[out[i].first] += out[i].second;
       total += out[i].second;
     }
     EXPECT_EQ(total, n);
   }
-  for (std::uint32_t s : scratch) EXPECT_EQ(s, 0u);  // left zero
   const double draws = 4000 * n;
   for (std::size_t e = 0; e < p.size(); ++e)
     EXPECT_NEAR(sum[e], draws * p[e], 5 * std::sqrt(draws * p[e] * (1 - p[e]))) << e;
   // A zero weight is never drawn.
   const AliasTable skip({0.5, 0.0, 0.5});
+  Rng rng(11);
   FastBits bits(rng);
   for (int i = 0; i < 10000; ++i) EXPECT_NE(skip.sample(bits), 1u);
 }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "sim/core/parallel.hpp"
 #include "sim/network/traffic_matrix.hpp"
 #include "test_support.hpp"
 
@@ -101,4 +102,45 @@ TEST(SampledRouting, LargeGroupLoadsEveryLinkAsItsCopiesDo) {
   EXPECT_NEAR(within, t.total(), 1e-6 * within);
   EXPECT_LT(leave, within);  // copies between GPUs of one DC stay inside it
   EXPECT_DOUBLE_EQ(rt.combine[0]->total(), t.total());
+}
+
+TEST(SampledRouting, TieredDrawsAreTheSameBytesOnAnyNumberOfThreads) {
+  // A tiered group's sources are drawn in 64 chunks of their own seeds and merged in chunk order:
+  // 1, 2 and 3 threads give bit-identical results, under per-source capacity, pooled capacity
+  // (each chunk drawn twice from its seed) and dropless routing.
+  const test::RoutingBench r(cut(257));
+  auto dropless_doc = cut(257);
+  dropless_doc["training"]["capacity_factor"] = 0;
+  const test::RoutingBench dropless(dropless_doc);
+  const std::uint32_t n = 257 * 8;
+  for (const char* mode : {"capacity", "pooled", "dropless"}) {
+    parallel::MoeLayerPlan lp;
+    lp.dispatch = {{test::iota(n), parallel::ReplicaTable::contiguous(static_cast<int>(n), static_cast<int>(n))}};
+    lp.expert_ffn_hidden = 512;
+    lp.gate_tokens = lp.combine_tokens = 64;
+    lp.pooled_capacity = std::string(mode) == "pooled";
+    const auto route = [&](unsigned threads) {
+      core::set_worker_threads(threads);
+      auto rt = (std::string(mode) == "dropless" ? dropless : r).route(lp);
+      core::set_worker_threads(0);
+      return rt;
+    };
+    const auto one = route(1), two = route(2), three = route(3);
+    ASSERT_TRUE(one.dispatch[0]->is_tiered()) << mode;
+    EXPECT_GT(one.routed_copies, 0) << mode;
+    for (const auto* other : {&two, &three}) {
+      EXPECT_EQ(one.routed_copies, other->routed_copies) << mode;
+      EXPECT_EQ(one.dropped_copies, other->dropped_copies) << mode;
+      EXPECT_EQ(one.expert_tokens, other->expert_tokens) << mode;
+      EXPECT_EQ(one.expert_routed, other->expert_routed) << mode;
+      EXPECT_EQ(one.dispatch[0]->pairs(), other->dispatch[0]->pairs()) << mode;
+      for (std::uint32_t g = 0; g < n; ++g) {
+        ASSERT_EQ(one.dispatch[0]->sent(g), other->dispatch[0]->sent(g)) << mode << " GPU " << g;
+        ASSERT_EQ(one.dispatch[0]->received(g), other->dispatch[0]->received(g)) << mode << " GPU " << g;
+      }
+    }
+    if (std::string(mode) != "dropless") {
+      EXPECT_GT(one.dropped_copies, 0) << mode;
+    }
+  }
 }
