@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fmt/format.h>
+#include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "sim/core/error.hpp"
 #include "sim/core/input_file.hpp"
@@ -83,150 +84,278 @@ SweepPlan plan_sweep(const scenario::Loader& loader, const Json& resolved, const
   return plan;
 }
 
-SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, const std::string& file,
-                       const SweepOptions& options) {
-  SweepPlan plan = plan_sweep(loader, resolved, file);
-  const std::size_t points = plan.scenarios.size();
-  std::size_t levels = 0;
-  for (const auto& s : plan.scenarios) levels = std::max(levels, s.levels.size());
-  auto& scenarios = plan.scenarios;
+namespace {
 
-  const std::vector<std::string> metric_columns = report::csv_metric_columns(levels);
-  std::string header = "point";
-  for (const auto& a : plan.axis_paths) header += "," + report::csv_field(a);
-  for (const auto& c : metric_columns) header += "," + c;
-  header += ",note";
+// One point's CSV row; refused: the point could not run (infeasible, invalid or failed).
+struct Row {
+  std::string text;
+  bool refused = false;
+};
+
+// The CSV of a planned sweep: its header, and one row per point.
+class Table {
+ public:
+  explicit Table(SweepPlan plan) : plan_(std::move(plan)) {
+    for (const auto& s : plan_.scenarios) levels_ = std::max(levels_, s.levels.size());
+    metric_columns_ = report::csv_metric_columns(levels_);
+    header_ = "point";
+    for (const auto& a : plan_.axis_paths) header_ += "," + report::csv_field(a);
+    for (const auto& c : metric_columns_) header_ += "," + c;
+    header_ += ",note";
+  }
+  std::size_t points() const { return plan_.scenarios.size(); }
+  const std::string& header() const { return header_; }
+  const Json& base_effective() const { return plan_.base_effective; }
 
   // A row starts with its point number and axis values.
-  const auto row_prefix = [&](std::size_t p) {
+  std::string prefix(std::size_t p) const {
     std::string row = std::to_string(p);
-    for (const Json& v : plan.values[p]) row += "," + report::csv_field(value_text(v));
+    for (const Json& v : plan_.values[p]) row += "," + report::csv_field(value_text(v));
     return row + ",";
-  };
-  // Resume: keep the complete rows of an earlier run of the same sweep.
-  SweepOutcome outcome;
-  outcome.points = points;
-  std::size_t done = 0;
-  const std::string effective = plan.base_effective.dump(2) + "\n";
-  // Nothing is written before every point validated and the folder proved writable.
-  prepare_output_folder(options.csv.parent_path().empty() ? fs::path(".") : options.csv.parent_path(), "--out");
-  std::error_code exists_error;
-  if (fs::exists(options.csv, exists_error)) {
-    const std::string text = read_text(options.csv);
-    const std::size_t first = text.find('\n');
-    if (first == std::string::npos || text.substr(0, first) != header)
-      throw InputError(options.csv.string(), "", "the file exists but was not written by this sweep (its header differs)",
-                       "remove it, or choose another --out folder");
-    if (!options.effective.empty() && (!fs::exists(options.effective, exists_error) || read_text(options.effective) != effective))
-      throw InputError(options.csv.string(), "",
-                       fmt::format("the file was written for another scenario ({} differs or is missing)",
-                                   options.effective.filename().string()),
-                       "remove the folder, or choose another --out folder");
+  }
 
-    std::size_t pos = first + 1, keep = pos;
-    while (pos < text.size()) {
-      const std::size_t nl = text.find('\n', pos);
-      if (nl == std::string::npos) break;  // a partial row from a crash: dropped below
-      if (done >= points || text.compare(pos, row_prefix(done).size(), row_prefix(done)) != 0)
-        throw InputError(options.csv.string(), "",
-                         fmt::format("row {} does not belong to point {} of this sweep (other axis values, or out of order)",
-                                     done + 1, done),
-                         "remove the file, or choose another --out folder");
-      ++done;
-      pos = nl + 1;
-      keep = pos;
+  // Simulates point p. A point that cannot run, for whatever reason, is a row saying why.
+  Row row(std::size_t p) const {
+    Row row{prefix(p)};
+    const auto refused = [&](const char* status, const std::string& why) {
+      row.text += status + std::string(metric_columns_.size() - 1, ',') + "," + report::csv_field(why);
+      row.refused = true;
+    };
+    try {
+      simulation::Simulation sim(plan_.scenarios[p]);
+      sim.run();
+      row.text += report::csv_metric_values(sim.results(), levels_) + ",";
+    } catch (const InfeasibleError& e) {
+      refused("infeasible", e.what());
+    } catch (const InputError& e) {
+      refused("invalid", e.what());
+    } catch (const std::bad_alloc&) {
+      refused("failed", "out of memory (the point needs more memory than the process may use beside the other jobs; "
+                        "fewer --jobs leave it more)");
+    } catch (const std::exception& e) {
+      refused("failed", fmt::format("internal error: {}", e.what()));
     }
-    if (keep < text.size()) {
+    return row;
+  }
+
+ private:
+  SweepPlan plan_;
+  std::size_t levels_ = 0;
+  std::vector<std::string> metric_columns_;
+  std::string header_;
+};
+
+// The CSV on disk: it keeps the complete rows of an earlier run of
+// the same sweep, then appends each row, flushed, as soon as it and every row before it are here.
+class Writer {
+ public:
+  Writer(const Table& table, const SweepOptions& options) : csv_(options.csv), progress_(options.progress) {
+    const std::string& header = table.header();
+    const std::size_t points = table.points();
+    const std::string effective = table.base_effective().dump(2) + "\n";
+    // Nothing is written before every point validated and the folder proved writable.
+    prepare_output_folder(csv_.parent_path().empty() ? fs::path(".") : csv_.parent_path(), "--out");
+    std::error_code exists_error;
+    if (fs::exists(csv_, exists_error)) {
+      const std::string text = read_text(csv_);
+      const std::size_t first = text.find('\n');
+      if (first == std::string::npos || text.substr(0, first) != header)
+        throw InputError(csv_.string(), "", "the file exists but was not written by this sweep (its header differs)",
+                         "remove it, or choose another --out folder");
+      if (!options.effective.empty() &&
+          (!fs::exists(options.effective, exists_error) || read_text(options.effective) != effective))
+        throw InputError(csv_.string(), "",
+                         fmt::format("the file was written for another scenario ({} differs or is missing)",
+                                     options.effective.filename().string()),
+                         "remove the folder, or choose another --out folder");
+
+      std::size_t pos = first + 1, keep = pos;
+      while (pos < text.size()) {
+        const std::size_t nl = text.find('\n', pos);
+        if (nl == std::string::npos) break;  // a partial row from a crash: dropped below
+        if (done_ >= points || text.compare(pos, table.prefix(done_).size(), table.prefix(done_)) != 0)
+          throw InputError(csv_.string(), "",
+                           fmt::format("row {} does not belong to point {} of this sweep (other axis values, or out of order)",
+                                       done_ + 1, done_),
+                           "remove the file, or choose another --out folder");
+        ++done_;
+        pos = nl + 1;
+        keep = pos;
+      }
+      if (keep < text.size()) {
+        std::error_code ec;
+        fs::resize_file(csv_, keep, ec);
+        if (ec) throw OutputError(fmt::format("cannot cut the partial last row of {}: {}", csv_.string(), ec.message()));
+      }
+    } else {
+      // Both written whole or not at all: a CSV exists only with its header and its scenario beside it.
+      if (!options.effective.empty()) write_file(options.effective, effective);
+      write_file(csv_, header + "\n");
+    }
+    out_ = std::fopen(csv_.string().c_str(), "ab");
+    if (!out_) throw OutputError(fmt::format("cannot append to {}: {}", csv_.string(), std::strerror(errno)));
+    std::error_code size_error;
+    good_size_ = fs::file_size(csv_, size_error);
+    committed_ = done_;
+    rows_.resize(points);
+  }
+  ~Writer() {
+    if (out_) std::fclose(out_);
+  }
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  // Rows already in the file when the sweep started.
+  std::size_t done() const { return done_; }
+
+  // Takes point p's row and appends every row now ready, in point order. Any thread may call it.
+  // False once a write failed: the sweep should stop (its rows are dropped from then on).
+  bool deliver(std::size_t p, Row row) {
+    std::lock_guard lock(mu_);
+    if (failure_) return false;
+    rows_[p] = std::move(row);
+    while (committed_ < rows_.size() && rows_[committed_]) {
+      const Row& ready = *rows_[committed_];
+      errno = 0;
+      if (std::fputs(ready.text.c_str(), out_) == EOF || std::fputc('\n', out_) == EOF || std::fflush(out_) != 0) {
+        failure_ = fmt::format("cannot write {}: {}", csv_.string(), std::strerror(errno ? errno : EIO));
+        return false;
+      }
+      good_size_ += ready.text.size() + 1;
+      refused_ += ready.refused ? 1 : 0;
+      rows_[committed_].reset();
+      ++committed_;
+      if (progress_) {
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        const double per = elapsed / static_cast<double>(committed_ - done_);
+        std::fprintf(stderr, "\rsweep: %zu/%zu points, %.0f s left   ", committed_, rows_.size(),
+                     per * static_cast<double>(rows_.size() - committed_));
+      }
+    }
+    return true;
+  }
+
+  bool failed() const {
+    std::lock_guard lock(mu_);
+    return failure_.has_value();
+  }
+  std::size_t committed() const { return committed_; }
+  std::size_t refused() const { return refused_; }
+
+  // Closes the file. After a failed write, cuts any partial row (a resume would drop it too, but
+  // the file stays a valid CSV) and throws OutputError.
+  void close() {
+    std::FILE* out = std::exchange(out_, nullptr);
+    if (std::fclose(out) != 0 && !failure_)
+      failure_ = fmt::format("cannot write {}: {}", csv_.string(), std::strerror(errno));
+    if (progress_) std::fputc('\n', stderr);
+    if (failure_) {
       std::error_code ec;
-      fs::resize_file(options.csv, keep, ec);
-      if (ec) throw OutputError(fmt::format("cannot cut the partial last row of {}: {}", options.csv.string(), ec.message()));
+      fs::resize_file(csv_, good_size_, ec);
+      throw OutputError(*failure_);
     }
-  } else {
-    // Both written whole or not at all: a CSV exists only with its header and its scenario beside it.
-    if (!options.effective.empty()) write_file(options.effective, effective);
-    write_file(options.csv, header + "\n");
   }
-  outcome.already_done = done;
 
-  std::FILE* out = std::fopen(options.csv.string().c_str(), "ab");
-  if (!out) throw OutputError(fmt::format("cannot append to {}: {}", options.csv.string(), std::strerror(errno)));
-  // Bytes of complete rows: a failed append is cut back to it, so no partial row stays behind.
-  std::error_code size_error;
-  std::uintmax_t good_size = fs::file_size(options.csv, size_error);
-  std::optional<std::string> write_failure;
+ private:
+  fs::path csv_;
+  bool progress_ = false;
+  std::FILE* out_ = nullptr;
+  mutable std::mutex mu_;
+  std::vector<std::optional<Row>> rows_;  // per point: done, not yet appended
+  std::size_t done_ = 0, committed_ = 0, refused_ = 0;
+  std::uintmax_t good_size_ = 0;  // bytes of complete rows: a failed append is cut back to it
+  std::optional<std::string> failure_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+};
 
-  const unsigned jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
-  std::mutex mu;
-  std::vector<std::optional<std::string>> rows(points);
-  std::atomic<std::size_t> next{done};
-  std::atomic<bool> stop{false};
-  std::size_t committed = done;
-  const std::size_t limit = options.stop_after ? std::min(points, done + *options.stop_after) : points;
-  const auto started = std::chrono::steady_clock::now();
+// The points still to run, handed out in point order up to a limit (--stop-after).
+class Dispenser {
+ public:
+  Dispenser(std::size_t first, std::size_t limit) : next_(first), limit_(limit) {}
+  // Up to `n` consecutive points: {first, count}.
+  std::pair<std::size_t, std::size_t> take(std::size_t n) {
+    std::lock_guard lock(mu_);
+    const std::size_t count = stopped_ ? 0 : std::min(n, limit_ - next_);
+    next_ += count;
+    return {next_ - count, count};
+  }
+  std::optional<std::size_t> take_one() {
+    const auto [first, count] = take(1);
+    return count ? std::optional(first) : std::nullopt;
+  }
+  void stop() {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+  }
+  bool stopped() const {
+    std::lock_guard lock(mu_);
+    return stopped_;
+  }
+  bool exhausted() const {
+    std::lock_guard lock(mu_);
+    return stopped_ || next_ >= limit_;
+  }
 
-  const auto worker = [&] {
-    for (;;) {
-      const std::size_t p = next.fetch_add(1);
-      if (p >= limit || stop) return;
-      std::string row = row_prefix(p);
-      // A point that cannot run, for whatever reason, is a row saying why; the sweep goes on.
-      const auto refused = [&](const char* status, const std::string& why) {
-        row += status + std::string(metric_columns.size() - 1, ',') + "," + report::csv_field(why);
-        std::lock_guard lock(mu);
-        ++outcome.refused;
-      };
-      try {
-        simulation::Simulation sim(scenarios[p]);
-        sim.run();
-        row += report::csv_metric_values(sim.results(), levels) + ",";
-      } catch (const InfeasibleError& e) {
-        refused("infeasible", e.what());
-      } catch (const InputError& e) {
-        refused("invalid", e.what());
-      } catch (const std::bad_alloc&) {
-        refused("failed", "out of memory (the point needs more memory than the process may use beside the other jobs; "
-                          "fewer --jobs leave it more)");
-      } catch (const std::exception& e) {
-        refused("failed", fmt::format("internal error: {}", e.what()));
-      }
-      std::lock_guard lock(mu);
-      rows[p] = std::move(row);
-      // Commit every row that is ready, in point order.
-      while (committed < limit && rows[committed] && !write_failure) {
-        const std::string& line = *rows[committed];
-        errno = 0;
-        if (std::fputs(line.c_str(), out) == EOF || std::fputc('\n', out) == EOF || std::fflush(out) != 0) {
-          write_failure = fmt::format("cannot write {}: {}", options.csv.string(), std::strerror(errno ? errno : EIO));
-          stop = true;
-          break;
-        }
-        good_size += line.size() + 1;
-        rows[committed].reset();
-        ++committed;
-        ++outcome.ran;
-        if (options.progress) {
-          const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-          const double per = elapsed / static_cast<double>(committed - done);
-          std::fprintf(stderr, "\rsweep: %zu/%zu points, %.0f s left   ", committed, points,
-                       per * static_cast<double>(points - committed));
-        }
-      }
-    }
+ private:
+  mutable std::mutex mu_;
+  std::size_t next_, limit_;
+  bool stopped_ = false;
+};
+
+// Simulates points on `threads` threads: each takes a point from `take` until it gives none, and
+// hands its row to `give`.
+class Pool {
+ public:
+  Pool(const Table& table, std::size_t threads, std::function<std::optional<std::size_t>()> take,
+       std::function<void(std::size_t, Row)> give)
+      : take_(std::move(take)), give_(std::move(give)) {
+    for (std::size_t t = 0; t < threads; ++t)
+      threads_.emplace_back([this, &table] {
+        while (const auto p = take_()) give_(*p, table.row(*p));
+      });
+  }
+  ~Pool() { join(); }
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  void join() {
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+ private:
+  std::function<std::optional<std::size_t>()> take_;
+  std::function<void(std::size_t, Row)> give_;
+  std::vector<std::thread> threads_;
+};
+
+// Owns the CSV and the points still to run; runs them on `jobs` threads and appends every row in
+// point order.
+SweepOutcome lead(const Table& table, Writer& writer, const SweepOptions& options, std::size_t jobs) {
+  const std::size_t done = writer.done();
+  const std::size_t limit = options.stop_after ? std::min(table.points(), done + *options.stop_after) : table.points();
+  Dispenser dispenser(done, limit);
+  const auto give = [&](std::size_t p, Row row) {
+    if (!writer.deliver(p, std::move(row))) dispenser.stop();
   };
-  std::vector<std::thread> threads;
-  for (unsigned j = 0; j < std::min<std::size_t>(jobs, std::max<std::size_t>(1, limit - done)); ++j) threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
-  if (std::fclose(out) != 0 && !write_failure)
-    write_failure = fmt::format("cannot write {}: {}", options.csv.string(), std::strerror(errno));
-  if (write_failure) {
-    // Cut any partial row (a resume would drop it too, but the file stays a valid CSV).
-    fs::resize_file(options.csv, good_size, size_error);
-    if (options.progress) std::fputc('\n', stderr);
-    throw OutputError(*write_failure);
-  }
-  if (options.progress) std::fputc('\n', stderr);
-  outcome.stopped_early = committed < points;
+  Pool(table, std::min(jobs, std::max<std::size_t>(1, limit - done)), [&] { return dispenser.take_one(); }, give).join();
+  SweepOutcome outcome;
+  outcome.points = table.points();
+  outcome.already_done = done;
+  outcome.ran = writer.committed() - done;
+  outcome.refused = writer.refused();
+  outcome.stopped_early = writer.committed() < table.points();
+  writer.close();
   return outcome;
+}
+
+}  // namespace
+
+SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, const std::string& file,
+                       const SweepOptions& options) {
+  const Table table(plan_sweep(loader, resolved, file));
+  Writer writer(table, options);
+  const std::size_t jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
+  return lead(table, writer, options, jobs);
 }
 
 }  // namespace moesim::sweep
