@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fmt/format.h>
 #include <functional>
 #include <mutex>
@@ -92,7 +94,7 @@ struct Row {
   bool refused = false;
 };
 
-// The CSV of a planned sweep: its header, and one row per point.
+// The CSV of a planned sweep: its header, and one row per point. Every rank holds the same.
 class Table {
  public:
   explicit Table(SweepPlan plan) : plan_(std::move(plan)) {
@@ -145,7 +147,7 @@ class Table {
   std::string header_;
 };
 
-// The CSV on disk: it keeps the complete rows of an earlier run of
+// The CSV on disk, held by one process (rank 0): it keeps the complete rows of an earlier run of
 // the same sweep, then appends each row, flushed, as soon as it and every row before it are here.
 class Writer {
  public:
@@ -328,34 +330,214 @@ class Pool {
   std::vector<std::thread> threads_;
 };
 
-// Owns the CSV and the points still to run; runs them on `jobs` threads and appends every row in
-// point order.
-SweepOutcome lead(const Table& table, Writer& writer, const SweepOptions& options, std::size_t jobs) {
+// Messages between the ranks, as whole numbers and strings. A worker rank sends kAsk (rows it
+// finished, how many more points it wants; rank 0 answers kPoints) and, when it has nothing left,
+// kDone (its last rows); rank 0 ends the sweep with kEnd on every worker.
+enum Message : std::uint64_t { kAsk, kDone, kPoints, kEnd };
+enum PointsState : std::uint64_t { kMore, kNoMore, kStop };  // kStop: drop the points not started
+
+class Encoder {
+ public:
+  Encoder& put(std::uint64_t v) {
+    bytes_.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return *this;
+  }
+  Encoder& put(const std::string& s) {
+    put(s.size());
+    bytes_ += s;
+    return *this;
+  }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+class Decoder {
+ public:
+  explicit Decoder(const std::string& bytes) : bytes_(bytes) {}
+  std::uint64_t number() {
+    std::uint64_t v = 0;
+    need(sizeof v);
+    std::memcpy(&v, bytes_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  std::string text() {
+    const std::uint64_t n = number();
+    need(n);
+    std::string s = bytes_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+
+ private:
+  void need(std::size_t n) const {
+    if (n > bytes_.size() - pos_) invariant_failed("sweep: a message between ranks is cut short");
+  }
+  const std::string& bytes_;
+  std::size_t pos_ = 0;
+};
+
+// Rows as a message carries them: count, then point, refused, text each.
+void put_rows(Encoder& e, const std::vector<std::pair<std::size_t, Row>>& rows) {
+  e.put(rows.size());
+  for (const auto& [p, row] : rows) e.put(p).put(row.refused ? 1 : 0).put(row.text);
+}
+
+// Rank 0, or the only process: owns the CSV, runs points on its own threads and hands the others
+// to the worker ranks as they ask, appending every row in point order.
+SweepOutcome lead(const Table& table, Writer& writer, const SweepOptions& options, std::size_t jobs, Ranks* ranks) {
   const std::size_t done = writer.done();
   const std::size_t limit = options.stop_after ? std::min(table.points(), done + *options.stop_after) : table.points();
   Dispenser dispenser(done, limit);
   const auto give = [&](std::size_t p, Row row) {
     if (!writer.deliver(p, std::move(row))) dispenser.stop();
   };
-  Pool(table, std::min(jobs, std::max<std::size_t>(1, limit - done)), [&] { return dispenser.take_one(); }, give).join();
+  {
+    Pool pool(table, std::min(jobs, std::max<std::size_t>(1, limit - done)), [&] { return dispenser.take_one(); }, give);
+    for (int busy = ranks ? ranks->size() - 1 : 0; busy > 0;) {
+      const auto [from, message] = ranks->receive(Ranks::kAnyRank);
+      Decoder in(message);
+      const std::uint64_t kind = in.number();
+      for (std::uint64_t n = in.number(); n > 0; --n) {
+        const std::size_t p = in.number();
+        const bool refused = in.number() != 0;
+        give(p, Row{in.text(), refused});
+      }
+      if (kind == kDone) {
+        --busy;
+        continue;
+      }
+      const auto [first, count] = dispenser.take(in.number());
+      const PointsState state = dispenser.stopped() ? kStop : dispenser.exhausted() ? kNoMore : kMore;
+      ranks->send(from, Encoder().put(kPoints).put(first).put(count).put(state).bytes());
+    }
+  }
   SweepOutcome outcome;
   outcome.points = table.points();
   outcome.already_done = done;
   outcome.ran = writer.committed() - done;
   outcome.refused = writer.refused();
   outcome.stopped_early = writer.committed() < table.points();
+  if (ranks)
+    for (int r = 1; r < ranks->size(); ++r)
+      ranks->send(r, Encoder().put(kEnd).put(writer.failed() ? 1 : 0).put(outcome.stopped_early ? 1 : 0).bytes());
   writer.close();
   return outcome;
+}
+
+// A worker rank: asks rank 0 for points, keeps its threads busy with them (one running and one
+// waiting per thread, so a thread never waits for the answer) and sends each row to rank 0.
+SweepOutcome work(const Table& table, std::size_t jobs, Ranks& ranks) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::size_t> waiting;
+  std::vector<std::pair<std::size_t, Row>> finished;
+  std::size_t running = 0;
+  bool last = false;  // rank 0 has no more points for this rank
+  const auto take = [&]() -> std::optional<std::size_t> {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return !waiting.empty() || last; });
+    if (waiting.empty()) return std::nullopt;
+    const std::size_t p = waiting.front();
+    waiting.pop_front();
+    ++running;
+    cv.notify_all();
+    return p;
+  };
+  const auto give = [&](std::size_t p, Row row) {
+    std::lock_guard lock(mu);
+    finished.emplace_back(p, std::move(row));
+    --running;
+    cv.notify_all();
+  };
+  Pool pool(table, jobs, take, give);
+  const std::size_t target = 2 * jobs;
+  for (;;) {
+    std::unique_lock lock(mu);
+    const auto idle = [&] { return last && waiting.empty() && running == 0; };
+    cv.wait(lock, [&] { return !finished.empty() || idle() || (!last && waiting.size() + running < target); });
+    const bool done = idle();
+    const std::size_t held = waiting.size() + running;
+    Encoder message;
+    message.put(done ? kDone : kAsk);
+    put_rows(message, finished);
+    finished.clear();
+    if (!done) message.put(last || held >= target ? 0 : target - held);
+    lock.unlock();
+    ranks.send(0, message.bytes());
+    if (done) break;
+    const auto answer = ranks.receive(0);
+    Decoder in(answer.second);
+    if (in.number() != kPoints) invariant_failed("sweep: rank 0 answered a request for points with something else");
+    const std::size_t first = in.number(), count = in.number();
+    const std::uint64_t state = in.number();
+    lock.lock();
+    for (std::size_t p = first; p < first + count; ++p) waiting.push_back(p);
+    if (state != kMore) last = true;
+    if (state == kStop) waiting.clear();
+    cv.notify_all();
+  }
+  pool.join();
+  const auto end = ranks.receive(0);
+  Decoder in(end.second);
+  if (in.number() != kEnd) invariant_failed("sweep: rank 0 ended the sweep with another message");
+  if (in.number() != 0) throw StoppedByPeer(0, 1);  // rank 0 could not write the CSV; it says so
+  SweepOutcome outcome;
+  outcome.points = table.points();
+  outcome.stopped_early = in.number() != 0;
+  return outcome;
+}
+
+// The exit code of a failure before the sweep runs (as the command line maps them).
+int exit_code(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const InputError&) {
+    return 2;
+  } catch (const InfeasibleError&) {
+    return 2;
+  } catch (const StoppedByPeer& s) {
+    return s.exit_code;
+  } catch (...) {
+    return 1;
+  }
 }
 
 }  // namespace
 
 SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, const std::string& file,
-                       const SweepOptions& options) {
-  const Table table(plan_sweep(loader, resolved, file));
-  Writer writer(table, options);
-  const std::size_t jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
-  return lead(table, writer, options, jobs);
+                       const SweepOptions& options, Ranks* ranks) {
+  const bool leads = !ranks || ranks->rank() == 0;
+  // Every rank plans and validates every point; rank 0 also opens the CSV (resuming it). A failure
+  // anywhere stops every rank before any point runs.
+  std::optional<Table> table;
+  std::optional<Writer> writer;
+  agree(
+      ranks,
+      [&] {
+        table.emplace(plan_sweep(loader, resolved, file));
+        if (leads) writer.emplace(*table, options);
+      },
+      exit_code);
+  // Threads per rank: --jobs, else this machine's cores shared by the ranks on it.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t jobs = options.jobs ? options.jobs : std::max(1u, cores / (ranks ? std::max(1, ranks->local_size()) : 1));
+  if (!ranks || ranks->size() == 1) return lead(*table, *writer, options, jobs, ranks);
+  try {
+    return leads ? lead(*table, *writer, options, jobs, ranks) : work(*table, jobs, *ranks);
+  } catch (const OutputError&) {
+    throw;  // rank 0's CSV could not be written: every rank has been told
+  } catch (const StoppedByPeer&) {
+    throw;
+  } catch (const std::exception& e) {
+    // Anything else would leave the other ranks waiting for this one.
+    std::fprintf(stderr, "moesim: internal error on rank %d: %s (please report it with the scenario)\n", ranks->rank(),
+                 e.what());
+    ranks->abort(1);
+  }
+  return {};  // not reached: abort() ends the process
 }
 
 }  // namespace moesim::sweep
