@@ -8,7 +8,7 @@ packages=(
   nlohmann-json3-dev libfmt-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-matplotlib
-  libopenmpi-dev
+  libopenmpi-dev openmpi-bin
 )
 if [ "${1:-}" = "sanitize" ]; then
   packages+=(clang libclang-rt-dev)

@@ -21,6 +21,7 @@
 #include "sim/core/parallel.hpp"
 #include "sim/simulation/simulation.hpp"
 #include "sim/strategies/registry.hpp"
+#include "sim/sweep/mpi_ranks.hpp"
 #include "sim/sweep/runner.hpp"
 #include "sim/sweep/validation.hpp"
 
@@ -40,7 +41,9 @@ commands:
                                             traced (default: all up to 512 GPUs, else 0-15)
   validate SCENARIO.json                    check the scenario (and every sweep point), run nothing
   sweep SCENARIO.json [--out DIR] [--jobs N] run the scenario's sweep grid in parallel, append one
-                                            row per point to DIR/results.csv; re-run to resume
+                                            row per point to DIR/results.csv; re-run to resume;
+                                            under mpirun -np N the ranks share the points, rank
+                                            0 writes the CSV (N is the jobs' threads per rank)
   presets                                   list models, topologies, GPU kinds and strategies
   collective NAME --cluster PRESET|SCENARIO.json [-n GPUS] [-b MIN] [-e MAX] [-f FACTOR]
              [--network flow|analytic] [--algorithm A] [--profile PROFILE.json]
@@ -232,27 +235,55 @@ int cmd_validate(const Common& c) {
   return 0;
 }
 
-int cmd_sweep(const Common& c) {
-  scenario::Loader loader(c.data);
-  const schema::Json resolved = loader.resolve(loader.read_json(c.scenario), c.scenario.string());
-  const scenario::Scenario base = loader.build(resolved, c.scenario.string());
-  print_warnings(base.warnings);
-  const fs::path out = c.out.empty() ? fs::path("out") / base.name : c.out;
-  // Points already run in parallel: each gets the cores its job leaves, unless --threads says.
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  core::set_worker_threads(c.threads ? c.threads : std::max(1u, cores / (c.jobs ? std::min(c.jobs, cores) : cores)));
-  sweep::SweepOptions opt;
-  opt.csv = out / "results.csv";
-  opt.jobs = c.jobs;
-  opt.stop_after = c.stop_after;
-  opt.progress = isatty(STDERR_FILENO) && !c.quiet;
-  opt.effective = out / "scenario.effective.json";
-  const auto outcome = sweep::run_sweep(loader, resolved, c.scenario.string(), opt);
-  if (!c.quiet)
-    std::cout << fmt::format("sweep {}: {} points, {} already done, {} run now ({} refused){}; results in {}\n", base.name,
-                             outcome.points, outcome.already_done, outcome.ran, outcome.refused,
-                             outcome.stopped_early ? ", stopped early (run again to resume)" : "", opt.csv.string());
-  return outcome.stopped_early ? 3 : 0;
+int exit_code(const std::exception_ptr& e, bool print);
+
+// Under mpirun every rank runs this; rank 0 alone prints (warnings, progress, summary) and writes.
+int cmd_sweep(const std::vector<std::string>& args) {
+  const auto ranks = sweep::mpi_ranks_from_launcher();
+  try {
+    const bool leads = !ranks || ranks->rank() == 0;
+    Common c;
+    std::optional<scenario::Loader> loader;
+    schema::Json resolved;
+    std::string name;
+    std::vector<std::string> warnings;
+    // Every rank reads the same command line and scenario; a failure on any stops them all.
+    sweep::agree(
+        ranks.get(),
+        [&] {
+          c = parse(args, true);
+          loader.emplace(c.data);
+          resolved = loader->resolve(loader->read_json(c.scenario), c.scenario.string());
+          const scenario::Scenario base = loader->build(resolved, c.scenario.string());
+          name = base.name;
+          warnings = base.warnings;
+        },
+        [](const std::exception_ptr& e) { return exit_code(e, false); });
+    if (leads) print_warnings(warnings);
+    const fs::path out = c.out.empty() ? fs::path("out") / name : c.out;
+    // Points already run in parallel (all cores' jobs unless --jobs says): each gets the cores
+    // its job leaves, unless --threads says.
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    core::set_worker_threads(c.threads ? c.threads : c.jobs ? std::max(1u, cores / std::min(c.jobs, cores)) : 1);
+    sweep::SweepOptions opt;
+    opt.csv = out / "results.csv";
+    opt.jobs = c.jobs;
+    opt.stop_after = c.stop_after;
+    opt.progress = leads && isatty(STDERR_FILENO) && !c.quiet;
+    opt.effective = out / "scenario.effective.json";
+    const auto outcome = sweep::run_sweep(*loader, resolved, c.scenario.string(), opt, ranks.get());
+    if (leads && !c.quiet)
+      std::cout << fmt::format("sweep {}: {} points, {} already done, {} run now ({} refused){}{}; results in {}\n", name,
+                               outcome.points, outcome.already_done, outcome.ran, outcome.refused,
+                               outcome.stopped_early ? ", stopped early (run again to resume)" : "",
+                               ranks ? fmt::format(", {} ranks", ranks->size()) : "", opt.csv.string())
+                << std::flush;  // before the ranks are finalised, as below
+    return outcome.stopped_early ? 3 : 0;
+  } catch (...) {
+    // Said here, before the ranks are finalised: the first rank to leave the job makes the
+    // launcher end the others, and what they had yet to print with them.
+    return exit_code(std::current_exception(), true);
+  }
 }
 
 int cmd_presets(const Common& c) {
@@ -290,32 +321,53 @@ int main(int argc, char** argv) {
   try {
     if (command == "run") return cmd_run(parse(args, true));
     if (command == "validate") return cmd_validate(parse(args, true));
-    if (command == "sweep") return cmd_sweep(parse(args, true));
+    if (command == "sweep") return cmd_sweep(args);
     if (command == "presets") return cmd_presets(parse(args, false));
     if (command == "calibrate") return cli::cmd_calibrate(args);
     if (command == "collective") return cli::cmd_collective(args);
     std::cerr << "moesim: error: unknown command \"" << command
               << "\"; use run, validate, sweep, presets or calibrate (`moesim --help` shows the usage)\n";
     return 2;
+  } catch (...) {
+    return exit_code(std::current_exception(), true);
+  }
+}
+
+namespace {
+
+// The exit code of a failure, its message printed on stderr when `print`.
+int exit_code(const std::exception_ptr& failure, bool print) {
+  const auto say = [&](const std::string& line) {
+    if (print) std::cerr << line << "\n";
+  };
+  try {
+    std::rethrow_exception(failure);
+  } catch (const sweep::StoppedByPeer& e) {
+    return e.exit_code;  // another rank of the sweep failed and said why
   } catch (const InputError& e) {
-    std::cerr << "moesim: error: " << e.what() << "\n";
+    say(fmt::format("moesim: error: {}", e.what()));
     return 2;
   } catch (const InfeasibleError& e) {
-    std::cerr << "moesim: cannot run: " << e.what() << "\n";
+    say(fmt::format("moesim: cannot run: {}", e.what()));
     return 2;
   } catch (const po::error& e) {
     // One line, as every bad input: the usage is `moesim --help`.
-    std::cerr << "moesim: error: " << e.what() << "; `moesim --help` shows the usage\n";
+    say(fmt::format("moesim: error: {}; `moesim --help` shows the usage", e.what()));
     return 2;
   } catch (const OutputError& e) {
-    std::cerr << "moesim: error: " << e.what() << "\n";
+    say(fmt::format("moesim: error: {}", e.what()));
     return 1;
   } catch (const std::bad_alloc&) {
-    std::cerr << "moesim: error: out of memory; the run needs more memory than the process may use (`moesim validate` "
-                 "shows the estimate; a smaller scenario or routing.sampling \"expected\" needs less)\n";
+    say("moesim: error: out of memory; the run needs more memory than the process may use (`moesim validate` "
+        "shows the estimate; a smaller scenario or routing.sampling \"expected\" needs less)");
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "moesim: internal error: " << e.what() << " (please report it with the scenario)\n";
+    say(fmt::format("moesim: internal error: {} (please report it with the scenario)", e.what()));
+    return 1;
+  } catch (...) {
+    say("moesim: internal error: unknown exception (please report it with the scenario)");
     return 1;
   }
 }
+
+}  // namespace

@@ -3,6 +3,14 @@
 // all points before it are done (a crash loses no committed point). Re-running the same sweep
 // into the same file resumes after the last complete row, so an interrupted and resumed sweep
 // gives the same CSV as an uninterrupted one.
+//
+// Across machines (`mpirun -np N moesim sweep`), the same runner with ranks: every rank plans and
+// validates the whole grid; rank 0 alone holds the CSV (no shared file system is assumed), runs
+// points on its own threads and hands the others out to the worker ranks in small batches as they
+// ask (each keeps its --jobs threads busy), and appends their rows in point order as they come
+// back. The CSV is the one a single process writes, byte for byte. A rank that dies makes the
+// launcher end the job; the rows appended so far stay, and the same command, with any number of
+// ranks or none, resumes after them.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +18,7 @@
 #include <optional>
 
 #include "sim/scenario/scenario.hpp"
+#include "sim/sweep/ranks.hpp"
 
 namespace moesim::sweep {
 
@@ -18,9 +27,9 @@ struct SweepOptions {
   // The base scenario, fully resolved, written before the first row; a resume refuses a CSV whose
   // folder holds a different one (the same grid over another scenario must not mix rows).
   std::filesystem::path effective;
-  unsigned jobs = 0;                      // 0: all cores
+  unsigned jobs = 0;                      // threads per rank; 0: the cores, shared by the ranks on a machine
   std::optional<std::size_t> stop_after;  // stop after committing this many new rows (tests)
-  bool progress = false;
+  bool progress = false;                  // rank 0 only
 };
 
 struct SweepOutcome {
@@ -45,7 +54,11 @@ struct SweepPlan {
 SweepPlan plan_sweep(const scenario::Loader& loader, const schema::Json& resolved, const std::string& file,
                      std::size_t points = SIZE_MAX);
 
+// `ranks`: the processes sharing the sweep (nullptr: this one alone). Every rank returns; only rank
+// 0's outcome counts points, the others' say only whether the sweep stopped early. A failure
+// before any point runs (a bad scenario, a CSV of another sweep) throws on the rank that tells and
+// StoppedByPeer on the others.
 SweepOutcome run_sweep(const scenario::Loader& loader, const schema::Json& resolved, const std::string& file,
-                       const SweepOptions& options);
+                       const SweepOptions& options, Ranks* ranks = nullptr);
 
 }  // namespace moesim::sweep
