@@ -24,6 +24,13 @@ double cgroup_value(const char* path) {
 
 }  // namespace
 
+double resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  double size = 0, resident = 0;
+  if (!(in >> size >> resident)) return 0;
+  return resident * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+}
+
 MemoryLimit memory_limit() {
   MemoryLimit best{static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)),
                    "physical memory"};

@@ -15,4 +15,8 @@ struct MemoryLimit {
 
 MemoryLimit memory_limit();
 
+// The bytes this process holds in memory now (resident set, /proc/self/statm; 0 where unknown):
+// the binary, its libraries and the data loaded so far, on top of which a run allocates.
+double resident_bytes();
+
 }  // namespace moesim

@@ -7,8 +7,10 @@
 // huge pages (madvise(MADV_HUGEPAGE), Linux's "madvise" THP mode, Debian's default): a 9216-GPU
 // program holds 19 M tasks, and with 4 KiB pages the first touch of each page (a fault, the page
 // zeroed) and the TLB misses of walking them cost a fifth of its run time (measured with perf;
-// the README's speed table). A chunk is never given back before the queue goes; its blocks are
-// reused, so a long run's memory stays that of the blocks it holds at once.
+// the README's speed table). The first chunk holds one block on small pages: a small run (a sweep
+// point) touches a few hundred KiB instead of faulting in 2 MiB per queue, which measured half
+// its peak memory and most of its system time. A chunk is never given back before the queue
+// goes; its blocks are reused, so a long run's memory stays that of the blocks it holds at once.
 #pragma once
 
 #include <cstddef>
@@ -73,14 +75,16 @@ class BlockQueue {
   // Raw storage for kBlock records (each constructed when pushed): the next block of the current
   // chunk, or a fresh chunk's first.
   T* allocate() {
-    if (carved_ == kPerChunk || chunks_.empty()) {
-      void* p = std::aligned_alloc(kHugePage, kChunkBytes);
+    if (carved_ == capacity_) {
+      const bool first = chunks_.empty();
+      void* p = first ? std::malloc(kBytes) : std::aligned_alloc(kHugePage, kChunkBytes);
       if (!p) throw std::bad_alloc();
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-      madvise(p, kChunkBytes, MADV_HUGEPAGE);  // advice only: without THP the pages stay small
+      if (!first) madvise(p, kChunkBytes, MADV_HUGEPAGE);  // advice only: without THP the pages stay small
 #endif
       chunks_.emplace_back(p);
       carved_ = 0;
+      capacity_ = first ? 1 : kPerChunk;
     }
     return static_cast<T*>(chunks_.back().get()) + kBlock * carved_++;
   }
@@ -99,7 +103,7 @@ class BlockQueue {
   }
 
   std::vector<std::unique_ptr<void, Free>> chunks_;
-  std::size_t carved_ = 0;  // blocks taken from chunks_.back()
+  std::size_t carved_ = 0, capacity_ = 0;  // blocks taken from chunks_.back(), and its blocks
   std::vector<T*> blocks_;  // blocks_[head_] holds block first_block_, blocks_[k] block k + offset_
   std::vector<T*> spare_;
   std::size_t head_ = 0;

@@ -77,7 +77,8 @@ class Simulation {
 
   // Estimated host memory of the run, in bytes: the task program and the routing matrices, two
   // iterations of each held at once.
-  double host_memory_estimate() const;
+  double host_memory_estimate() const;  // what the run allocates: its task program and routing
+
   double routing_memory_estimate() const;  // the routing matrices' share
 
  private:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "sim/core/memory_limit.hpp"
 #include "sim/simulation/simulation.hpp"
 #include "sim/sweep/runner.hpp"
 
@@ -26,6 +27,7 @@ Validation validate(const scenario::Loader& loader, const schema::Json& raw, con
   for (const auto& f : sim.memory()) v.peak_gpu_bytes = std::max(v.peak_gpu_bytes, f.total());
   v.host_bytes = sim.host_memory_estimate();
   v.routing_bytes = sim.routing_memory_estimate();
+  v.resident_bytes = resident_bytes();
   if (resolved.contains("sweep")) {
     const auto plan = plan_sweep(loader, resolved, file, points);
     v.points = plan.scenarios.size();

@@ -20,6 +20,7 @@ struct Validation {
   double peak_gpu_bytes = 0;     // the fullest GPU's memory
   double host_bytes = 0;         // the run's memory estimate on this machine (task program and routing)
   double routing_bytes = 0;      // of which the sampled routing matrices
+  double resident_bytes = 0;     // what the process held before (binary, libraries, data)
   std::size_t points = 0;        // sweep points (0: no sweep block)
   std::vector<std::string> refused;  // "sweep point P would be refused: why"
   std::vector<std::string> warnings;  // plausibility, of the scenario and (once each) of its points

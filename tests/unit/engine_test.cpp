@@ -293,8 +293,10 @@ TEST(BlockQueue, RecordsKeepTheirNumbersAndRetiredBlocksAreReused) {
   for (std::uint64_t i = 8; i < 20; ++i) EXPECT_EQ(q[i], 100 + i);
   EXPECT_EQ(&q[12], address[4]);  // block 1's storage
   EXPECT_EQ(&q[16], address[0]);  // block 0's
-  // Records of a 2 MiB-aligned chunk: the first block starts on a 2 MiB boundary.
-  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(address[0]) % (2u << 20), 0u);
+  // The first block is a chunk of its own (small pages: a small run touches no 2 MiB); the
+  // second starts a 2 MiB-aligned chunk, which the third follows inside.
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(address[4]) % (2u << 20), 0u);
+  EXPECT_EQ(address[8], address[4] + 4);
 }
 
 }  // namespace

@@ -197,8 +197,8 @@ TEST(EpStrategy, RunTooLargeForThisMachineIsRefusedWithTheEstimate) {
   // kernel, router and output kernels, and the chunk's dispatch, experts and combine: 2·6 = 12;
   // the embedding and the head a kernel each way: 4; so 12·12 + 4 = 148. Per iteration each
   // layer's gradient sync, the optimizer's 4 and the two vocabulary gradients: 18. That is
-  // 8000·(10000·148 + 18) = 1.184e10 tasks; the run holds two iterations at once at 70 B each:
-  // 1.184e10 × 2 × 70 ≈ 1.66 TB — refused before anything is built, whatever the iteration count.
+  // 8000·(10000·148 + 18) = 1.184e10 tasks; the run holds two iterations at once at 80 B each:
+  // 1.184e10 × 2 × 80 ≈ 1.89 TB — refused before anything is built, whatever the iteration count.
   auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"] = {{"preset", "hybridep-1000dc"}};
   doc["model"] = {{"preset", "gpt-medium-moe"}, {"experts", 8000}};
@@ -209,24 +209,24 @@ TEST(EpStrategy, RunTooLargeForThisMachineIsRefusedWithTheEstimate) {
     sim.check();
     FAIL() << "not refused";
   } catch (const InfeasibleError& e) {
-    EXPECT_NE(std::string(e.what()).find("the run needs about 1.508 TiB of memory (1.508 TiB task program) but this "
+    EXPECT_NE(std::string(e.what()).find("the run needs about 1.723 TiB of memory (1.723 TiB task program) but this "
                                          "process may use"),
               std::string::npos)
         << e.what();
-    EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 8000.0 * (10000 * 148 + 18) * 2 * 70);
+    EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 8000.0 * (10000 * 148 + 18) * 2 * 80);
   }
 }
 
 TEST(EpStrategy, LongRunsNeedNoMoreHostMemoryThanTwoIterations) {
   // The run loop holds at most two iterations of tasks: 1000 iterations of 8000·(148 + 18) =
   // 1.328 M tasks (as in the test above, one microbatch; the run writes 1.296 M) are estimated as
-  // two (1.328e6 × 2 × 70 B = 186 MB), and accepted.
+  // two (1.328e6 × 2 × 80 B = 212 MB), and accepted.
   auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"] = {{"preset", "hybridep-1000dc"}};
   doc["model"] = {{"preset", "gpt-medium-moe"}, {"experts", 8000}};
   doc["training"]["iterations"] = 1000;
   simulation::Simulation sim(test::scenario_from(doc.dump()));
-  EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 8000.0 * (148 + 18) * 2 * 70);
+  EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 8000.0 * (148 + 18) * 2 * 80);
 }
 
 TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {
