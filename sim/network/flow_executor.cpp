@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "sim/core/error.hpp"
 
@@ -117,6 +118,7 @@ void FlowExecutor::next_phase(engine::Engine& engine, std::uint32_t r, Time now)
   for (LinkDemand& d : f.share) d.bytes /= f.remaining;
   advance(now);
   flows_.push_back(std::move(f));
+  added_ = true;
   // Phases often start by the thousand at one instant (every group of a layer's collective): the
   // rates are solved once for all of them, by a timer at this same time.
   if (!resolve_pending_) {
@@ -141,6 +143,7 @@ void FlowExecutor::on_timer(engine::Engine& engine, std::uint32_t token, Time no
   std::size_t kept = 0;
   for (std::size_t i = 0; i < flows_.size(); ++i) {
     if (flows_[i].finish <= now) {
+      drained_rate_ = std::min(drained_rate_, flows_[i].rate);
       engine.set_timer(flows_[i].running, now + flows_[i].latency);
     } else {
       if (kept != i) flows_[kept] = std::move(flows_[i]);
@@ -169,15 +172,26 @@ void FlowExecutor::reschedule(engine::Engine& engine, Time now) {
   busy_links_.clear();
   ++generation_;
   if (flows_.empty()) return;
-  std::vector<const std::vector<LinkDemand>*> shares;
-  shares.reserve(flows_.size());
-  for (const Flow& f : flows_) shares.push_back(&f.share);
-  solver_.solve(shares, capacity_, rates_);
-  ++solves_;
+  // Flows only left since the last solve, all of them faster than every flow still running: the
+  // others keep their rates. Progressive filling of the remaining flows replays the last solve's
+  // rounds, bit for bit, up to the level at which the first of those that left froze (their links
+  // only ever had more room without them), and every remaining flow froze below it. The flows of a
+  // layer's gradient all-reduces drain fastest first beside a slow all-to-all: one solve per
+  // drain would re-solve tens of thousands of unchanged flows.
+  const bool unchanged = !added_ && std::all_of(flows_.begin(), flows_.end(), [&](const Flow& f) { return f.rate < drained_rate_; });
+  added_ = false;
+  drained_rate_ = std::numeric_limits<double>::infinity();
+  if (!unchanged) {
+    std::vector<const std::vector<LinkDemand>*> shares;
+    shares.reserve(flows_.size());
+    for (const Flow& f : flows_) shares.push_back(&f.share);
+    solver_.solve(shares, capacity_, rates_);
+    ++solves_;
+    for (std::size_t i = 0; i < flows_.size(); ++i) flows_[i].rate = rates_[i];
+  }
   Time next = INT64_MAX;
   for (std::size_t i = 0; i < flows_.size(); ++i) {
     Flow& f = flows_[i];
-    f.rate = rates_[i];
     if (f.rate <= 0) invariant_failed("a flow got no bandwidth");
     f.finish = now + ps_to_time(std::ceil(f.remaining / f.rate * 1e12));
     next = std::min(next, f.finish);

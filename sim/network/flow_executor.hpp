@@ -8,6 +8,7 @@
 // collective at a time this gives the analytic model's times; with several, contention.
 #pragma once
 
+#include <cmath>
 #include <unordered_map>
 #include <vector>
 
@@ -29,7 +30,7 @@ class FlowExecutor final : public NetworkExecutor {
   std::string model_name() const override { return "flow"; }
   NetworkStats stats() const override;
   const FlowLinks& links() const { return links_; }
-  std::uint64_t rate_solves() const { return solves_; }
+  std::uint64_t rate_solves() const { return solves_; }  // solves run (rescheduling without a change of rates is not one)
 
  private:
   struct Running {
@@ -76,6 +77,8 @@ class FlowExecutor final : public NetworkExecutor {
   std::uint32_t generation_ = 0;
   bool resolve_pending_ = false;  // a re-solve is queued at the current time
   std::uint64_t solves_ = 0;
+  bool added_ = false;                   // a flow started since the last solve
+  double drained_rate_ = HUGE_VAL;       // the slowest flow that drained since the last solve
   NetworkStats stats_;
 };
 

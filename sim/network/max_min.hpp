@@ -1,9 +1,30 @@
-// Max-min fair rates by progressive filling (Bertsekas & Gallager, Data Networks, §6.5): every
-// flow's rate rises at the same pace until a link saturates; the flows crossing it freeze; the
-// others go on. A flow here may load its links unevenly (a collective's phase puts different
+// Max-min fair rates by progressive filling (Bertsekas & Gallager, Data Networks, 2nd ed., §6.5):
+// every flow's rate rises at the same pace until a link saturates; the flows crossing it freeze;
+// the others go on. A flow here may load its links unevenly (a collective's phase puts different
 // bytes on different links): it uses a fraction a ∈ (0, 1] of its rate on each link, a = the
 // link's bytes over the flow's largest link bytes. With a = 1 on every link of its path this is
-// the classic max-min allocation of single-path transfers.
+// the classic max-min allocation of single-path transfers (weighted water-filling as in Nace &
+// Pióro, "Max-min fairness and its applications to routing and load-balancing in communication
+// networks: a tutorial", IEEE Comm. Surveys & Tutorials 10(4), 2008).
+//
+// The filling is driven by events rather than by a scan of every link and flow per round: each
+// link with unfrozen flows has the level at which it saturates, λ_l = level + residual_l / (Σ a of
+// its unfrozen flows), kept in an addressable binary heap (a link's key is changed in place). A
+// round takes the smallest λ, raises the common level to it, freezes the unfrozen flows
+// crossing that link (a link → flows index) and re-keys only the links of the flows it froze:
+// O((links + Σ path lengths) · log links) per solve, where a scan per round costs
+// O(rounds · (links + Σ path lengths)) and rounds reach the number of distinct bottleneck levels
+// (thousands of DC uplinks under a skewed all-to-all beside per-expert gradient all-reduces).
+// Links that cannot saturate (even with every flow crossing them at the largest rate any of those
+// flows could get from its own links' capacities) are left out first: they never bound a rate.
+//
+// The round semantics of the scanning version are kept: a round freezes the flows of every link
+// whose residual is within 1e-9 of its capacity at the new level (found by a second heap, keyed by
+// the level at which that happens), flows freeze in index order, a frozen flow's rate is the common
+// level (the running sum of the rounds' increments), and a link's residual is lowered by the
+// round's increment times its weight when its weight is about to change. Solves of one or two
+// rounds give bit-identical rates; deeper ones may differ from a rescan at rounding level only (a
+// link left untouched for several rounds is lowered once by the sum of their increments).
 #pragma once
 
 #include <vector>
@@ -21,10 +42,44 @@ class MaxMinSolver {
   std::size_t rounds() const { return rounds_; }  // saturation rounds of the last solve
 
  private:
-  std::vector<double> residual_, weight_;
-  std::vector<std::uint32_t> users_;  // unfrozen flow entries per link
-  std::vector<std::uint32_t> stamp_;
-  std::vector<std::uint32_t> touched_;
+  // A binary min-heap of links by (key, order), addressable: each link at most once, re-keyed in place.
+  class LinkHeap {
+   public:
+    void reset(std::size_t links);
+    bool empty() const { return heap_.empty(); }
+    std::uint32_t top() const { return heap_.front().link; }
+    double top_key() const { return heap_.front().key; }
+    void set(std::uint32_t link, double key, std::uint32_t order);
+    void erase(std::uint32_t link);
+
+   private:
+    struct Entry {
+      double key;
+      std::uint32_t order, link;
+      bool operator<(const Entry& o) const { return key < o.key || (key == o.key && order < o.order); }
+    };
+    void place(std::size_t i, const Entry& e) { heap_[i] = e, at_[e.link] = static_cast<std::uint32_t>(i); }
+    void sift(std::size_t i);
+    std::vector<Entry> heap_;
+    std::vector<std::uint32_t> at_;  // at_[link]: its index in heap_, or kAbsent
+  };
+  // Re-keys a link whose weight or residual changed: out of both heaps once no unfrozen flow crosses it.
+  void rekey(std::uint32_t link, const std::vector<double>& capacity);
+  // The residual of `link` at the level reached after `round` rounds (`below`: the level before the
+  // last of them, `step`: its increment).
+  double residual_at(std::uint32_t link, std::size_t round, double below, double step) const;
+
+  // Per link, valid where stamp_ == epoch_: residual_ at level_ (after round_ rounds), the weight
+  // and count of its unfrozen flow entries, its first appearance among the flows (ties break as a
+  // rescan's do), its slice [first_, fill_) of crossing_ (the flows crossing it).
+  std::vector<double> residual_, weight_, level_;
+  std::vector<std::uint32_t> users_, stamp_, order_, first_, fill_;
+  std::vector<std::size_t> round_;
+  std::vector<std::uint32_t> touched_, crossing_, freeze_, dirty_, keep_;
+  // saturate_: λ, the level at which a link saturates; tolerate_: the level at which its residual
+  // falls to 1e-9 of its capacity (a round freezes the flows of every link that reached it).
+  LinkHeap saturate_, tolerate_;
+  std::vector<char> frozen_, live_;  // live_[link]: it may saturate (others are left out)
   std::uint32_t epoch_ = 0;
   std::size_t rounds_ = 0;
 };

@@ -90,7 +90,54 @@ void BM_MaxMinSolve(benchmark::State& state) {
   state.counters["solves/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["rounds"] = static_cast<double>(rounds) / static_cast<double>(state.iterations());
 }
-BENCHMARK(BM_MaxMinSolve)->Arg(4)->Arg(64)->Arg(1024);
+BENCHMARK(BM_MaxMinSolve)->Arg(4)->Arg(64)->Arg(1024)->Arg(16384);
+
+// The solves that dominated a 12-layer EP iteration at 1250 to 12,500 DCs (issue 21): the
+// dispatch all-to-alls of two EP groups of `dcs`/2 DCs × 8 GPUs each (one flow per group over its
+// DC and GPU links, skewed: a ∈ [0.3, 1] on DC links, ~1/8 of that on GPU links) beside the
+// per-expert gradient all-reduces between the groups' replicas (one 2-GPU ring per GPU pair: 8
+// links at a = 1). Every DC uplink saturates at a level of its own: ~dcs/2 rounds.
+void BM_MaxMinSolveEp(benchmark::State& state) {
+  const auto dcs = static_cast<std::uint32_t>(state.range(0)), gpus = dcs * 8, half = gpus / 2;
+  const auto gpu_up = [](std::uint32_t g) { return 2 * g; };
+  const auto gpu_down = [](std::uint32_t g) { return 2 * g + 1; };
+  const auto dc_up = [&](std::uint32_t d) { return 2 * gpus + 2 * d; };
+  const auto dc_down = [&](std::uint32_t d) { return 2 * gpus + 2 * d + 1; };
+  const std::size_t links = 2 * gpus + 2 * dcs;
+  std::vector<double> capacity(links, 16e9);
+  for (std::uint32_t d = 0; d < dcs; ++d) capacity[dc_up(d)] = capacity[dc_down(d)] = 1.25e9;
+  Rng rng(21);
+  std::vector<std::vector<network::LinkDemand>> shares(2);
+  for (std::uint32_t d = 0; d < dcs; ++d) {
+    auto& a2a = shares[d < dcs / 2 ? 0 : 1];
+    const double up = d % 97 == 0 ? 1.0 : 0.3 + 0.7 * rng.uniform(), down = 0.3 + 0.7 * rng.uniform();
+    a2a.push_back({dc_up(d), up});
+    a2a.push_back({dc_down(d), down});
+    for (std::uint32_t g = d * 8; g < d * 8 + 8; ++g) {
+      a2a.push_back({gpu_up(g), up / 8 * (0.5 + rng.uniform())});
+      a2a.push_back({gpu_down(g), down / 8 * (0.5 + rng.uniform())});
+    }
+  }
+  for (std::uint32_t g = 0; g < half; ++g) {
+    const std::uint32_t h = g + half, dg = g / 8, dh = h / 8;
+    shares.push_back({{gpu_up(g), 1}, {dc_up(dg), 1}, {dc_down(dh), 1}, {gpu_down(h), 1},
+                      {gpu_up(h), 1}, {dc_up(dh), 1}, {dc_down(dg), 1}, {gpu_down(g), 1}});
+  }
+  std::vector<const std::vector<network::LinkDemand>*> ptrs;
+  for (const auto& s : shares) ptrs.push_back(&s);
+  network::MaxMinSolver solver(links);
+  std::vector<double> rates;
+  for (auto _ : state) {
+    solver.solve(ptrs, capacity, rates);
+    benchmark::DoNotOptimize(rates.data());
+  }
+  std::size_t entries = 0;
+  for (const auto& s : shares) entries += s.size();
+  state.counters["flows"] = static_cast<double>(shares.size());
+  state.counters["entries"] = static_cast<double>(entries);
+  state.counters["rounds"] = static_cast<double>(solver.rounds());
+}
+BENCHMARK(BM_MaxMinSolveEp)->Arg(1250)->Arg(12500)->Unit(benchmark::kMillisecond);
 
 // One iteration of the 1000-DC EP scenario with the flow model.
 void BM_Ep1000DcFlow(benchmark::State& state) {

@@ -75,6 +75,21 @@ TEST(FlowModel, TwoTransfersShareABottleneckAndTheFirstFreesItsShare) {
   EXPECT_EQ(alone[0].second, 31 * kMicrosecond);
 }
 
+TEST(FlowModel, TheFastestFlowDrainingLeavesTheOthersRatesWithoutASolve) {
+  // 4 GPUs on a 100 GB/s switch, 1 us. A: 0 → 1 (1 MB) alone at 100 GB/s; B (1 MB) and C (3 MB)
+  // both 2 → 3 at 50 GB/s each. A drains at 10 us: B and C are slower than A was, so their rates
+  // stand (no solve). B drains at 20 us at C's rate: C is re-solved to 100 GB/s and drains its last
+  // 2 MB by 40 us. Two solves (t = 0 and 20 us) where re-solving at every drain took three.
+  Bench b(Topology({level("gpu", 4, "100GB/s", "1us")}, {any_gpu()}, {}));
+  const auto t = b.run({{{CollectiveKind::P2P, Algorithm::Direct, b.group({0, 1}), 1e6, nullptr}, 0},
+                        {{CollectiveKind::P2P, Algorithm::Direct, b.group({2, 3}), 1e6, nullptr}, 0},
+                        {{CollectiveKind::P2P, Algorithm::Direct, b.group({2, 3}), 3e6, nullptr}, 0}});
+  EXPECT_EQ(t[0].second, 11 * kMicrosecond);
+  EXPECT_EQ(t[1].second, 21 * kMicrosecond);
+  EXPECT_EQ(t[2].second, 41 * kMicrosecond);
+  EXPECT_EQ(b.solves, 2u);
+}
+
 TEST(FlowModel, OversubscriptionHalvesTheInterLevelRate) {
   // 4 nodes × 2 GPUs; the node switch is 2:1 oversubscribed: its core carries 4 × 100 GB/s / 2.
   // Four node-to-node transfers at once (0→1, 1→0, 2→3, 3→2 by node) load every uplink once but

@@ -108,6 +108,7 @@ struct NetworkBench {
     else x = std::make_unique<network::AnalyticExecutor>(model, program);
     e.run(*x);
     stats = x->stats();
+    solves = flow ? static_cast<network::FlowExecutor&>(*x).rate_solves() : 0;
     std::vector<std::pair<Time, Time>> out;
     for (const auto& c : log.collectives()) out.emplace_back(c.start, c.end);
     return out;
@@ -118,6 +119,7 @@ struct NetworkBench {
   network::AlphaBetaTable params;
   network::GroupTable groups;  // every run's program starts from these
   network::NetworkStats stats;
+  std::uint64_t solves = 0;  // the flow model's rate solves in the last run
 };
 
 // Run options that keep every finished task (Simulation::task_log()).
