@@ -73,6 +73,7 @@ Json Loader::preset(const std::string& folder, const std::string& name, const st
 }
 
 Json Loader::catalogue(const char* file, const char* key, const schema::NodePtr& entry, std::optional<Json>& cache) const {
+  const std::lock_guard lock(cache_mu_);
   if (cache) return *cache;
   const fs::path p = data_dir_ / "topologies" / file;
   const Json doc = read_json(p);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,6 +84,9 @@ class Loader {
   schema::Json catalogue(const char* file, const char* key, const schema::NodePtr& entry,
                          std::optional<schema::Json>& cache) const;
   std::filesystem::path data_dir_;
+  // Read once; a sweep's jobs (and the ranks of SweepRanks' test) build points from one Loader
+  // on several threads, so the first read is made under the lock.
+  mutable std::mutex cache_mu_;
   mutable std::optional<schema::Json> catalogue_;  // topologies/gpus.json, read once
   mutable std::optional<schema::Json> links_;      // topologies/links.json, read once
 };
