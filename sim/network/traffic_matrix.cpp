@@ -37,6 +37,11 @@ TrafficMatrix::TieredBuilder::TieredBuilder(std::shared_ptr<const RankTiers> tie
   in_.assign(n_ * tiers_->tiers(), 0.0);
   last_source_.assign(n_, 0);
   finished_.assign(n_, false);
+  for (const auto& w : tiers_->worker) worker_.push_back(w.data());
+  // add()'s walk stops at the first tier where two ranks differ: the finest tier must tell every
+  // rank apart.
+  if (!worker_.empty() && tiers_->workers.back() != n_)
+    invariant_failed("tiered traffic: the finest tier does not hold one rank per worker");
 }
 
 void TrafficMatrix::TieredBuilder::next_source(std::uint32_t s) {

@@ -54,7 +54,8 @@ class TrafficMatrix {
     void add(std::uint32_t s, std::uint32_t d, double bytes) {  // inline: called per (source, expert) drawn
       if (s == d || bytes <= 0) return;
       if (s != current_) next_source(s);
-      const int t = tiers_->crossed(s, d);
+      std::size_t t = 0;  // RankTiers::crossed on the cached tier arrays (s != d differ at the finest tier)
+      while (worker_[t][s] == worker_[t][d]) ++t;
       out_[t * n_ + s] += bytes;
       in_[t * n_ + d] += bytes;
       if (last_source_[d] != s + 1) {
@@ -73,6 +74,7 @@ class TrafficMatrix {
     std::shared_ptr<const RankTiers> tiers_;
     std::size_t n_ = 0;
     std::vector<double> out_, in_;
+    std::vector<const std::uint32_t*> worker_;   // tiers_->worker[t].data()
     std::vector<std::uint32_t> last_source_;  // per destination: 1 + the last source that sent to it
     std::vector<bool> finished_;
     std::uint32_t current_ = UINT32_MAX;
