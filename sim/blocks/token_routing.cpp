@@ -408,8 +408,8 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
         // draws its chunks twice from the same seeds (the same copies, without holding them).
         std::vector<workload::SparseCopies> drawn(lp.pooled_capacity && !tiered ? n : 0);
         std::vector<double> admitted(m.experts, 1.0);
-        std::unique_ptr<workload::AliasTable> alias;
-        if (tiered) alias = std::make_unique<workload::AliasTable>(popularity);
+        std::unique_ptr<workload::GroupedAliasTable> alias;
+        if (tiered) alias = std::make_unique<workload::GroupedAliasTable>(popularity);
         if (lp.pooled_capacity) {
           std::vector<double> total(m.experts, 0.0);
           double group_sources = 0;
@@ -513,7 +513,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
           return routed;
         };
         if (tiered) {
-          const workload::AliasTable bin_alias(bin_popularity);
+          const workload::GroupedAliasTable bin_alias(bin_popularity);
           source_chunks->run(
               source, nb,
               [&](std::uint32_t src, workload::SparseCopySampler& sampler, SourceChunks::Part& part) {

@@ -1,6 +1,7 @@
 #include "sim/workload/routing.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <numeric>
@@ -101,7 +102,9 @@ std::vector<double> expert_capacities(double copies, double capacity_factor, std
   return out;
 }
 
-AliasTable::AliasTable(const std::vector<double>& weights) : slots_(weights.size()) {
+AliasTable::AliasTable(const std::vector<double>& weights) : slots_(weights.size()) { build(weights, 32, slots_.data()); }
+
+void AliasTable::build(std::span<const double> weights, int keep_bits, Slot* out) {
   const std::size_t n = weights.size();
   double sum = 0;
   for (const double w : weights) sum += std::max(0.0, w);
@@ -111,13 +114,14 @@ AliasTable::AliasTable(const std::vector<double>& weights) : slots_(weights.size
   std::vector<std::uint32_t> small, large;
   for (std::size_t i = 0; i < n; ++i) {
     scaled[i] = std::max(0.0, weights[i]) * static_cast<double>(n) / sum;
-    slots_[i] = {UINT32_MAX, static_cast<std::uint32_t>(i)};
+    out[i] = {UINT32_MAX, static_cast<std::uint32_t>(i)};
     (scaled[i] < 1.0 ? small : large).push_back(static_cast<std::uint32_t>(i));
   }
+  const double top = std::ldexp(1.0, keep_bits) - 1;
   while (!small.empty() && !large.empty()) {
     const std::uint32_t s = small.back(), l = large.back();
     small.pop_back();
-    slots_[s] = {static_cast<std::uint32_t>(std::clamp(std::ldexp(scaled[s], 32), 0.0, 4294967295.0)), l};
+    out[s] = {static_cast<std::uint32_t>(std::clamp(std::ldexp(scaled[s], keep_bits), 0.0, top)), l};
     scaled[l] -= 1.0 - scaled[s];
     if (scaled[l] < 1.0) {
       large.pop_back();
@@ -127,7 +131,29 @@ AliasTable::AliasTable(const std::vector<double>& weights) : slots_(weights.size
   // What is left is 1 up to rounding: always kept.
 }
 
-void SparseCopySampler::draw(const std::vector<double>& popularity, const AliasTable& table, double copies,
+namespace {
+
+std::vector<double> group_weights(const std::vector<double>& weights) {
+  std::vector<double> out((weights.size() + GroupedAliasTable::kGroup - 1) / GroupedAliasTable::kGroup, 0.0);
+  for (std::size_t i = 0; i < weights.size(); ++i) out[i / GroupedAliasTable::kGroup] += std::max(0.0, weights[i]);
+  return out;
+}
+
+}  // namespace
+
+GroupedAliasTable::GroupedAliasTable(const std::vector<double>& weights)
+    : categories_(weights.size()), groups_(group_weights(weights)), members_(groups_.size() * kGroup) {
+  std::array<double, kGroup> member;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    member.fill(0.0);  // the last group's missing members: no weight, never drawn
+    for (std::size_t m = 0; m < kGroup && g * kGroup + m < weights.size(); ++m) member[m] = weights[g * kGroup + m];
+    // A group without weight is never drawn: its slots stay unbuilt.
+    if (std::any_of(member.begin(), member.end(), [](double w) { return w > 0; }))
+      AliasTable::build(member, kMemberKeepBits, members_.data() + g * kGroup);
+  }
+}
+
+void SparseCopySampler::draw(const std::vector<double>& popularity, const GroupedAliasTable& table, double copies,
                              SparseCopies& out) {
   out.clear();
   // A categorical draw (one 64-bit number and a table look-up) costs a fraction of a binomial by
@@ -135,29 +161,39 @@ void SparseCopySampler::draw(const std::vector<double>& popularity, const AliasT
   const double n = std::round(copies);
   const std::size_t categories = popularity.size();
   if (n >= 4.0 * static_cast<double>(categories)) return sparse_copies(sample_copies(popularity, copies, rng_), out);
-  if (count_.size() < categories) {
-    count_.resize(categories, 0);
-    drawn_.resize((categories + 63) / 64, 0);
-  }
+  const std::size_t groups = table.groups().size();
+  if (in_group_.size() < groups) in_group_.resize(groups, 0);
   const auto draws = static_cast<std::size_t>(n);
   FastBits bits = bits_;  // in registers: the counts' stores cannot alias it
-  std::uint32_t* count = count_.data();
-  std::uint64_t* drawn = drawn_.data();
-  for (std::size_t i = 0; i < draws; ++i) {
-    const std::uint32_t e = table.sample(bits);
-    ++count[e];
-    drawn[e >> 6] |= std::uint64_t{1} << (e & 63);
+  std::uint32_t* in_group = in_group_.data();
+  for (std::size_t i = 0; i < draws; ++i) ++in_group[table.groups().sample(bits)];
+  // Group by group, in order: each copy's member, read back in member order.
+  std::uint32_t* member = member_.data();
+  for (std::size_t g = 0; g < groups; ++g) {
+    const std::uint32_t k = in_group[g];
+    if (k == 0) continue;
+    in_group[g] = 0;
+    std::uint64_t drawn = 0;
+    std::uint32_t i = 0;
+    for (; i + 1 < k; i += 2) {  // two members per 64-bit number
+      const std::uint64_t r = bits.bits();
+      const std::uint32_t m1 = table.member(g, static_cast<std::uint32_t>(r)), m2 = table.member(g, static_cast<std::uint32_t>(r >> 32));
+      ++member[m1];
+      ++member[m2];
+      drawn |= (std::uint64_t{1} << m1) | (std::uint64_t{1} << m2);
+    }
+    if (i < k) {
+      const std::uint32_t m = table.member(g, static_cast<std::uint32_t>(bits.bits()));
+      ++member[m];
+      drawn |= std::uint64_t{1} << m;
+    }
+    for (; drawn; drawn &= drawn - 1) {
+      const auto m = static_cast<std::uint32_t>(std::countr_zero(drawn));
+      out.emplace_back(static_cast<std::uint32_t>(g * GroupedAliasTable::kGroup + m), static_cast<double>(member[m]));
+      member[m] = 0;
+    }
   }
   bits_ = bits;
-  // In category order, so that what the caller does per category walks its tables in order.
-  for (std::size_t w = 0; w < (categories + 63) / 64; ++w) {
-    for (std::uint64_t b = drawn[w]; b; b &= b - 1) {
-      const auto e = static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(b)));
-      out.emplace_back(e, static_cast<double>(count[e]));
-      count[e] = 0;
-    }
-    drawn[w] = 0;
-  }
 }
 
 void sparse_copies(const std::vector<double>& dense, SparseCopies& out) {

@@ -10,6 +10,7 @@
 #include "sim/network/max_min.hpp"
 #include "sim/scenario/scenario.hpp"
 #include "sim/simulation/simulation.hpp"
+#include "sim/workload/routing.hpp"
 
 using namespace moesim;
 
@@ -175,6 +176,22 @@ void BM_Seed004Iterations(benchmark::State& state, const char* placement) {
 }
 BENCHMARK_CAPTURE(BM_Seed004Iterations, adaptive, "adaptive")->Arg(200)->Arg(1000)->Unit(benchmark::kMillisecond)->Iterations(2);
 BENCHMARK_CAPTURE(BM_Seed004Iterations, flexmoe, "flexmoe")->Arg(1000)->Unit(benchmark::kMillisecond)->Iterations(2);
+
+// One source's sampled routing draw at 100,000 GPUs (issue 21): 8192 token copies (GPT-Medium,
+// sequence 512 × micro-batch 8 × top-2) over `experts` Zipf(0.6) experts, in category order.
+void BM_SparseCopyDraw(benchmark::State& state) {
+  const auto experts = static_cast<std::size_t>(state.range(0));
+  const std::vector<double> popularity = zipf_weights(experts, 0.6);
+  const workload::GroupedAliasTable table(popularity);
+  workload::SparseCopySampler sampler(2026);
+  workload::SparseCopies out;
+  for (auto _ : state) {
+    sampler.draw(popularity, table, 8192, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["copies/s"] = benchmark::Counter(8192.0 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SparseCopyDraw)->Arg(8000)->Arg(50000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

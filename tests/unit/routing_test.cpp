@@ -90,7 +90,7 @@ TEST(Routing, AliasDrawsFollowThePopularityInCategoryOrder) {
   // draw per copy), 4000 times. Each category's total is Binomial(60,000, p): within 5 standard
   // deviations of 60,000·p.
   const std::vector<double> p{0.5, 0.25, 0.125, 0.125};
-  const AliasTable table(p);
+  const GroupedAliasTable table(p);
   SparseCopySampler sampler(11);
   SparseCopies out;
   std::vector<double> sum(p.size(), 0.0);
@@ -116,4 +116,37 @@ TEST(Routing, AliasDrawsFollowThePopularityInCategoryOrder) {
   Rng rng(11);
   FastBits bits(rng);
   for (int i = 0; i < 10000; ++i) EXPECT_NE(skip.sample(bits), 1u);
+}
+
+TEST(Routing, GroupedDrawsFollowThePopularityAcrossGroups) {
+  // 200 categories: groups of 64 (0-63, 64-127, 128-191) and a last one of 8 (192-199), the
+  // second group without weight. Weights Zipf(1) over the others. 150 copies a draw (< 4 × 200:
+  // one group and one member draw per copy), 4000 draws: each category's total is Binomial(600,000,
+  // p): within 5 standard deviations; no copy in the weightless group or past the last category.
+  std::vector<double> p(200);
+  double sum = 0;
+  for (std::size_t e = 0; e < p.size(); ++e) sum += p[e] = e >= 64 && e < 128 ? 0.0 : 1.0 / static_cast<double>(e + 1);
+  for (double& x : p) x /= sum;
+  const GroupedAliasTable table(p);
+  EXPECT_EQ(table.groups().size(), 4u);
+  SparseCopySampler sampler(5);
+  SparseCopies out;
+  std::vector<double> total(p.size(), 0.0);
+  const double n = 150;
+  for (int round = 0; round < 4000; ++round) {
+    sampler.draw(p, table, n, out);
+    double copies = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (i > 0) {
+        EXPECT_LT(out[i - 1].first, out[i].first);
+      }
+      ASSERT_LT(out[i].first, p.size());
+      total[out[i].first] += out[i].second;
+      copies += out[i].second;
+    }
+    EXPECT_EQ(copies, n);
+  }
+  const double draws = 4000 * n;
+  for (std::size_t e = 0; e < p.size(); ++e)
+    EXPECT_NEAR(total[e], draws * p[e], 5 * std::sqrt(draws * p[e] * (1 - p[e])) + 1e-9) << e;
 }
