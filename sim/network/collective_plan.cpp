@@ -85,29 +85,47 @@ std::vector<std::vector<std::uint32_t>> local_groups(std::span<const std::uint32
 
 namespace {
 
-// Phase matrices of the 2-D all-to-all: g hands everything for local index i to its node peer of
-// index i, which forwards it to the GPUs of local index i in the other nodes.
-std::pair<TrafficMatrix, TrafficMatrix> hierarchical_matrices(const TrafficMatrix& t, std::span<const std::uint32_t> members,
-                                                              const std::vector<std::vector<std::uint32_t>>& groups) {
-  const std::uint32_t n = t.size();
+// Each rank's node and index in it (ranks are positions in `members`), and the rank at each.
+struct NodeIndex {
+  std::vector<std::uint32_t> node, local;
+  std::vector<std::vector<std::uint32_t>> rank_at;  // [node][local index]
+};
+NodeIndex node_index(std::span<const std::uint32_t> members, const std::vector<std::vector<std::uint32_t>>& groups) {
+  const auto n = static_cast<std::uint32_t>(members.size());
   const std::size_t k = groups.front().size();
-  std::map<std::uint32_t, std::uint32_t> rank_of_gpu;
+  std::unordered_map<std::uint32_t, std::uint32_t> rank_of_gpu;
   for (std::uint32_t r = 0; r < n; ++r) rank_of_gpu[members[r]] = r;
-  std::vector<std::uint32_t> node(n), local(n);
-  std::vector<std::vector<std::uint32_t>> rank_at(groups.size(), std::vector<std::uint32_t>(k));
+  NodeIndex out{std::vector<std::uint32_t>(n), std::vector<std::uint32_t>(n),
+                std::vector<std::vector<std::uint32_t>>(groups.size(), std::vector<std::uint32_t>(k))};
   for (std::size_t g = 0; g < groups.size(); ++g)
     for (std::size_t i = 0; i < k; ++i) {
       const std::uint32_t r = rank_of_gpu.at(groups[g][i]);
-      node[r] = static_cast<std::uint32_t>(g);
-      local[r] = static_cast<std::uint32_t>(i);
-      rank_at[g][i] = r;
+      out.node[r] = static_cast<std::uint32_t>(g);
+      out.local[r] = static_cast<std::uint32_t>(i);
+      out.rank_at[g][i] = r;
     }
+  return out;
+}
+
+// Phase matrices of the 2-D all-to-all: g hands everything for local index i to its node peer of
+// index i, which forwards it to the GPUs of local index i in the other nodes. Pair by pair where
+// the matrix is dense (or small); in tiered form from the tiers' sums above
+// network::kMaxDenseRanks (TrafficMatrix::relayed).
+std::pair<TrafficMatrix, TrafficMatrix> hierarchical_matrices(const TrafficMatrix& t, std::span<const std::uint32_t> members,
+                                                              const std::vector<std::vector<std::uint32_t>>& groups,
+                                                              const cluster::Topology& topo) {
+  const std::uint32_t n = t.size();
+  const NodeIndex at = node_index(members, groups);
+  if (t.is_tiered() || n > kMaxDenseRanks) {
+    const TrafficMatrix tiered = t.is_tiered() ? t : t.as_tiered(std::make_shared<RankTiers>(rank_tiers(topo, members)));
+    return tiered.relayed(at.node, at.local, at.rank_at);
+  }
   std::vector<double> p1(static_cast<std::size_t>(n) * n, 0.0), p2(static_cast<std::size_t>(n) * n, 0.0);
   for (std::uint32_t s = 0; s < n; ++s)
     for (std::uint32_t d = 0; d < n; ++d) {
       const double b = t.at(s, d);
       if (b == 0) continue;
-      const std::uint32_t relay = rank_at[node[s]][local[d]];
+      const std::uint32_t relay = at.rank_at[at.node[s]][at.local[d]];
       if (relay != s) p1[static_cast<std::size_t>(s) * n + relay] += b;
       if (relay != d) p2[static_cast<std::size_t>(relay) * n + d] += b;
     }
@@ -162,11 +180,7 @@ std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<c
         phases.push_back({op.kind, ExchangePhase{op.traffic}});
         return phases;
       }
-      if (count > kMaxDenseRanks)
-        throw InfeasibleError(fmt::format("hierarchical all-to-all is modelled for groups of up to {} GPUs (this one "
-                                          "has {}); use \"all_to_all\": \"direct\"",
-                                          kMaxDenseRanks, count));
-      auto [p1, p2] = hierarchical_matrices(*op.traffic, members, groups);
+      auto [p1, p2] = hierarchical_matrices(*op.traffic, members, groups, topo);
       phases.push_back(exchange(op.kind, std::move(p1)));
       phases.push_back(exchange(op.kind, std::move(p2)));
       return phases;

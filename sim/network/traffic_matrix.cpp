@@ -208,6 +208,135 @@ TrafficMatrix TrafficMatrix::transposed() const {
   return dense(n_, std::move(t));
 }
 
+TrafficMatrix TrafficMatrix::from_tiers(std::shared_ptr<const RankTiers> tiers, std::vector<double> out,
+                                        std::vector<double> in, std::uint64_t pairs) {
+  TrafficMatrix t;
+  t.n_ = tiers->ranks();
+  t.form_ = Form::Tiered;
+  t.tiers_ = std::move(tiers);
+  t.out_ = std::move(out);
+  t.in_ = std::move(in);
+  t.pairs_ = pairs;
+  t.index_tiers();
+  return t;
+}
+
+TrafficMatrix TrafficMatrix::as_tiered(std::shared_ptr<const RankTiers> tiers) const {
+  if (form_ == Form::Tiered) return *this;
+  if (tiers->ranks() != n_) invariant_failed("tiered form over tiers of another group size");
+  const int count = tiers->tiers();
+  if (form_ == Form::Dense) {
+    TieredBuilder b(tiers);
+    for (std::uint32_t s = 0; s < n_; ++s)
+      for (std::uint32_t d = 0; d < n_; ++d) b.add(s, d, dense_[static_cast<std::size_t>(s) * n_ + d]);
+    return std::move(b).build();
+  }
+  // Factored: s sends a[s]·q[d] to every d ≠ s; those it reaches across tier t are its parent's
+  // ranks outside its own worker: a[s]·(Q(parent) − Q(worker)), and d receives q[d]·(A(parent) −
+  // A(worker)) likewise.
+  std::vector<double> out(static_cast<std::size_t>(count) * n_, 0.0), in(out.size(), 0.0);
+  for (int t = 0; t < count; ++t) {
+    const auto& worker = tiers->worker[t];
+    const std::uint32_t parents = t == 0 ? 1 : tiers->workers[t - 1];
+    std::vector<double> a_w(tiers->workers[t], 0.0), q_w(a_w.size(), 0.0), a_p(parents, 0.0), q_p(parents, 0.0);
+    const auto parent = [&](std::uint32_t r) { return t == 0 ? 0u : tiers->worker[t - 1][r]; };
+    for (std::uint32_t r = 0; r < n_; ++r) {
+      a_w[worker[r]] += a_[r];
+      q_w[worker[r]] += q_[r];
+      a_p[parent(r)] += a_[r];
+      q_p[parent(r)] += q_[r];
+    }
+    for (std::uint32_t r = 0; r < n_; ++r) {
+      out[t * n_ + r] = a_[r] * std::max(0.0, q_p[parent(r)] - q_w[worker[r]]);
+      in[t * n_ + r] = q_[r] * std::max(0.0, a_p[parent(r)] - a_w[worker[r]]);
+    }
+  }
+  return from_tiers(std::move(tiers), std::move(out), std::move(in), pairs());
+}
+
+std::pair<TrafficMatrix, TrafficMatrix> TrafficMatrix::relayed(const std::vector<std::uint32_t>& node,
+                                                               const std::vector<std::uint32_t>& local,
+                                                               const std::vector<std::vector<std::uint32_t>>& rank_at) const {
+  if (form_ != Form::Tiered) invariant_failed("a relayed all-to-all of a matrix not in tiered form");
+  const int count = tiers_->tiers();
+  const std::size_t k = rank_at.front().size();
+  const auto parent = [&](int t, std::uint32_t r) { return t == 0 ? 0u : tiers_->worker[t - 1][r]; };
+  // Per tier: whether what a rank sends across it stays in its node (its parent lies inside one
+  // node), or leaves it (its worker holds the whole node). Anything else splits a node.
+  std::vector<char> inside(count, 1);
+  for (int t = 0; t < count; ++t) {
+    const std::uint32_t parents = t == 0 ? 1 : tiers_->workers[t - 1];
+    std::vector<std::uint32_t> node_of_parent(parents, UINT32_MAX), worker_of_node(rank_at.size(), UINT32_MAX);
+    bool holds_nodes = true;
+    for (std::uint32_t r = 0; r < n_; ++r) {
+      std::uint32_t& np = node_of_parent[parent(t, r)];
+      if (np == UINT32_MAX) np = node[r];
+      else if (np != node[r]) inside[t] = 0;
+      std::uint32_t& wn = worker_of_node[node[r]];
+      if (wn == UINT32_MAX) wn = tiers_->worker[t][r];
+      else if (wn != tiers_->worker[t][r]) holds_nodes = false;
+    }
+    if (!inside[t] && !holds_nodes)
+      throw InfeasibleError(fmt::format("a hierarchical all-to-all of {} GPUs over a cluster tier ({}) whose workers "
+                                        "split nodes; use \"all_to_all\": \"direct\"",
+                                        n_, t));
+  }
+  // What the ranks of local index i receive across tier t, per worker and per parent there; and
+  // how many of them receive anything.
+  std::vector<std::vector<double>> in_w(count), in_p(count);
+  std::vector<std::vector<std::uint32_t>> receivers_w(count), receivers_p(count);
+  for (int t = 0; t < count; ++t) {
+    const std::uint32_t parents = t == 0 ? 1 : tiers_->workers[t - 1];
+    in_w[t].assign(tiers_->workers[t] * k, 0.0);
+    in_p[t].assign(parents * k, 0.0);
+    receivers_w[t].assign(in_w[t].size(), 0);
+    receivers_p[t].assign(in_p[t].size(), 0);
+    for (std::uint32_t d = 0; d < n_; ++d) {
+      const double b = in_[t * n_ + d];
+      const std::size_t w = tiers_->worker[t][d] * k + local[d], p = parent(t, d) * k + local[d];
+      in_w[t][w] += b;
+      in_p[t][p] += b;
+      receivers_w[t][w] += b > 0;
+      receivers_p[t][p] += b > 0;
+    }
+  }
+  TieredBuilder first(tiers_);
+  std::vector<double> out2(out_.size(), 0.0), in2(in_.size(), 0.0), to_index(k);
+  for (std::uint32_t s = 0; s < n_; ++s) {
+    std::fill(to_index.begin(), to_index.end(), 0.0);
+    const std::vector<std::uint32_t>& peers = rank_at[node[s]];
+    for (int t = 0; t < count; ++t) {
+      const double o = out_[t * n_ + s];
+      const std::uint32_t w = tiers_->worker[t][s], p = parent(t, s);
+      const double reach = in_by_parent_[t][p] - in_by_worker_[t][w];
+      if (o <= 0 || reach <= 0) continue;
+      for (std::size_t i = 0; i < k; ++i) {
+        const double b = o * (in_p[t][p * k + i] - in_w[t][w * k + i]) / reach;
+        if (b <= 0) continue;
+        if (inside[t]) {
+          to_index[i] += b;  // to its node's rank of index i itself
+        } else {
+          if (i != local[s]) to_index[i] += b;  // to the peer of index i, which sends it on
+          out2[t * n_ + peers[i]] += b;
+        }
+      }
+    }
+    for (std::size_t i = 0; i < k; ++i) first.add(s, peers[i], to_index[i]);
+  }
+  // Phase 2 crosses the tiers that leave a node, each byte at the tier its source's did; a relay
+  // reaches the ranks of its own index there that receive anything.
+  std::uint64_t pairs2 = 0;
+  for (int t = 0; t < count; ++t) {
+    if (inside[t]) continue;
+    for (std::uint32_t r = 0; r < n_; ++r) {
+      in2[t * n_ + r] = in_[t * n_ + r];
+      if (out2[t * n_ + r] > 0)
+        pairs2 += receivers_p[t][parent(t, r) * k + local[r]] - receivers_w[t][tiers_->worker[t][r] * k + local[r]];
+    }
+  }
+  return {std::move(first).build(), from_tiers(tiers_, std::move(out2), std::move(in2), pairs2)};
+}
+
 TrafficMatrix TrafficMatrix::to_dense() const {
   if (form_ == Form::Dense) return *this;
   std::vector<double> t(static_cast<std::size_t>(n_) * n_);

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace moesim::network {
@@ -91,6 +92,22 @@ class TrafficMatrix {
   std::uint64_t pairs() const;             // ordered pairs s ≠ d with traffic
   TrafficMatrix transposed() const;        // the combine of a dispatch
   TrafficMatrix to_dense() const;
+  // The tiered form over `tiers` (the group's RankTiers): a tiered matrix as it is; a factored or
+  // dense one with every rank's bytes across every tier, and the pairs, exact.
+  TrafficMatrix as_tiered(std::shared_ptr<const RankTiers> tiers) const;
+
+  // The 2-D all-to-all of a tiered matrix: each rank hands what is bound for local index i of
+  // other nodes to its node peer of index i (phase 1, inside the node), which sends it on across
+  // nodes (phase 2); what is bound for its own node goes straight in phase 1. node[r], local[r]:
+  // rank r's node and index in it; rank_at[node][i] the inverse. Both phases in tiered form,
+  // built from the tiers' sums (no pair is listed): a source's bytes across a tier are split
+  // over the local indices in proportion to what each receives there (the form's one
+  // approximation, as in at()), so what leaves and enters every worker above the node, and every
+  // rank's phase-2 receipts, are exact. Throws InfeasibleError where a tier splits a node without
+  // lying inside one.
+  std::pair<TrafficMatrix, TrafficMatrix> relayed(const std::vector<std::uint32_t>& node,
+                                                  const std::vector<std::uint32_t>& local,
+                                                  const std::vector<std::vector<std::uint32_t>>& rank_at) const;
 
   // Per worker (ranks grouped by `worker_of_rank`, ids 0..workers-1): bytes leaving and entering it.
   void worker_loads(const std::vector<std::uint32_t>& worker_of_rank, std::uint32_t workers, std::vector<double>& out,
@@ -134,6 +151,8 @@ class TrafficMatrix {
   std::vector<std::vector<double>> in_by_worker_, in_by_parent_, out_by_worker_, out_by_parent_;
   std::uint64_t pairs_ = 0;
   void index_tiers();
+  static TrafficMatrix from_tiers(std::shared_ptr<const RankTiers> tiers, std::vector<double> out, std::vector<double> in,
+                                  std::uint64_t pairs);
 };
 
 using TrafficPtr = std::shared_ptr<const TrafficMatrix>;

@@ -111,3 +111,111 @@ TEST(TrafficMatrix, TieredPairsSplitWhatCrossesATierByWhatEachDestinationReceive
   EXPECT_DOUBLE_EQ(pair[0 * 2 + 1], 1000);
   EXPECT_DOUBLE_EQ(pair[1 * 2 + 0], 0);
 }
+
+namespace {
+
+// The 2-D all-to-all pair by pair (collective_plan's dense path) over twelve()'s racks as nodes:
+// node r/2, local index r%2.
+std::pair<TrafficMatrix, TrafficMatrix> relayed_by_pair(const TrafficMatrix& t) {
+  std::vector<double> p1(144, 0.0), p2(144, 0.0);
+  for (std::uint32_t s = 0; s < 12; ++s)
+    for (std::uint32_t d = 0; d < 12; ++d) {
+      const std::uint32_t relay = (s / 2) * 2 + d % 2;
+      if (relay != s) p1[s * 12 + relay] += t.at(s, d);
+      if (relay != d) p2[relay * 12 + d] += t.at(s, d);
+    }
+  return {TrafficMatrix::dense(12, p1), TrafficMatrix::dense(12, p2)};
+}
+
+struct Racks {
+  std::vector<std::uint32_t> node, local;
+  std::vector<std::vector<std::uint32_t>> rank_at;
+};
+Racks racks() {
+  Racks r;
+  for (std::uint32_t i = 0; i < 12; ++i) {
+    r.node.push_back(i / 2);
+    r.local.push_back(i % 2);
+  }
+  for (std::uint32_t g = 0; g < 6; ++g) r.rank_at.push_back({2 * g, 2 * g + 1});
+  return r;
+}
+
+}  // namespace
+
+TEST(TrafficMatrix, TieredRelayKeepsWhatLeavesAndEntersEveryWorkerAboveTheNode) {
+  // Random pairs: the tiered relay splits each source's bytes over local indices by what they
+  // receive (not by the pairs), so only what the form keeps exact is compared: per region and
+  // per rack (the node), what phase 2 sends out and takes in, what each rank receives in phase
+  // 2, and all bytes (each byte crosses the node boundary once, in phase 2, or stays inside it).
+  const Racks r = racks();
+  for (const std::uint64_t seed : {1u, 2u, 3u}) {
+    const Both m = random_pair(seed);
+    const auto [d1, d2] = relayed_by_pair(m.dense);
+    const auto [t1, t2] = m.tiered.relayed(r.node, r.local, r.rank_at);
+    ASSERT_TRUE(t1.is_tiered() && t2.is_tiered());
+    const auto tiers = twelve();
+    for (int t = 0; t < 2; ++t) {
+      std::vector<double> out_d, in_d, out_t, in_t;
+      d2.worker_loads(tiers->worker[t], tiers->workers[t], out_d, in_d);
+      t2.worker_loads(tiers->worker[t], tiers->workers[t], out_t, in_t);
+      for (std::uint32_t w = 0; w < tiers->workers[t]; ++w) {
+        EXPECT_NEAR(out_t[w], out_d[w], 1e-9 * m.dense.total()) << "tier " << t << " worker " << w;
+        EXPECT_NEAR(in_t[w], in_d[w], 1e-9 * m.dense.total()) << "tier " << t << " worker " << w;
+      }
+    }
+    for (std::uint32_t d = 0; d < 12; ++d) EXPECT_NEAR(t2.received(d), d2.received(d), 1e-9 * m.dense.total()) << d;
+    // What crosses racks in phase 2 is what crossed them at all; phase 1 stays inside racks.
+    std::vector<double> out, in;
+    t1.worker_loads(tiers->worker[1], 6, out, in);
+    for (const double x : out) EXPECT_EQ(x, 0.0);
+    EXPECT_NEAR(t2.total(), d2.total(), 1e-9 * m.dense.total());
+  }
+}
+
+TEST(TrafficMatrix, TieredRelayOfEvenTrafficIsThePairByPairRelay) {
+  // Every rank sends 100 B to every other: what a source sends across a tier is split evenly over
+  // the ranks it reaches, which is what the pairs do, so both phases equal the pair-by-pair ones
+  // on every rank, worker and pair count. Rank 0 hands rank 1 (its rack peer of index 1) what
+  // it has for the 5 index-1 ranks of other racks and for rank 1 itself: 600 B (phase 1); rank 1
+  // sends on to those 5 ranks 200 B each, rank 0's and its own: 1000 B (phase 2). (A single pair
+  // of phase 2, at(), is split over every rank of the tier, not only those of its index.)
+  const TrafficMatrix even = TrafficMatrix::uniform(12, 100);
+  const auto [d1, d2] = relayed_by_pair(even);
+  const auto [t1, t2] = even.as_tiered(twelve()).relayed(racks().node, racks().local, racks().rank_at);
+  for (std::uint32_t s = 0; s < 12; ++s) {
+    EXPECT_NEAR(t1.sent(s), d1.sent(s), 1e-9) << s;
+    EXPECT_NEAR(t1.received(s), d1.received(s), 1e-9) << s;
+    EXPECT_NEAR(t2.sent(s), d2.sent(s), 1e-9) << s;
+    EXPECT_NEAR(t2.received(s), d2.received(s), 1e-9) << s;
+  }
+  EXPECT_NEAR(t1.at(0, 1), 600, 1e-9);  // rank 0's bytes for the 5 other racks' index 1 and rank 1
+  EXPECT_NEAR(t2.sent(1), 1000, 1e-9);
+  EXPECT_EQ(t1.pairs(), d1.pairs());  // 12: each rank to its rack peer
+  EXPECT_EQ(t2.pairs(), d2.pairs());  // 12 × 5: each rank to the ranks of its index in other racks
+  EXPECT_EQ(t1.pairs(), 12u);
+  EXPECT_EQ(t2.pairs(), 60u);
+}
+
+TEST(TrafficMatrix, FactoredInTieredFormKeepsEveryRanksBytesAcrossEveryTier) {
+  // a = 1..12, q = r/78: the tiered form's per-rank loads on every tier are the dense matrix's.
+  std::vector<double> a, q;
+  for (std::uint32_t r = 0; r < 12; ++r) {
+    a.push_back(r + 1.0);
+    q.push_back(r / 66.0);  // Σ r = 66: rank 0 receives nothing
+  }
+  const TrafficMatrix f = TrafficMatrix::factored(a, q);
+  const TrafficMatrix t = f.as_tiered(twelve()), d = f.to_dense();
+  const auto tiers = twelve();
+  for (int tier = 0; tier < 3; ++tier) {
+    std::vector<double> out_d, in_d, out_t, in_t;
+    d.worker_loads(tiers->worker[tier], tiers->workers[tier], out_d, in_d);
+    t.worker_loads(tiers->worker[tier], tiers->workers[tier], out_t, in_t);
+    for (std::uint32_t w = 0; w < tiers->workers[tier]; ++w) {
+      EXPECT_NEAR(out_t[w], out_d[w], 1e-12) << tier << " " << w;
+      EXPECT_NEAR(in_t[w], in_d[w], 1e-12) << tier << " " << w;
+    }
+  }
+  EXPECT_EQ(t.pairs(), d.pairs());  // 12 senders × 11 receivers − 11 that are both: 121
+  EXPECT_EQ(t.pairs(), 121u);
+}
