@@ -73,15 +73,7 @@ void TrafficMatrix::TieredBuilder::absorb(TieredBuilder& part) {
 }
 
 TrafficMatrix TrafficMatrix::TieredBuilder::build() && {
-  TrafficMatrix t;
-  t.n_ = tiers_->ranks();
-  t.form_ = Form::Tiered;
-  t.tiers_ = std::move(tiers_);
-  t.out_ = std::move(out_);
-  t.in_ = std::move(in_);
-  t.pairs_ = pairs_;
-  t.index_tiers();
-  return t;
+  return from_tiers(std::move(tiers_), std::move(out_), std::move(in_), pairs_);
 }
 
 void TrafficMatrix::index_tiers() {

@@ -71,6 +71,17 @@ kill_rank_midway() {
   echo "rank $victim (pid $killed) killed at $(rows "$out/results.csv") CSV lines; mpirun exited $code"
 }
 
+# The sweep into out=$work/$1 under mpirun -np $2, rank $3 killed once the CSV holds 200 rows: what
+# is left is a prefix of the reference (rank 0 may have died inside a row: the resume drops it)
+# and short of it.
+killed_midway() {
+  out=$work/$1
+  rm -rf "$out"
+  kill_rank_midway "$2" "$out" 200 "$3"
+  prefix_of_reference "$out"
+  [ "$(rows "$out/results.csv")" -lt "$(rows "$ref/results.csv")" ] || fail "the sweep finished before rank $3 was killed"
+}
+
 case $mode in
   reference)
     rm -rf "$work"
@@ -85,23 +96,13 @@ case $mode in
     same_as_reference "$out"
     ;;
   kill-worker)
-    out=$work/kill-worker
-    rm -rf "$out"
-    total=$(rows "$ref/results.csv")
-    kill_rank_midway 3 "$out" 200 2
-    prefix_of_reference "$out"
-    kept=$(rows "$out/results.csv")
-    [ "$kept" -ge 200 ] && [ "$kept" -lt "$total" ] || fail "the CSV holds $kept of $total lines: not killed mid-way"
+    killed_midway kill-worker 3 2
+    [ "$(rows "$out/results.csv")" -ge 200 ] || fail "the CSV lost rows it held when rank 2 was killed"
     "${mpi[@]}" -np 2 "$moesim" sweep "$scenario" --out "$out" --jobs 1 || fail "the resume with -np 2 exited $?"
     same_as_reference "$out"
     ;;
   kill-lead)
-    out=$work/kill-lead
-    rm -rf "$out"
-    total=$(rows "$ref/results.csv")
-    kill_rank_midway 2 "$out" 200 0
-    prefix_of_reference "$out"  # rank 0 may have died inside a row: the resume drops it
-    [ "$(rows "$out/results.csv")" -lt "$total" ] || fail "the sweep finished before rank 0 was killed"
+    killed_midway kill-lead 2 0
     "$moesim" sweep "$scenario" --out "$out" --jobs 2 --quiet || fail "the resume without mpirun exited $?"
     same_as_reference "$out"
     ;;
