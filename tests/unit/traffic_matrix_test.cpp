@@ -141,6 +141,18 @@ Racks racks() {
   return r;
 }
 
+// What leaves and enters each of twelve()'s workers at `tier`: `got`'s within `tolerance` of `want`'s.
+void expect_worker_loads(const TrafficMatrix& got, const TrafficMatrix& want, int tier, double tolerance) {
+  const auto tiers = twelve();
+  std::vector<double> out_w, in_w, out_g, in_g;
+  want.worker_loads(tiers->worker[tier], tiers->workers[tier], out_w, in_w);
+  got.worker_loads(tiers->worker[tier], tiers->workers[tier], out_g, in_g);
+  for (std::uint32_t w = 0; w < tiers->workers[tier]; ++w) {
+    EXPECT_NEAR(out_g[w], out_w[w], tolerance) << "tier " << tier << " worker " << w;
+    EXPECT_NEAR(in_g[w], in_w[w], tolerance) << "tier " << tier << " worker " << w;
+  }
+}
+
 }  // namespace
 
 TEST(TrafficMatrix, TieredRelayKeepsWhatLeavesAndEntersEveryWorkerAboveTheNode) {
@@ -155,15 +167,7 @@ TEST(TrafficMatrix, TieredRelayKeepsWhatLeavesAndEntersEveryWorkerAboveTheNode) 
     const auto [t1, t2] = m.tiered.relayed(r.node, r.local, r.rank_at);
     ASSERT_TRUE(t1.is_tiered() && t2.is_tiered());
     const auto tiers = twelve();
-    for (int t = 0; t < 2; ++t) {
-      std::vector<double> out_d, in_d, out_t, in_t;
-      d2.worker_loads(tiers->worker[t], tiers->workers[t], out_d, in_d);
-      t2.worker_loads(tiers->worker[t], tiers->workers[t], out_t, in_t);
-      for (std::uint32_t w = 0; w < tiers->workers[t]; ++w) {
-        EXPECT_NEAR(out_t[w], out_d[w], 1e-9 * m.dense.total()) << "tier " << t << " worker " << w;
-        EXPECT_NEAR(in_t[w], in_d[w], 1e-9 * m.dense.total()) << "tier " << t << " worker " << w;
-      }
-    }
+    for (int t = 0; t < 2; ++t) expect_worker_loads(t2, d2, t, 1e-9 * m.dense.total());
     for (std::uint32_t d = 0; d < 12; ++d) EXPECT_NEAR(t2.received(d), d2.received(d), 1e-9 * m.dense.total()) << d;
     // What crosses racks in phase 2 is what crossed them at all; phase 1 stays inside racks.
     std::vector<double> out, in;
@@ -198,7 +202,7 @@ TEST(TrafficMatrix, TieredRelayOfEvenTrafficIsThePairByPairRelay) {
 }
 
 TEST(TrafficMatrix, FactoredInTieredFormKeepsEveryRanksBytesAcrossEveryTier) {
-  // a = 1..12, q = r/78: the tiered form's per-rank loads on every tier are the dense matrix's.
+  // a = 1..12, q = r/66: the tiered form's per-rank loads on every tier are the dense matrix's.
   std::vector<double> a, q;
   for (std::uint32_t r = 0; r < 12; ++r) {
     a.push_back(r + 1.0);
@@ -206,16 +210,7 @@ TEST(TrafficMatrix, FactoredInTieredFormKeepsEveryRanksBytesAcrossEveryTier) {
   }
   const TrafficMatrix f = TrafficMatrix::factored(a, q);
   const TrafficMatrix t = f.as_tiered(twelve()), d = f.to_dense();
-  const auto tiers = twelve();
-  for (int tier = 0; tier < 3; ++tier) {
-    std::vector<double> out_d, in_d, out_t, in_t;
-    d.worker_loads(tiers->worker[tier], tiers->workers[tier], out_d, in_d);
-    t.worker_loads(tiers->worker[tier], tiers->workers[tier], out_t, in_t);
-    for (std::uint32_t w = 0; w < tiers->workers[tier]; ++w) {
-      EXPECT_NEAR(out_t[w], out_d[w], 1e-12) << tier << " " << w;
-      EXPECT_NEAR(in_t[w], in_d[w], 1e-12) << tier << " " << w;
-    }
-  }
+  for (int tier = 0; tier < 3; ++tier) expect_worker_loads(t, d, tier, 1e-12);
   EXPECT_EQ(t.pairs(), d.pairs());  // 12 senders × 11 receivers − 11 that are both: 121
   EXPECT_EQ(t.pairs(), 121u);
 }
