@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -78,21 +79,75 @@ class SourceChunks {
 };
 
 // A replica table flattened (expert e's replicas at [first[e], first[e + 1])): the sampled
-// routing of large groups walks it once per (source, expert) drawn.
+// routing of large groups walks it once per (source, expert) drawn. `ordered`: the ranks never
+// decrease along it (EP's placement of consecutive experts per rank), so a source's copies, drawn
+// in expert order, meet each destination in one run. `single`: one replica per expert (expert e's
+// at index e).
 struct FlatReplicas {
   std::vector<std::uint32_t> first, rank;
   std::vector<double> share;
+  bool ordered = true, single = true;
   FlatReplicas() = default;
   explicit FlatReplicas(const parallel::ReplicaTable& table) {
     first.push_back(0);
     for (const auto& reps : table.of_expert) {
       for (const parallel::Replica& r : reps) {
+        ordered = ordered && (rank.empty() || rank.back() <= r.rank);
         rank.push_back(r.rank);
         share.push_back(r.share);
       }
       first.push_back(static_cast<std::uint32_t>(rank.size()));
+      single = single && first.back() == first.size() - 1;
     }
   }
+};
+
+// A replica's rank and its DC (the group's tier-0 worker), read together per copy.
+struct ReplicaPlace {
+  std::uint32_t rank, dc;
+};
+
+// How a tiered group's source sends what it keeps, per replica i (of FlatReplicas) and bytes:
+// pair by pair into the builder; or, where the replicas are ordered (`place` given), what
+// leaves the source's DC (its tier-0 worker) added up, its destinations counted as runs, and given
+// to the builder once (TieredBuilder::leave_coarsest), only what stays in the DC pair by pair
+// (bytes for the source itself into `own`). The bytes are the same sums; what it saves is a
+// scattered add per copy, the per-copy path at 100,000 GPUs. A local object per source, so its
+// sums stay in registers.
+class TieredSend {
+ public:
+  TieredSend(const FlatReplicas& flat, const ReplicaPlace* place, std::uint32_t src,
+             network::TrafficMatrix::TieredBuilder& builder, double* own)
+      : rank_(flat.rank.data()), place_(place), src_(src), builder_(builder), own_(own) {
+    if (place_) home_ = builder.tiers()->worker.front()[src];
+  }
+  void operator()(std::uint32_t i, double x) {
+    if (!place_) return builder_.add(src_, rank_[i], x);
+    const ReplicaPlace p = place_[i];
+    if (p.dc != home_) {
+      if (x <= 0) return;
+      leaving_ += x;
+      pairs_ += p.rank != last_;
+      last_ = p.rank;
+    } else if (p.rank == src_) {
+      own_[src_] += x;
+    } else {
+      builder_.add(src_, p.rank, x);
+    }
+  }
+  // Once the source's copies are all sent.
+  void finish() {
+    if (place_) builder_.leave_coarsest(src_, leaving_, pairs_);
+  }
+
+ private:
+  const std::uint32_t* rank_;
+  const ReplicaPlace* place_;
+  std::uint32_t src_, home_ = 0, last_ = UINT32_MAX;
+  network::TrafficMatrix::TieredBuilder& builder_;
+  double* own_;
+  double leaving_ = 0;
+  std::uint64_t pairs_ = 0;
 };
 
 // The experts of a group grouped by where they are placed: experts with the same replicas (ranks
@@ -439,33 +494,56 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
         auto [flat_it, flat_fresh] = flat_of_table.try_emplace(group.replicas.get());
         if (flat_fresh) flat_it->second = FlatReplicas(*group.replicas);
         const FlatReplicas& flat = flat_it->second;
-        // workload::apply_capacity over the experts one source drew: a cap of 0 is none; pooled,
-        // the source's cap on an expert is its admitted fraction of what it drew. Returns the
-        // copies it keeps and drops.
-        const auto keep_copies = [&](std::uint32_t src, const workload::SparseCopies& drew, const auto& send,
-                                     double* routed, double* kept_by_expert) {
-          double kept_all = 0, dropped = 0;
-          for (const auto& [e, c] : drew) {
-            routed[e] += c;
-            const double cap = lp.pooled_capacity ? c * admitted[e] : source_capacity[e];
-            const double kept = cap > 0 ? std::min(c, cap) : c;
-            dropped += c - kept;
-            kept_all += kept;
-            for (std::uint32_t i = flat.first[e]; i < flat.first[e + 1]; ++i)
-              send(src, flat.rank[i], kept * flat.share[i] * bytes_per_copy);
-            kept_by_expert[e] += kept;
-          }
-          return std::pair{kept_all, dropped};
+        // workload::apply_capacity over the experts one source drew, expert by expert: a cap of 0
+        // is none; pooled, the source's cap on an expert is its admitted fraction of what it drew.
+        // send(i, bytes) for each replica i (of FlatReplicas) of what it keeps, added to `kept`
+        // and `dropped`.
+        // (The per-copy path at scale: one capacity for all experts (no capacity shares) and one
+        // replica per expert read no per-expert table for them.)
+        const std::uint32_t* first = flat.first.data();
+        const double* share = flat.share.data();
+        const bool one_capacity = !lp.pooled_capacity && std::adjacent_find(source_capacity.begin(), source_capacity.end(),
+                                                                             std::not_equal_to<>()) == source_capacity.end();
+        const double* capacity_of = one_capacity ? nullptr : source_capacity.data();
+        const double capacity_all = one_capacity && !source_capacity.empty() ? source_capacity.front() : 0.0;
+        const bool single = flat.single;
+        struct Tally {
+          double kept = 0, dropped = 0;
+        };
+        const auto keep_copies = [&, first, share, capacity_of, capacity_all, single, bytes_per_copy](
+                                     std::uint32_t e, double c, auto& send, double* routed, double* kept_by_expert, Tally& tally) {
+          routed[e] += c;
+          const double cap = lp.pooled_capacity ? c * admitted[e] : capacity_of ? capacity_of[e] : capacity_all;
+          const double kept = cap > 0 ? std::min(c, cap) : c;
+          tally.dropped += c - kept;
+          tally.kept += kept;
+          if (single) send(e, kept * share[e] * bytes_per_copy);
+          else
+            for (std::uint32_t i = first[e]; i < first[e + 1]; ++i) send(i, kept * share[i] * bytes_per_copy);
+          kept_by_expert[e] += kept;
         };
         if (tiered) {
+          // Where the replicas are ordered, what a source sends out of its DC (its tier-0 worker)
+          // is added up per source, its distinct destinations counted as runs, and each rank's
+          // receipts from other DCs come from its experts' totals (TieredBuilder::leave_coarsest):
+          // only copies inside the DC, a few per source at scale, go pair by pair. The bytes are
+          // the same sums (exactly so for whole copies); what it saves is a scattered add per copy.
+          std::vector<ReplicaPlace> place;
+          std::vector<double> own(flat.ordered ? n : 0, 0.0);  // each source's bytes for itself
+          if (flat.ordered)
+            for (const std::uint32_t r : flat.rank) place.push_back({r, builder->tiers()->worker.front()[r]});
           source_chunks->run(
               source, m.experts,
               [&](std::uint32_t src, workload::SparseCopySampler& sampler, SourceChunks::Part& part) {
-                sampler.draw(popularity, *alias, copies, part.draw);
-                const auto send = [&](std::uint32_t s, std::uint32_t d, double x) { part.builder->add(s, d, x); };
-                const auto [kept, dropped] = keep_copies(src, part.draw, send, part.routed.data(), part.received.data());
-                part.kept += kept;
-                part.dropped += dropped;
+                TieredSend send(flat, flat.ordered ? place.data() : nullptr, src, *part.builder, own.data());
+                Tally tally;
+                double* routed = part.routed.data();
+                double* kept_by_expert = part.received.data();
+                sampler.each(popularity, *alias, copies,
+                             [&](std::uint32_t e, double c) { keep_copies(e, c, send, routed, kept_by_expert, tally); });
+                send.finish();
+                part.kept += tally.kept;
+                part.dropped += tally.dropped;
               },
               [&](SourceChunks::Part& part) {
                 builder->absorb(*part.builder);
@@ -477,14 +555,23 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
                 out.routed_copies += part.kept + part.dropped;
               },
               &*builder);
+          if (flat.ordered) {
+            std::vector<double> by_rank(n, 0.0);
+            for (int e = 0; e < m.experts; ++e)
+              for (std::uint32_t i = flat.first[e]; i < flat.first[e + 1]; ++i)
+                by_rank[flat.rank[i]] += received[e] * flat.share[i] * bytes_per_copy;
+            builder->enter_coarsest(by_rank, own);
+          }
         } else {
           for (std::uint32_t src = 0; src < n; ++src) {
             if (!source[src]) continue;
             if (lp.pooled_capacity) draw = std::move(drawn[src]);
             else workload::sparse_copies(workload::sample_copies(popularity, copies, rng), draw);
-            const auto [kept, dropped] = keep_copies(src, draw, dense_send, out.expert_routed.data(), received.data());
-            out.dropped_copies += dropped;
-            out.routed_copies += kept + dropped;
+            auto send = [&](std::uint32_t i, double x) { dense_send(src, flat.rank[i], x); };
+            Tally tally;
+            for (const auto& [e, c] : draw) keep_copies(e, c, send, out.expert_routed.data(), received.data(), tally);
+            out.dropped_copies += tally.dropped;
+            out.routed_copies += tally.kept + tally.dropped;
           }
         }
       } else {

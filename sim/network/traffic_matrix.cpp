@@ -1,5 +1,6 @@
 #include "sim/network/traffic_matrix.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -70,6 +71,18 @@ void TrafficMatrix::TieredBuilder::absorb(TieredBuilder& part) {
   pairs_ += part.pairs_;
   part.pairs_ = 0;
   part.current_ = UINT32_MAX;
+}
+
+void TrafficMatrix::TieredBuilder::enter_coarsest(const std::vector<double>& received, const std::vector<double>& own) {
+  if (received.size() != n_ || own.size() != n_) invariant_failed("tiered traffic: receipts of another group size");
+  const std::size_t tiers = worker_.size();
+  for (std::size_t d = 0; d < n_; ++d) {
+    double inside = own[d];
+    for (std::size_t t = 1; t < tiers; ++t) inside += in_[t * n_ + d];
+    // Integer copies of integer bytes (the usual case) subtract exactly; otherwise a rounding
+    // below zero is none.
+    in_[d] += std::max(0.0, received[d] - inside);
+  }
 }
 
 TrafficMatrix TrafficMatrix::TieredBuilder::build() && {

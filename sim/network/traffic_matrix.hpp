@@ -64,6 +64,19 @@ class TrafficMatrix {
         ++pairs_;
       }
     }
+    // For callers that add up what a source sends across the coarsest tier (tier 0) themselves,
+    // where listing each pair costs more than the sums: s sends `bytes` across it to `pairs`
+    // distinct ranks (none of those bytes passed to add()). Their receiving side comes from each
+    // rank's total once every source is in (enter_coarsest).
+    void leave_coarsest(std::uint32_t s, double bytes, std::uint64_t pairs) {
+      if (s != current_) next_source(s);
+      out_[s] += bytes;
+      pairs_ += pairs;
+    }
+    // The receiving side of leave_coarsest: `received[d]` is all that rank d receives, the bytes
+    // it keeps for itself (`own[d]`) included; what came across the coarsest tier is that less its
+    // own and what add() brought it from inside its tier-0 worker. Call it once, with every source in.
+    void enter_coarsest(const std::vector<double>& received, const std::vector<double>& own);
     // Adds what `part` holds (a builder over the same tiers, of other sources: a range of them
     // built on another thread) and empties it for reuse.
     void absorb(TieredBuilder& part);

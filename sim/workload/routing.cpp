@@ -156,44 +156,11 @@ GroupedAliasTable::GroupedAliasTable(const std::vector<double>& weights)
 void SparseCopySampler::draw(const std::vector<double>& popularity, const GroupedAliasTable& table, double copies,
                              SparseCopies& out) {
   out.clear();
-  // A categorical draw (one 64-bit number and a table look-up) costs a fraction of a binomial by
-  // inversion (a pow() and a walk of the pmf): up to 4 copies per category the draws are cheaper.
-  const double n = std::round(copies);
-  const std::size_t categories = popularity.size();
-  if (n >= 4.0 * static_cast<double>(categories)) return sparse_copies(sample_copies(popularity, copies, rng_), out);
-  const std::size_t groups = table.groups().size();
-  if (in_group_.size() < groups) in_group_.resize(groups, 0);
-  const auto draws = static_cast<std::size_t>(n);
-  FastBits bits = bits_;  // in registers: the counts' stores cannot alias it
-  std::uint32_t* in_group = in_group_.data();
-  for (std::size_t i = 0; i < draws; ++i) ++in_group[table.groups().sample(bits)];
-  // Group by group, in order: each copy's member, read back in member order.
-  std::uint32_t* member = member_.data();
-  for (std::size_t g = 0; g < groups; ++g) {
-    const std::uint32_t k = in_group[g];
-    if (k == 0) continue;
-    in_group[g] = 0;
-    std::uint64_t drawn = 0;
-    std::uint32_t i = 0;
-    for (; i + 1 < k; i += 2) {  // two members per 64-bit number
-      const std::uint64_t r = bits.bits();
-      const std::uint32_t m1 = table.member(g, static_cast<std::uint32_t>(r)), m2 = table.member(g, static_cast<std::uint32_t>(r >> 32));
-      ++member[m1];
-      ++member[m2];
-      drawn |= (std::uint64_t{1} << m1) | (std::uint64_t{1} << m2);
-    }
-    if (i < k) {
-      const std::uint32_t m = table.member(g, static_cast<std::uint32_t>(bits.bits()));
-      ++member[m];
-      drawn |= std::uint64_t{1} << m;
-    }
-    for (; drawn; drawn &= drawn - 1) {
-      const auto m = static_cast<std::uint32_t>(std::countr_zero(drawn));
-      out.emplace_back(static_cast<std::uint32_t>(g * GroupedAliasTable::kGroup + m), static_cast<double>(member[m]));
-      member[m] = 0;
-    }
-  }
-  bits_ = bits;
+  each(popularity, table, copies, [&out](std::uint32_t e, double c) { out.emplace_back(e, c); });
+}
+
+void SparseCopySampler::dense(const std::vector<double>& popularity, double copies, SparseCopies& out) {
+  sparse_copies(sample_copies(popularity, copies, rng_), out);
 }
 
 void sparse_copies(const std::vector<double>& dense, SparseCopies& out) {

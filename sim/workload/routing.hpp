@@ -8,6 +8,8 @@
 #pragma once
 
 #include <array>
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -158,13 +160,67 @@ class SparseCopySampler {
   explicit SparseCopySampler(std::uint64_t seed) : rng_(seed), bits_(rng_) {}
   // `copies` over `popularity` (whose table is `table`) into `out`, in category order.
   void draw(const std::vector<double>& popularity, const GroupedAliasTable& table, double copies, SparseCopies& out);
+  // The same draw, visit(category, copies) for each category with copies, in order, as it is
+  // drawn: callers that route each category at once skip writing the draw out and reading it back.
+  template <typename Visit>
+  void each(const std::vector<double>& popularity, const GroupedAliasTable& table, double copies, Visit&& visit);
 
  private:
+  // What `each` draws past 4 copies per category: sample_copies.
+  void dense(const std::vector<double>& popularity, double copies, SparseCopies& out);
   Rng rng_;
   FastBits bits_;
   std::vector<std::uint32_t> in_group_;                            // copies per group, zero between draws
   std::array<std::uint32_t, GroupedAliasTable::kGroup> member_{};  // copies per member, zero between groups
 };
+
+template <typename Visit>
+void SparseCopySampler::each(const std::vector<double>& popularity, const GroupedAliasTable& table, double copies,
+                             Visit&& visit) {
+  // A categorical draw (one 64-bit number and a table look-up) costs a fraction of a binomial by
+  // inversion (a pow() and a walk of the pmf): up to 4 copies per category the draws are cheaper.
+  const double n = std::round(copies);
+  if (n >= 4.0 * static_cast<double>(popularity.size())) {
+    SparseCopies all;
+    dense(popularity, copies, all);
+    for (const auto& [e, c] : all) visit(e, c);
+    return;
+  }
+  const std::size_t groups = table.groups().size();
+  if (in_group_.size() < groups) in_group_.resize(groups, 0);
+  const auto draws = static_cast<std::size_t>(n);
+  FastBits bits = bits_;  // in registers: the counts' stores cannot alias it
+  std::uint32_t* in_group = in_group_.data();
+  for (std::size_t i = 0; i < draws; ++i) ++in_group[table.groups().sample(bits)];
+  // Group by group, in order: each copy's member, read back in member order.
+  std::uint32_t* member = member_.data();
+  for (std::size_t g = 0; g < groups; ++g) {
+    const std::uint32_t k = in_group[g];
+    if (k == 0) continue;
+    in_group[g] = 0;
+    std::uint64_t drawn = 0;
+    std::uint32_t i = 0;
+    for (; i + 1 < k; i += 2) {  // two members per 64-bit number
+      const std::uint64_t r = bits.bits();
+      const std::uint32_t m1 = table.member(g, static_cast<std::uint32_t>(r)),
+                          m2 = table.member(g, static_cast<std::uint32_t>(r >> 32));
+      ++member[m1];
+      ++member[m2];
+      drawn |= (std::uint64_t{1} << m1) | (std::uint64_t{1} << m2);
+    }
+    if (i < k) {
+      const std::uint32_t m = table.member(g, static_cast<std::uint32_t>(bits.bits()));
+      ++member[m];
+      drawn |= std::uint64_t{1} << m;
+    }
+    for (; drawn; drawn &= drawn - 1) {
+      const auto m = static_cast<std::uint32_t>(std::countr_zero(drawn));
+      visit(static_cast<std::uint32_t>(g * GroupedAliasTable::kGroup + m), static_cast<double>(member[m]));
+      member[m] = 0;
+    }
+  }
+  bits_ = bits;
+}
 
 // Capacity applied to one source's copies per expert (0: unlimited), one for all or per expert.
 DispatchPlan apply_capacity(std::vector<double> copies_per_expert, double capacity);

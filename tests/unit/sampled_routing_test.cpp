@@ -104,6 +104,36 @@ TEST(SampledRouting, LargeGroupLoadsEveryLinkAsItsCopiesDo) {
   EXPECT_DOUBLE_EQ(rt.combine[0]->total(), t.total());
 }
 
+TEST(SampledRouting, EveryGpuOfALargeGroupReceivesWhatItsExpertKeptInAnyPlacement) {
+  // The tiered dispatch of 257 DCs with experts placed in rank order (a source's copies leaving
+  // its DC added up per source, each GPU's receipts from other DCs taken from its expert's total)
+  // and in reverse (every copy pair by pair): the same draws, so the same drops, and in both every
+  // GPU receives what its expert kept (512 B a copy) less the one copy at most that its own source
+  // kept for it (capacity 1 per source and expert).
+  const test::RoutingBench r(cut(257));
+  const std::uint32_t n = 257 * 8;
+  auto reversed = std::make_shared<parallel::ReplicaTable>();
+  for (std::uint32_t e = 0; e < n; ++e) reversed->of_expert.push_back({{n - 1 - e, 1.0}});
+  double dropped = -1;
+  for (const auto& table : {parallel::ReplicaTable::contiguous(static_cast<int>(n), static_cast<int>(n)),
+                            std::shared_ptr<const parallel::ReplicaTable>(reversed)}) {
+    parallel::MoeLayerPlan lp;
+    lp.dispatch = {{test::iota(n), table}};
+    lp.expert_ffn_hidden = 512;
+    lp.gate_tokens = lp.combine_tokens = 64;
+    const auto rt = r.route(lp);
+    const auto& t = *rt.dispatch[0];
+    ASSERT_TRUE(t.is_tiered());
+    if (dropped >= 0) EXPECT_EQ(rt.dropped_copies, dropped);
+    dropped = rt.dropped_copies;
+    for (std::uint32_t e = 0; e < n; ++e) {
+      const std::uint32_t g = table->of_expert[e].front().rank;
+      EXPECT_LE(t.received(g), rt.expert_tokens[e] * 512) << "GPU " << g;
+      EXPECT_GE(t.received(g), (rt.expert_tokens[e] - 1) * 512) << "GPU " << g;
+    }
+  }
+}
+
 TEST(SampledRouting, TieredDrawsAreTheSameBytesOnAnyNumberOfThreads) {
   // A tiered group's sources are drawn in 64 chunks of their own seeds and merged in chunk order:
   // 1, 2 and 3 threads give bit-identical results, under per-source capacity, pooled capacity

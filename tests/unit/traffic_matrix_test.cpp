@@ -30,6 +30,7 @@ std::shared_ptr<RankTiers> twelve() {
 // Random bytes between ranks (a third of the pairs empty), and both forms of them.
 struct Both {
   TrafficMatrix dense, tiered;
+  std::vector<double> bytes;  // row-major 12 × 12
 };
 Both random_pair(std::uint64_t seed) {
   Rng rng(seed);
@@ -42,7 +43,7 @@ Both random_pair(std::uint64_t seed) {
       b.add(s, d, bytes[s * 12 + d] / 2);  // the same destination twice
       b.add(s, d, bytes[s * 12 + d] / 2);
     }
-  return {TrafficMatrix::dense(12, bytes), std::move(b).build()};
+  return {TrafficMatrix::dense(12, bytes), std::move(b).build(), bytes};
 }
 
 }  // namespace
@@ -154,6 +155,44 @@ void expect_worker_loads(const TrafficMatrix& got, const TrafficMatrix& want, in
 }
 
 }  // namespace
+
+TEST(TrafficMatrix, SumsAcrossTheCoarsestTierGiveThePairByPairTieredForm) {
+  // Sampled routing at scale adds up what each source sends out of its region (tier 0) and
+  // counts its destinations there, and takes each rank's receipts from other regions from its
+  // total less what it receives inside its region (its own bytes included): the same tiered form,
+  // every worker's load at every tier, every rank's bytes and the pairs, as adding pair by pair.
+  // Whole bytes: the sums and the difference are exact.
+  for (const std::uint64_t seed : {1u, 2u, 3u}) {
+    const Both m = random_pair(seed);
+    const auto tiers = twelve();
+    TrafficMatrix::TieredBuilder b(tiers);
+    std::vector<double> received(12, 0.0), own(12, 0.0);
+    for (std::uint32_t s = 0; s < 12; ++s) {
+      double leaving = 0;
+      std::uint64_t pairs = 0;
+      for (std::uint32_t d = 0; d < 12; ++d) {
+        const double x = m.bytes[s * 12 + d];
+        received[d] += x;
+        if (tiers->worker[0][d] == tiers->worker[0][s]) {
+          if (s == d) own[d] += x;
+          else b.add(s, d, x);
+        } else if (x > 0) {
+          leaving += x;
+          ++pairs;
+        }
+      }
+      b.leave_coarsest(s, leaving, pairs);
+    }
+    b.enter_coarsest(received, own);
+    const TrafficMatrix t = std::move(b).build();
+    for (int tier = 0; tier < 3; ++tier) expect_worker_loads(t, m.tiered, tier, 0.0);
+    for (std::uint32_t r = 0; r < 12; ++r) {
+      EXPECT_EQ(t.sent(r), m.dense.sent(r));
+      EXPECT_EQ(t.received(r), m.dense.received(r));
+    }
+    EXPECT_EQ(t.pairs(), m.dense.pairs());
+  }
+}
 
 TEST(TrafficMatrix, TieredRelayKeepsWhatLeavesAndEntersEveryWorkerAboveTheNode) {
   // Random pairs: the tiered relay splits each source's bytes over local indices by what they
