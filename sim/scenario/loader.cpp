@@ -550,6 +550,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   }
   s.routing.zipf_exponent = r.at("zipf_exponent").get<double>();
   s.routing.resample_each_iteration = r.at("resample_each_iteration").get<bool>();
+  s.routing.repeat_microbatches = r.at("repeat_microbatches").get<bool>();
   const std::string sampling = r.at("sampling").get<std::string>();
   s.routing.sampling = sampling == "sampled"    ? workload::RoutingSampling::Sampled
                        : sampling == "expected" ? workload::RoutingSampling::Expected

@@ -248,6 +248,9 @@ NodePtr scenario_schema() {
       optional("sampling", enumeration({"sampled", "expected", "auto"}), "sampled",
                "per-source multinomial draws at every scale (sampled), or every source sending its expected "
                "shares (expected); auto is sampled (older scenarios)"),
+      optional("repeat_microbatches", boolean(), false,
+               "every microbatch of an iteration routes as its first does (sampled: one draw and one matrix per "
+               "layer, reused; the routing cost grows with layers, not microbatches)"),
   });
   static const NodePtr network = object({
       optional("model", enumeration({"flow", "analytic"}), "flow",

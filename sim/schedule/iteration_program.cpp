@@ -87,6 +87,7 @@ class Writer {
   std::map<int, Frontier> prefetched_;  // FSDP: the next layer's all-gather, issued with the current layer
   std::vector<Frontier> front_;                            // per microbatch
   std::map<std::pair<int, int>, blocks::LayerRouting> routing_;  // (microbatch, layer), forward to backward
+  std::map<int, blocks::LayerRouting> repeated_;  // per layer: its first routing, where microbatches repeat it
   std::vector<Frontier> attention_done_, experts_done_;
   Frontier end_;  // each GPU's frontier after its last backward
   blocks::GradientSync sync_;
@@ -186,8 +187,18 @@ void Writer::run(const WorkItem& item) {
       fsdp_gather(Phase::Forward, l, mb, f);
       const blocks::LayerRouting* rt = nullptr;
       if (moe) {
-        // The routing is drawn here and kept for the backward (and a recomputation).
-        const blocks::LayerRouting& r = routing_[{mb, l}] = blocks::route_layer(em_.ctx, plan_, *moe, em_.iteration, l, mb);
+        // The routing is drawn here and kept for the backward (and a recomputation); where the
+        // scenario repeats it over microbatches, the layer's first routing is drawn once and its
+        // matrices shared.
+        blocks::LayerRouting drawn;
+        if (em_.ctx.routing.config().repeat_microbatches) {
+          auto [first, fresh] = repeated_.try_emplace(l);
+          if (fresh) first->second = blocks::route_layer(em_.ctx, plan_, *moe, em_.iteration, l, mb);
+          drawn = first->second;
+        } else {
+          drawn = blocks::route_layer(em_.ctx, plan_, *moe, em_.iteration, l, mb);
+        }
+        const blocks::LayerRouting& r = routing_[{mb, l}] = std::move(drawn);
         outcome_.routed_copies += r.routed_copies;
         outcome_.dropped_copies += r.dropped_copies;
         for (auto [into, from] : {std::pair{&outcome_.expert_tokens[l], &r.expert_tokens},

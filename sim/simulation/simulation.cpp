@@ -160,7 +160,8 @@ double Simulation::plan_routing_memory() const {
   // matrix of doubles for the dispatch and its transpose for the combine, per MoE layer and
   // microbatch, or above network::kMaxDenseRanks a tiered one (out and in per rank and tier, each
   // matrix with its transpose); all are written with their iteration and live until its
-  // collectives retire. Expected routing shares one factored matrix (2n doubles): negligible.
+  // collectives retire (one set per iteration where the microbatches repeat the first's routing).
+  // Expected routing shares one factored matrix (2n doubles): negligible.
   const auto ctx = context();
   if (!ctx.routing.sampled()) return 0;
   parallel::RunState state;
@@ -175,7 +176,8 @@ double Simulation::plan_routing_memory() const {
                             : 2 * n * n * sizeof(double);
     }
   }
-  return per_microbatch * scenario_.training.microbatches * std::min(2, scenario_.training.iterations);
+  const int drawn = scenario_.routing.repeat_microbatches ? 1 : scenario_.training.microbatches;
+  return per_microbatch * drawn * std::min(2, scenario_.training.iterations);
 }
 
 void Simulation::check() {

@@ -39,6 +39,9 @@ struct RoutingConfig {
   RoutingKind kind = RoutingKind::Uniform;
   double zipf_exponent = 1.0;
   bool resample_each_iteration = true;
+  // Every microbatch of an iteration routes as its first does: the writer draws each layer once per
+  // iteration and reuses its matrices (schedule/iteration_program.cpp).
+  bool repeat_microbatches = false;
   RoutingSampling sampling = RoutingSampling::Auto;
   PopularityProcessParams process;                // kind Process
   std::shared_ptr<const PopularityTable> trace;   // kind Trace: read by the scenario loader
