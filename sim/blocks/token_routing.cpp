@@ -112,8 +112,7 @@ struct ReplicaPlace {
 // leaves the source's DC (its tier-0 worker) added up, its destinations counted as runs, and given
 // to the builder once (TieredBuilder::leave_coarsest), only what stays in the DC pair by pair
 // (bytes for the source itself into `own`). The bytes are the same sums; what it saves is a
-// scattered add per copy, the per-copy path at 100,000 GPUs. A local object per source, so its
-// sums stay in registers.
+// scattered add per copy, the per-copy path at 100,000 GPUs. One object per source.
 class TieredSend {
  public:
   TieredSend(const FlatReplicas& flat, const ReplicaPlace* place, std::uint32_t src,
