@@ -79,7 +79,7 @@ class ProgressReporter {
   Progress progress_;
 };
 
-// Host bytes per task of the tasks_per_iteration() bound held at once: the 64-byte record, its
+// Host bytes per task of the program_per_iteration() bound held at once: the 64-byte record, its
 // dependency edges (8 B each), its share of the collectives' member lists and ops and of the
 // results recorders' pending intervals. Fitted to the peak RSS (less the process's resident
 // bytes before the run, about 16 MiB) of the six shipped scenarios whose task program is above
@@ -146,7 +146,7 @@ Time Simulation::time_collective(network::CollectiveOp op, const std::vector<std
 double Simulation::host_memory_estimate() const {
   // The run loop writes iteration i + 1 when iteration i starts, and the engine retires what has
   // finished: two iterations of tasks at once, however many iterations run.
-  const double per_iteration = static_cast<double>(strategy_->tasks_per_iteration(context()));
+  const double per_iteration = strategy_->program_per_iteration(context()).tasks;
   return per_iteration * std::min(2, scenario_.training.iterations) * kBytesPerLiveTask + routing_memory_estimate();
 }
 
@@ -237,7 +237,7 @@ void Simulation::check() {
         routing > 0.5 * need ? "use \"routing\": {\"sampling\": \"expected\"}, fewer microbatches or layers, or smaller "
                                "all-to-all groups"
                              : "simulate fewer microbatches or layers, or a smaller cluster"));
-  const double tasks = static_cast<double>(strategy_->tasks_per_iteration(ctx)) * scenario_.training.iterations;
+  const double tasks = strategy_->program_per_iteration(ctx).tasks * scenario_.training.iterations;
   if (tasks >= 4.0e9)
     throw InfeasibleError(fmt::format("{}: the run has about {:.3g} tasks, more than the 4.29e9 one simulation holds; "
                                       "simulate fewer iterations",

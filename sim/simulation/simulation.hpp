@@ -80,6 +80,8 @@ class Simulation {
   double host_memory_estimate() const;  // what the run allocates: its task program and routing
 
   double routing_memory_estimate() const;  // the routing matrices' share
+  // What the strategy says one iteration writes into the engine (a bound).
+  strategies::ProgramSize program_per_iteration() const { return strategy_->program_per_iteration(context()); }
 
  private:
   strategies::StrategyContext context() const;
