@@ -1,7 +1,8 @@
-// The host-memory estimate: the sizes it is made of.
+// The host-memory estimate (simulation/memory_estimate.hpp) and the sizes it is made of.
 #include <filesystem>
 #include <gtest/gtest.h>
 
+#include "sim/core/huge_pages.hpp"
 #include "sim/engine/block_queue.hpp"
 #include "sim/network/flow_links.hpp"
 #include "sim/network/max_min.hpp"
@@ -64,6 +65,35 @@ TEST(MemoryEstimate, RunStateIsPerGpuStreamAndHost) {
   EXPECT_DOUBLE_EQ(report::Results::memory_estimate(16, 2), 16 * (144.0 + 48 + 2 + 8) + 2 * 8);
 }
 
+TEST(MemoryEstimate, QuickstartTermByTerm) {
+  // ep on 16 GPUs, 2 iterations of 2 microbatches, 12 MoE layers, pipelining degree 2. Per GPU
+  // and microbatch (ep_strategy.cpp) 220 tasks, of them 12·2·2·2 = 96 members of all-to-alls over
+  // the 16; per iteration 18 more, 14 of them members of all-reduces over the 16 (12 layers' dense
+  // gradients, the 2 vocabulary ends'): 7328 tasks, 3296 members, 206 collectives per iteration.
+  // Both iterations held: 14656 tasks in 4 blocks, the first and 3 from a chunk (whole on huge
+  // pages: 262144 + 2097152 B, else 4·262144); 6592 members (26368 B), 412 collectives (16480 B)
+  // and 13184 edges (105472 B), each within its first block; 412 ops of 520/7 B.
+  simulation::Simulation sim(test::scenario_from(test::repository_file("scenarios/quickstart.json")));
+  const strategies::ProgramSize size = sim.program_per_iteration();
+  EXPECT_DOUBLE_EQ(size.tasks, 7328.0);
+  EXPECT_DOUBLE_EQ(size.members, 3296.0);
+  EXPECT_DOUBLE_EQ(size.collectives, 206.0);
+  const simulation::MemoryEstimate& e = sim.memory_estimate();
+  const double tasks = transparent_huge_pages() ? 262144.0 + 2097152 : 4 * 262144.0;
+  EXPECT_DOUBLE_EQ(e.program, tasks + 26368 + 16480 + 105472 + 412 * 520.0 / 7);
+  // Sampled routing: per MoE layer and microbatch a 16 × 16 matrix of doubles and its transpose,
+  // 4096 B, × 12 layers × 2 microbatches × 2 iterations.
+  EXPECT_DOUBLE_EQ(e.routing, 196608.0);
+  // The run state: the engine's (4 streams: compute, dispatch, combine, gradients; no hosts
+  // described), metrics of 14656 / 16 tasks per GPU, results, the flow model's.
+  const cluster::Topology& t = sim.topology();
+  EXPECT_FALSE(t.hosts());
+  EXPECT_DOUBLE_EQ(e.state, engine::Engine::state_bytes(16, 4, 0, 7328) + report::MetricsRecorder::memory_estimate(16, 916) +
+                                report::Results::memory_estimate(16, 0) + network::FlowExecutor::memory_estimate(t));
+  EXPECT_DOUBLE_EQ(e.alternatives, 0.0);
+  EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), e.program + e.routing + e.state);
+}
+
 TEST(MemoryEstimate, FlowModelStateIsPerLinkAndPerGpu) {
   // kSmallEp's 4 GPUs on one switch: 2 port links per GPU and 2 PCIe links per GPU, 16 links.
   // Per link the executor's 5 tables (40 B), the demands' scratch (8 B), the solver's state (61 B)
@@ -75,6 +105,25 @@ TEST(MemoryEstimate, FlowModelStateIsPerLinkAndPerGpu) {
   EXPECT_DOUBLE_EQ(network::FlowExecutor::memory_estimate(t), 16 * (40.0 + 8 + 61) + 16 * 12 + 4 * 4 * 20);
 }
 
+TEST(MemoryEstimate, AlternativesRunWhileTheMainRunIsHeld) {
+  // parm-table5-a's "auto" also runs S1 and S2 (Strategy::alternatives), one after the other, the
+  // main run's memory held: the larger of their runs is added.
+  auto doc = schema::Json::parse(test::repository_file("scenarios/parm-table5-a.json"));
+  doc.erase("sweep");
+  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  double largest = 0;
+  for (const char* schedule : {"s1", "s2"}) {
+    doc["strategy"]["schedule"] = schedule;
+    simulation::Simulation alt(test::scenario_from(doc.dump()));
+    EXPECT_DOUBLE_EQ(alt.memory_estimate().alternatives, 0.0);
+    largest = std::max(largest, alt.memory_estimate().run());
+  }
+  EXPECT_GT(largest, 0.0);
+  EXPECT_DOUBLE_EQ(sim.memory_estimate().alternatives, largest);
+}
+
+// What a run writes against what its strategy's program_per_iteration says one iteration writes
+// (× the iterations): a bound, and not far above.
 TEST(MemoryEstimate, ProgramSizeBoundsWhatTheRunWrites) {
   const struct {
     const char* path;
