@@ -221,11 +221,7 @@ int cmd_validate(const Common& c) {
   scenario::Loader loader(c.data);
   const sweep::Validation v = sweep::validate(loader, loader.read_json(c.scenario), c.scenario.string());
   print_warnings(v.warnings);
-  const std::string run = v.routing_bytes > 0 ? fmt::format("run memory about {} (task program {}, sampled routing {})",
-                                                             format_bytes(v.host_bytes),
-                                                             format_bytes(v.host_bytes - v.routing_bytes),
-                                                             format_bytes(v.routing_bytes))
-                                               : fmt::format("task program about {}", format_bytes(v.host_bytes));
+  const std::string run = fmt::format("run memory about {} ({})", format_bytes(v.host_bytes), v.host_terms);
   // The peak a run reaches: what this process holds already (binary, libraries, data) and the run's.
   const std::string host = fmt::format("{}; peak memory about {} with the {} moesim holds", run,
                                        format_bytes(v.host_bytes + v.resident_bytes), format_bytes(v.resident_bytes));

@@ -13,6 +13,8 @@
 // goes; its blocks are reused, so a long run's memory stays that of the blocks it holds at once.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -60,6 +62,19 @@ class BlockQueue {
   void pop_front() {
     ++front_;
     if ((front_ & (kBlock - 1)) == 0 || front_ == end_) release();
+  }
+
+  // Resident bytes of a queue holding at most `live` records at once of the `written` it is given
+  // in all, for the host-memory estimate. Up to a block: the records written, on small pages.
+  // Beyond: the first block, and every further block held at once from the 2 MiB chunks (live
+  // records straddle one block more once the front retires: written > live), whole chunks where
+  // they get huge pages, else the blocks touched.
+  static double resident_bytes(double live, double written, bool huge_pages) {
+    if (written <= static_cast<double>(kBlock)) return written * sizeof(T);
+    const double blocks = std::max(2.0, std::ceil(live / kBlock) + (written > live ? 1 : 0));
+    const double carved = blocks - 1;  // blocks from the chunks
+    const double chunks = std::ceil(carved / kPerChunk);
+    return static_cast<double>(kBytes) + (huge_pages ? chunks * kChunkBytes : carved * kBytes);
   }
 
  private:

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
+#include "sim/core/heap.hpp"
 
 namespace moesim::engine {
 
@@ -39,6 +40,27 @@ void Engine::set_hosts(std::vector<std::uint32_t> host_of_gpu) {
 }
 
 Engine::Engine(std::uint32_t gpus, std::uint8_t streams) : Engine(gpus, default_streams(streams)) {}
+
+double Engine::program_bytes(const Records& held, const Records& written, bool huge_pages) {
+  return decltype(tasks_)::resident_bytes(held.tasks, written.tasks, huge_pages) +
+         decltype(collectives_)::resident_bytes(held.collectives, written.collectives, huge_pages) +
+         decltype(members_)::resident_bytes(held.members, written.members, huge_pages) +
+         decltype(edges_)::resident_bytes(held.edges, held.edges, huge_pages);
+}
+
+double Engine::state_bytes(std::uint32_t gpus, std::size_t streams, std::uint32_t hosts, double added_while_running) {
+  const double g = gpus;
+  // The constructor gives every GPU a host of its own (rates_ for 2·gpus resources, a list of one
+  // GPU each, host_gpus_ grown to gpus lists); set_hosts keeps those capacities and lists each
+  // host's GPUs instead.
+  const double lists = hosts > 0 ? hosts * heap_block_bytes(sizeof(std::uint32_t) * grown_capacity(g / hosts))
+                                 : g * heap_block_bytes(sizeof(std::uint32_t));
+  return g * streams * sizeof(Stream) + 2 * g * sizeof(GpuRate) + g * sizeof(std::uint32_t) +
+         grown_capacity(g) * sizeof(std::vector<std::uint32_t>) + lists +
+         // Events pending: at most the end of each stream's running task (a collective's end and
+         // the network model's timers stand for its members').
+         g * streams * sizeof(Event) + grown_capacity(added_while_running) * sizeof(TaskId);
+}
 
 std::uint16_t Engine::intern(std::string_view name) {
   auto it = name_index_.find(std::string(name));

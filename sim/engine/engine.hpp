@@ -132,6 +132,22 @@ class Engine {
   Time makespan() const { return makespan_; }
   std::string describe(TaskId id) const;
 
+  // For the host-memory estimate (simulation/memory_estimate.hpp). A program's records, counted
+  // per queue.
+  struct Records {
+    double tasks = 0, members = 0, collectives = 0, edges = 0;
+  };
+  // Bytes of the queues of a run that holds `held` records at once of the `written` it adds in
+  // all (edges are never retired: freed ones are reused, so the most held is what is written),
+  // each queue in its blocks and 2 MiB chunks (block_queue.hpp; `huge_pages`: core/huge_pages.hpp).
+  static double program_bytes(const Records& held, const Records& written, bool huge_pages);
+  // What an engine of `gpus` GPUs with `streams` streams each holds besides its program: per GPU
+  // its streams, its SM share and host of its host streams (`hosts` hosts as set_hosts gives them,
+  // 0: none beyond the engine's own one per GPU), a pending event per stream at most, and the
+  // tasks added at once while running (`added_while_running`, an iteration written during the
+  // previous one).
+  static double state_bytes(std::uint32_t gpus, std::size_t streams, std::uint32_t hosts, double added_while_running);
+
  private:
   enum class EventType : std::uint8_t { TaskEnd, CollectiveEnd, Timer };
   struct Event {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "sim/core/error.hpp"
+#include "sim/core/heap.hpp"
 #include "sim/network/executor.hpp"
 
 namespace moesim::network {
@@ -47,6 +48,11 @@ void CollectiveProgram::add(engine::CollectiveId id, CollectiveOp op) {
   if (id < base_ + ops_.size()) invariant_failed(fmt::format("collective {} added twice", id));
   while (base_ + ops_.size() < id) ops_.push_back({{}, true});
   ops_.push_back({std::move(op), false});
+}
+
+double CollectiveProgram::bytes_per_op() {
+  const double per_node = sizeof(Entry) < 512 ? 512 / sizeof(Entry) : 1;
+  return (heap_block_bytes(per_node * sizeof(Entry)) + sizeof(Entry*)) / per_node;
 }
 
 const CollectiveOp& CollectiveProgram::op(engine::CollectiveId id) const {

@@ -23,6 +23,10 @@ class CollectiveProgram {
   void add(engine::CollectiveId id, CollectiveOp op);
   const CollectiveOp& op(engine::CollectiveId id) const;
   void release(engine::CollectiveId id);
+  // Heap bytes per op held, for the host-memory estimate: its entry in a node of the deque
+  // (libstdc++ puts 512 / sizeof(Entry) entries in a 512-byte node: bits/stl_deque.h,
+  // __deque_buf_size) and its share of the deque's map pointer to the node.
+  static double bytes_per_op();
 
  private:
   struct Entry {

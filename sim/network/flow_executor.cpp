@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "sim/core/error.hpp"
+#include "sim/core/heap.hpp"
 
 namespace moesim::network {
 
@@ -28,6 +29,14 @@ FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTab
   link_peak_.assign(links_.size(), 0.0);
   link_busy_.assign(links_.size(), 0);
   stats_.bytes_by_level.assign(topology.tier_count(), 0.0);
+}
+
+double FlowExecutor::memory_estimate(const cluster::Topology& topology) {
+  const double links = static_cast<double>(FlowLinks::count(topology));
+  // capacity_, link_rate_, link_bytes_, link_peak_, link_busy_; FlowDemands' scratch; the solver's.
+  const double per_link = 4 * sizeof(double) + sizeof(Time) + sizeof(double) + MaxMinSolver::kBytesPerLink;
+  const double in_flight = 2.0 * (topology.tier_count() + 1) * topology.gpu_count() * (sizeof(LinkDemand) + sizeof(std::uint32_t));
+  return links * per_link + grown_capacity(links) * FlowLinks::kBytesPerLink + in_flight;
 }
 
 void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time now) {

@@ -31,6 +31,12 @@ class FlowExecutor final : public NetworkExecutor {
   NetworkStats stats() const override;
   const FlowLinks& links() const { return links_; }
   std::uint64_t rate_solves() const { return solves_; }  // solves run (rescheduling without a change of rates is not one)
+  // Host bytes it holds for a run on `topology`, for the host-memory estimate: per link
+  // (FlowLinks::count) its five tables here, the links' own, the demands' scratch and the solver's
+  // state; and the flows of one collective over every GPU at once: each GPU's links (up and down
+  // at every tier, and its PCIe link) in its flow's share and in the solver's lists of the flows
+  // crossing each link.
+  static double memory_estimate(const cluster::Topology& topology);
 
  private:
   struct Running {

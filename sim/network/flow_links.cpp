@@ -42,6 +42,26 @@ FlowLinks::FlowLinks(const cluster::Topology& topo) : topology_(topo) {
     for (std::uint32_t s = 0; s < topo.pcie_switch_count(); ++s)
       for (int dir = 0; dir < 2; ++dir) add(tiers, h->switch_uplink.bytes_per_second);
   }
+  if (size() != count(topo))
+    invariant_failed(fmt::format("FlowLinks::count says {} links, the constructor adds {}", count(topo), size()));
+}
+
+std::size_t FlowLinks::count(const cluster::Topology& topo) {
+  // As the constructor adds them: per switch tier two per port of every worker and a core per
+  // parent when oversubscribed; per mesh or ring tier each parent's sibling links; two per GPU's
+  // PCIe link and, with hosts, two per PCIe switch's uplink.
+  std::size_t n = 0;
+  for (int t = 0; t < topo.tier_count(); ++t) {
+    const cluster::TierFabric& f = topo.fabric(t);
+    const std::size_t parents = t == 0 ? 1 : topo.tier_workers(t - 1);
+    if (f.switched())
+      n += 2ULL * topo.tier_workers(t) * topo.tiers()[t].ports + (f.core_capacity() > 0 ? parents : 0);
+    else
+      n += parents * f.links();
+  }
+  n += 2ULL * topo.gpu_count();
+  if (topo.hosts()) n += 2ULL * topo.pcie_switch_count();
+  return n;
 }
 
 std::uint32_t FlowLinks::add(int tier, double capacity) {

@@ -22,6 +22,10 @@ using cluster::kNoLink;
 class FlowLinks {
  public:
   explicit FlowLinks(const cluster::Topology& topology);
+  // The links the constructor numbers, without numbering them (the host-memory estimate).
+  static std::size_t count(const cluster::Topology& topology);
+  // Bytes per link of the tables below, grown by push_back.
+  static constexpr double kBytesPerLink = sizeof(double) + sizeof(int);
 
   std::size_t size() const { return capacity_.size(); }
   // Port link of the tier-`tier` worker `worker` (cluster-wide index, Topology::tier_worker), switch tiers.

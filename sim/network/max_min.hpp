@@ -36,6 +36,10 @@ namespace moesim::network {
 class MaxMinSolver {
  public:
   explicit MaxMinSolver(std::size_t links);
+  // Bytes per link of its per-link state below (the arrays the constructor sizes, and each heap's
+  // index), for the host-memory estimate; the per-flow lists (crossing_) grow with the flows.
+  static constexpr double kBytesPerLink = 3 * sizeof(double) + 5 * sizeof(std::uint32_t) + sizeof(std::size_t) +
+                                          sizeof(char) + 2 * sizeof(std::uint32_t);
   // shares[f]: (link, a) pairs of flow f. rates[f] receives its rate in bytes per second.
   void solve(const std::vector<const std::vector<LinkDemand>*>& shares, const std::vector<double>& capacity,
              std::vector<double>& rates);

@@ -1,7 +1,10 @@
 #include "sim/report/metrics.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+
+#include "sim/core/heap.hpp"
 
 namespace moesim::report {
 
@@ -93,6 +96,13 @@ void MetricsRecorder::settle(std::uint32_t g, Time until) {
   gm.communication += length(communication_before_);
   gm.exposed_communication += uncovered(communication_before_, compute_before_);
   p.settle_at = 2 * (p.compute.size() + p.communication.size());
+}
+
+double MetricsRecorder::memory_estimate(std::uint32_t gpus, double tasks_per_gpu) {
+  // Per GPU: its metrics here and in the result, its pending lists, and in them (compute and
+  // communication, about half each) the intervals waiting to be settled, grown by push_back.
+  const double pending = grown_capacity(std::min<double>(kSettleEvery, std::ceil(tasks_per_gpu / 2)));
+  return gpus * (2.0 * sizeof(GpuMetrics) + sizeof(Pending) + 2 * heap_block_bytes(pending * sizeof(Interval)));
 }
 
 Metrics MetricsRecorder::result(const engine::Engine& engine) {

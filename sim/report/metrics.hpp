@@ -37,6 +37,10 @@ class MetricsRecorder final : public engine::TaskObserver {
   void on_finish(const engine::Engine& engine, engine::TaskId id, const engine::Task& task, Time began) override;
   // After the run: settles what is left.
   Metrics result(const engine::Engine& engine);
+  // Host bytes of a recorder of `gpus` GPUs that each finish `tasks_per_gpu` tasks while their
+  // oldest runs (at most kSettleEvery pending), with the Metrics result() returns: for the
+  // host-memory estimate.
+  static double memory_estimate(std::uint32_t gpus, double tasks_per_gpu);
 
  private:
   using Interval = std::pair<Time, Time>;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "sim/core/heap.hpp"
+
 namespace moesim::report {
 
 using schema::Json;
@@ -76,6 +78,13 @@ double Results::dropped_copies() const {
 }
 
 double Results::dropped_fraction() const { return routed_copies() > 0 ? dropped_copies() / routed_copies() : 0.0; }
+
+double Results::memory_estimate(std::uint32_t gpus, std::uint32_t hosts) {
+  // metrics.gpus and memory assigned whole; kind_of_gpu and memory_capacity grown by push_back.
+  const double g = gpus;
+  return g * (sizeof(GpuMetrics) + sizeof(workload::MemoryFootprint)) +
+         grown_capacity(g) * (sizeof(std::uint16_t) + sizeof(double)) + hosts * sizeof(double);
+}
 
 std::size_t Results::peak_memory_gpu() const {
   std::size_t peak = 0;

@@ -81,6 +81,9 @@ struct Results {
   std::vector<double> compute_utilisation_by_kind() const;
   // The strategy's choice among alternatives it can make (Parm's schedule); empty if none.
   std::string choice() const;
+  // Host bytes of the per-GPU and per-host series of a run of `gpus` GPUs and `hosts` hosts, as
+  // Simulation::collect fills them: for the host-memory estimate.
+  static double memory_estimate(std::uint32_t gpus, std::uint32_t hosts);
 };
 
 schema::Json to_json(const Results& r);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
+#include "sim/core/huge_pages.hpp"
 #include "sim/core/memory_limit.hpp"
 #include "sim/network/traffic_matrix.hpp"
 #include "sim/schedule/iteration_program.hpp"
@@ -79,16 +80,6 @@ class ProgressReporter {
   Progress progress_;
 };
 
-// Host bytes per task of the tasks_per_iteration() bound held at once: the 64-byte record, its
-// dependency edges (8 B each), its share of the collectives' member lists and ops and of the
-// results recorders' pending intervals. Fitted to the peak RSS (less the process's resident
-// bytes before the run, about 16 MiB) of the six shipped scenarios whose task program is above
-// 20 MiB, measured with /usr/bin/time -v on 2026-11-24 (bytes per bound task):
-// simai-deepseek-9216 97, deepseek-v3-gb200 77, qwen3-235b-a22b-gb200 81, -gb300 82,
-// hybridep-fig17 69, seed001-torchtitan-nvl72 73; their geometric mean is 79.5. With 80 every
-// shipped scenario's estimate is within 18 % of its measured peak (scripts/memory-estimate.py).
-constexpr double kBytesPerLiveTask = 80;
-
 }  // namespace
 
 Simulation::Simulation(scenario::Scenario scenario) : Simulation(std::move(scenario), nullptr) {}
@@ -96,6 +87,7 @@ Simulation::Simulation(scenario::Scenario scenario) : Simulation(std::move(scena
 Simulation::Simulation(scenario::Scenario scenario, std::unique_ptr<strategies::Strategy> strategy)
     : scenario_(std::move(scenario)), topology_(scenario_.topology()) {
   // The strategy first: a profile's group entries are bound where its groups sit.
+  scenario_strategy_ = !strategy;
   strategy_ = strategy ? std::move(strategy) : scenario_.strategy->make(scenario_.strategy_options);
   graph_ = std::make_unique<cluster::LinkGraph>(topology_);
   auto params = network::AlphaBetaTable::from_topology(topology_, *graph_);
@@ -143,29 +135,52 @@ Time Simulation::time_collective(network::CollectiveOp op, const std::vector<std
   return engine.makespan();
 }
 
-double Simulation::host_memory_estimate() const {
-  // The run loop writes iteration i + 1 when iteration i starts, and the engine retires what has
-  // finished: two iterations of tasks at once, however many iterations run.
-  const double per_iteration = static_cast<double>(strategy_->tasks_per_iteration(context()));
-  return per_iteration * std::min(2, scenario_.training.iterations) * kBytesPerLiveTask + routing_memory_estimate();
+const MemoryEstimate& Simulation::memory_estimate() const {
+  if (estimate_) return *estimate_;
+  const bool huge_pages = transparent_huge_pages();
+  // Iteration 0 is planned on an instance of the scenario's strategy of its own: planning may
+  // change a strategy's state (plan_test's recorders). A strategy of the caller's is planned itself
+  // only where the routing matrices need its plan.
+  const auto ctx = context();
+  std::unique_ptr<strategies::Strategy> own;
+  strategies::Strategy* planned = nullptr;
+  if (scenario_strategy_) planned = (own = scenario_.strategy->make(scenario_.strategy_options)).get();
+  else if (ctx.routing.sampled()) planned = strategy_.get();
+  MemoryEstimate e = estimate_run(topology_, shape_of(*strategy_, planned), huge_pages);
+  // The alternatives run one after another once the main run is done (run_alternatives), its
+  // memory held meanwhile; one its strategy refuses runs nothing.
+  for (const auto& alt : strategy_->alternatives(ctx)) {
+    schema::Json options = scenario_.strategy_options;
+    options.merge_patch(alt.options_patch);
+    try {
+      const auto variant = scenario_.strategy->make(options);
+      variant->check(ctx);
+      e.alternatives = std::max(e.alternatives, estimate_run(topology_, shape_of(*variant, variant.get()), huge_pages).run());
+    } catch (const InputError&) {
+    }
+  }
+  estimate_ = e;
+  return *estimate_;
 }
 
-double Simulation::routing_memory_estimate() const {
-  if (!routing_estimate_) routing_estimate_ = plan_routing_memory();
-  return *routing_estimate_;
-}
-
-double Simulation::plan_routing_memory() const {
+RunShape Simulation::shape_of(const strategies::Strategy& strategy, strategies::Strategy* planned) const {
+  const auto ctx = context();
+  RunShape run;
+  run.per_iteration = strategy.program_per_iteration(ctx);
+  run.iterations = scenario_.training.iterations;
+  run.flow_model = scenario_.network_model == "flow";
+  run.streams = parallel::kStreamRoles;  // unplanned: every role a plan may ask for
+  if (!planned) return run;
+  parallel::RunState state;
+  const parallel::PlanPtr plan = planned->plan(ctx, 0, state);
+  run.streams = plan->streams->roles().size();
   // Sampled routing (blocks/token_routing) gives every all-to-all group of n GPUs a dense n × n
   // matrix of doubles for the dispatch and its transpose for the combine, per MoE layer and
   // microbatch, or above network::kMaxDenseRanks a tiered one (out and in per rank and tier, each
   // matrix with its transpose); all are written with their iteration and live until its
   // collectives retire (one set per iteration where the microbatches repeat the first's routing).
   // Expected routing shares one factored matrix (2n doubles): negligible.
-  const auto ctx = context();
-  if (!ctx.routing.sampled()) return 0;
-  parallel::RunState state;
-  const parallel::PlanPtr plan = strategy_->plan(ctx, 0, state);
+  if (!ctx.routing.sampled()) return run;
   double per_microbatch = 0;
   for (const auto& layer : plan->moe) {
     if (!layer || layer->padded) continue;
@@ -177,7 +192,8 @@ double Simulation::plan_routing_memory() const {
     }
   }
   const int drawn = scenario_.routing.repeat_microbatches ? 1 : scenario_.training.microbatches;
-  return per_microbatch * drawn * std::min(2, scenario_.training.iterations);
+  run.routing = per_microbatch * drawn * std::min(2, scenario_.training.iterations);
+  return run;
 }
 
 void Simulation::check() {
@@ -225,21 +241,19 @@ void Simulation::check() {
                                           format_bytes(on_host[h]), format_bytes(hosts->memory_bytes)));
   }
   // Against what this process may use (cgroup and ulimit included) less what it holds already,
-  // with a fifth left for the allocator, the network model's flows and the results. (The message
-  // leaves the resident bytes out: `run` and `validate` say the same words.)
+  // with a fifth left for the allocator. (The message leaves the resident bytes out: `run` and
+  // `validate` say the same words.)
   const MemoryLimit limit = memory_limit();
-  const double routing = routing_memory_estimate();
-  const double need = host_memory_estimate(), resident = resident_bytes();
+  const MemoryEstimate& estimate = memory_estimate();
+  const double need = estimate.total(), resident = resident_bytes();
   if (resident + need > 0.8 * limit.bytes)
     throw InfeasibleError(fmt::format(
-        "{}: the run needs about {} of memory ({} task program{}) but this process may use {} ({}); {}", scenario_.file,
-        format_bytes(need), format_bytes(need - routing),
-        routing > 0 ? fmt::format(", {} sampled routing matrices", format_bytes(routing)) : std::string(),
-        format_bytes(limit.bytes), limit.source,
-        routing > 0.5 * need ? "use \"routing\": {\"sampling\": \"expected\"}, fewer microbatches or layers, or smaller "
-                               "all-to-all groups"
-                             : "simulate fewer microbatches or layers, or a smaller cluster"));
-  const double tasks = static_cast<double>(strategy_->tasks_per_iteration(ctx)) * scenario_.training.iterations;
+        "{}: the run needs about {} of memory ({}) but this process may use {} ({}); {}", scenario_.file,
+        format_bytes(need), describe(estimate), format_bytes(limit.bytes), limit.source,
+        estimate.routing > 0.5 * need ? "use \"routing\": {\"sampling\": \"expected\"}, fewer microbatches or layers, or smaller "
+                                        "all-to-all groups"
+                                      : "simulate fewer microbatches or layers, or a smaller cluster"));
+  const double tasks = strategy_->program_per_iteration(ctx).tasks * scenario_.training.iterations;
   if (tasks >= 4.0e9)
     throw InfeasibleError(fmt::format("{}: the run has about {:.3g} tasks, more than the 4.29e9 one simulation holds; "
                                       "simulate fewer iterations",

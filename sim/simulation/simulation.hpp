@@ -18,6 +18,7 @@
 #include "sim/report/chrome_trace.hpp"
 #include "sim/report/results.hpp"
 #include "sim/scenario/scenario.hpp"
+#include "sim/simulation/memory_estimate.hpp"
 
 namespace moesim::simulation {
 
@@ -75,16 +76,19 @@ class Simulation {
   Time time_collective(network::CollectiveOp op, const std::vector<std::uint32_t>& gpus) const;
   const cluster::Topology& topology() const { return topology_; }
 
-  // Estimated host memory of the run, in bytes: the task program and the routing matrices, two
-  // iterations of each held at once.
-  double host_memory_estimate() const;  // what the run allocates: its task program and routing
-
-  double routing_memory_estimate() const;  // the routing matrices' share
+  // Estimated host memory of the run (memory_estimate.hpp), in bytes; planned once (check() and
+  // validate both ask).
+  const MemoryEstimate& memory_estimate() const;
+  double host_memory_estimate() const { return memory_estimate().total(); }
+  // What the strategy says one iteration writes into the engine (a bound).
+  strategies::ProgramSize program_per_iteration() const { return strategy_->program_per_iteration(context()); }
 
  private:
   strategies::StrategyContext context() const;
   void run_alternatives();
-  double plan_routing_memory() const;  // routing_memory_estimate's work: plans iteration 0
+  // What a run of `strategy` (this one's, or an alternative's) allocates, its iteration 0 planned
+  // on `planned` (its streams and routing matrices; null: not planned, every stream role counted).
+  RunShape shape_of(const strategies::Strategy& strategy, strategies::Strategy* planned) const;
   void collect(const report::Metrics& metrics, std::vector<report::IterationResult> iterations);
 
   scenario::Scenario scenario_;
@@ -104,7 +108,8 @@ class Simulation {
   std::vector<report::AlternativeResult> alternatives_;
   report::Results results_;
   bool checked_ = false;
-  mutable std::optional<double> routing_estimate_;  // planned once: check() and validate both ask
+  bool scenario_strategy_ = true;  // strategy_ is the scenario's (not the caller's)
+  mutable std::optional<MemoryEstimate> estimate_;
 };
 
 }  // namespace moesim::simulation

@@ -16,6 +16,7 @@
 #include "sim/core/schema.hpp"
 #include "sim/network/analytic_model.hpp"
 #include "sim/parallel/run_state.hpp"
+#include "sim/strategies/program_size.hpp"
 #include "sim/workload/memory.hpp"
 
 namespace moesim::strategies {
@@ -46,8 +47,8 @@ class Strategy {
   virtual void check(const StrategyContext& ctx) const = 0;
   // Memory each GPU needs (index = global GPU index).
   virtual std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx) const = 0;
-  // Upper bound on the tasks one iteration adds, for the host-memory estimate.
-  virtual std::size_t tasks_per_iteration(const StrategyContext& ctx) const = 0;
+  // What one iteration writes into the engine (a bound), for the host-memory estimate.
+  virtual ProgramSize program_per_iteration(const StrategyContext& ctx) const = 0;
   // The plan of `iteration`, knowing what the earlier ones measured (`state`). Every plan of one
   // run asks for the same streams.
   virtual parallel::PlanPtr plan(const StrategyContext& ctx, int iteration, const parallel::RunState& state) = 0;

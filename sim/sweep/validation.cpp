@@ -26,7 +26,7 @@ Validation validate(const scenario::Loader& loader, const schema::Json& raw, con
   sim.check();
   for (const auto& f : sim.memory()) v.peak_gpu_bytes = std::max(v.peak_gpu_bytes, f.total());
   v.host_bytes = sim.host_memory_estimate();
-  v.routing_bytes = sim.routing_memory_estimate();
+  v.host_terms = simulation::describe(sim.memory_estimate());
   v.resident_bytes = resident_bytes();
   if (resolved.contains("sweep")) {
     const auto plan = plan_sweep(loader, resolved, file, points);

@@ -18,8 +18,8 @@ struct Validation {
   std::uint64_t gpus = 0;
   int iterations = 0;
   double peak_gpu_bytes = 0;     // the fullest GPU's memory
-  double host_bytes = 0;         // the run's memory estimate on this machine (task program and routing)
-  double routing_bytes = 0;      // of which the sampled routing matrices
+  double host_bytes = 0;         // the run's memory estimate on this machine (simulation/memory_estimate.hpp)
+  std::string host_terms;        // its terms in words (simulation::describe)
   double resident_bytes = 0;     // what the process held before (binary, libraries, data)
   std::size_t points = 0;        // sweep points (0: no sweep block)
   std::vector<std::string> refused;  // "sweep point P would be refused: why"

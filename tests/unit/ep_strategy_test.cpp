@@ -194,11 +194,17 @@ TEST(EpStrategy, SampledRoutingConservesTokensAndVariesPerSource) {
 TEST(EpStrategy, RunTooLargeForThisMachineIsRefusedWithTheEstimate) {
   // 1000 DCs × 8 GPUs, 10000 microbatches, 12 MoE layers, pipelining degree 1, EP over all 8000
   // GPUs (edp 1). Per GPU and microbatch each layer writes, forward and backward, its attention
-  // kernel, router and output kernels, and the chunk's dispatch, experts and combine: 2·6 = 12;
-  // the embedding and the head a kernel each way: 4; so 12·12 + 4 = 148. Per iteration each
-  // layer's gradient sync, the optimizer's 4 and the two vocabulary gradients: 18. That is
-  // 8000·(10000·148 + 18) = 1.184e10 tasks; the run holds two iterations at once at 80 B each:
-  // 1.184e10 × 2 × 80 ≈ 1.89 TB — refused before anything is built, whatever the iteration count.
+  // kernel, router and output kernels, and the chunk's dispatch, experts and combine: 2·6 = 12,
+  // 4 of them members of the layer's 4 all-to-alls over the 8000; the embedding and the head a
+  // kernel each way: 4; so 12·12 + 4 = 148 tasks, 48 members. Per iteration each layer's
+  // gradient sync and the two vocabulary gradients (all-reduces over the 8000) and the
+  // optimizer's 4: 18 tasks, 14 members. Two iterations held at once: 2·8000·(10000·148 + 18) =
+  // 2.368e10 tasks of 64 B, 2·8000·(10000·48 + 14) = 7.680e9 members of 4 B and twice as many
+  // edges of 8 B, 2·(10000·48 + 14) = 960028 collectives of 40 B and an op each (520/7 B:
+  // CollectiveProgram::bytes_per_op): 1.669e12 B = 1.518 TiB, each queue within a chunk and two
+  // blocks of its records' bytes. Besides, the engine's list of an iteration's tasks added while
+  // the previous one runs: 1.184e10 ids of 4 B, grown to 2^34 of them, 64 GiB; the rest of the
+  // state is 8000 GPUs' (0.02 GiB). Refused before anything is built, whatever the iteration count.
   auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"] = {{"preset", "hybridep-1000dc"}};
   doc["model"] = {{"preset", "gpt-medium-moe"}, {"experts", 8000}};
@@ -209,24 +215,31 @@ TEST(EpStrategy, RunTooLargeForThisMachineIsRefusedWithTheEstimate) {
     sim.check();
     FAIL() << "not refused";
   } catch (const InfeasibleError& e) {
-    EXPECT_NE(std::string(e.what()).find("the run needs about 1.723 TiB of memory (1.723 TiB task program) but this "
-                                         "process may use"),
+    EXPECT_NE(std::string(e.what()).find("the run needs about 1.581 TiB of memory (task program 1.518 TiB, run state 64.02 GiB)"),
               std::string::npos)
         << e.what();
-    EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 8000.0 * (10000 * 148 + 18) * 2 * 80);
+    const double tasks = 2 * 8000 * (10000 * 148.0 + 18), members = 2 * 8000 * (10000 * 48.0 + 14), collectives = 960028;
+    const double program = 64 * tasks + 4 * members + 8 * 2 * members + 40 * collectives +
+                           collectives * network::CollectiveProgram::bytes_per_op();
+    EXPECT_NEAR(sim.memory_estimate().program, program, 4 * 2.5 * (1 << 20));
   }
 }
 
 TEST(EpStrategy, LongRunsNeedNoMoreHostMemoryThanTwoIterations) {
-  // The run loop holds at most two iterations of tasks: 1000 iterations of 8000·(148 + 18) =
-  // 1.328 M tasks (as in the test above, one microbatch; the run writes 1.296 M) are estimated as
-  // two (1.328e6 × 2 × 80 B = 212 MB), and accepted.
+  // The run loop holds at most two iterations of tasks (as in the test above, one microbatch:
+  // 8000·(148 + 18) = 1.328 M tasks per iteration; the run writes 1.296 M): 1000 iterations are
+  // estimated as 100 (each queue holds the blocks two iterations straddle, however many cycle
+  // through them; 62 collectives per iteration fill a first block of 1024 in 17), and accepted.
   auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"] = {{"preset", "hybridep-1000dc"}};
   doc["model"] = {{"preset", "gpt-medium-moe"}, {"experts", 8000}};
   doc["training"]["iterations"] = 1000;
   simulation::Simulation sim(test::scenario_from(doc.dump()));
-  EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), 8000.0 * (148 + 18) * 2 * 80);
+  EXPECT_DOUBLE_EQ(sim.program_per_iteration().tasks, 8000.0 * (148 + 18));
+  doc["training"]["iterations"] = 100;
+  simulation::Simulation hundred(test::scenario_from(doc.dump()));
+  EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), hundred.host_memory_estimate());
+  EXPECT_NO_THROW(sim.check());
 }
 
 TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {

@@ -155,7 +155,9 @@ class HandPlan : public strategies::Strategy {
   std::vector<workload::MemoryFootprint> memory(const strategies::StrategyContext& ctx) const override {
     return strategies::ep::memory(ctx, static_cast<int>(ctx.topology.gpu_count()));
   }
-  std::size_t tasks_per_iteration(const strategies::StrategyContext&) const override { return 1000; }
+  strategies::ProgramSize program_per_iteration(const strategies::StrategyContext&) const override {
+    return strategies::ProgramSize::kernels(1000);
+  }
   schema::Json describe(const strategies::StrategyContext&) const override { return schema::Json::object(); }
   parallel::PlanPtr plan(const strategies::StrategyContext& ctx, int, const parallel::RunState& state) override {
     const auto& m = ctx.model;

@@ -25,7 +25,7 @@ Copies run(int microbatches, bool repeat) {
   doc["training"]["microbatches"] = microbatches;
   simulation::Simulation sim(test::scenario_from(doc.dump()));
   sim.run();
-  return {sim.results().routed_copies(), sim.results().dropped_copies(), sim.routing_memory_estimate()};
+  return {sim.results().routed_copies(), sim.results().dropped_copies(), sim.memory_estimate().routing};
 }
 
 }  // namespace

@@ -187,7 +187,9 @@ class Reordered final : public strategies::Strategy {
   std::string name() const override { return "zebra-reordered"; }
   void check(const strategies::StrategyContext& ctx) const override { zebra_->check(ctx); }
   std::vector<workload::MemoryFootprint> memory(const strategies::StrategyContext& ctx) const override { return zebra_->memory(ctx); }
-  std::size_t tasks_per_iteration(const strategies::StrategyContext& ctx) const override { return zebra_->tasks_per_iteration(ctx); }
+  strategies::ProgramSize program_per_iteration(const strategies::StrategyContext& ctx) const override {
+    return zebra_->program_per_iteration(ctx);
+  }
   schema::Json describe(const strategies::StrategyContext& ctx) const override { return zebra_->describe(ctx); }
   parallel::PlanPtr plan(const strategies::StrategyContext& ctx, int it, const parallel::RunState& s) override {
     auto p = std::make_shared<parallel::IterationPlan>(*zebra_->plan(ctx, it, s));

@@ -327,13 +327,20 @@ std::vector<workload::MemoryFootprint> AdaptiveStrategy::memory(const StrategyCo
   return out;
 }
 
-std::size_t AdaptiveStrategy::tasks_per_iteration(const StrategyContext& ctx) const {
-  // EP's blocks, plus per GPU and MoE layer: the popularity all-reduce of every microbatch, its
-  // replica collectives (at most one per slot each way), the collection, the weights and the
-  // migration.
-  const double extra = static_cast<double>(ctx.topology.gpu_count()) * ctx.model.moe_layers() *
-                       (2.0 * options_.slots_per_gpu + 4 + ctx.training.microbatches);
-  return ep::tasks_per_iteration(ctx, 1) + static_cast<std::size_t>(extra);
+ProgramSize AdaptiveStrategy::program_per_iteration(const StrategyContext& ctx) const {
+  // EP's blocks, plus per MoE layer (build()): under the adaptive policy the popularity
+  // all-reduce of every microbatch over all GPUs; the replicas' collectives, one per class hosted
+  // on two ranks or more (at most every class, each slot of every rank a member once), for their
+  // gradients and, under static and FlexMoE, their weights; and over all GPUs the gradients'
+  // collection (or reduction to the owners), the weights to the placement and the migration.
+  const double n = ctx.topology.gpu_count(), slots = n * options_.slots_per_gpu;
+  const bool adaptive = options_.policy.kind == PolicyKind::Adaptive;
+  const double directions = adaptive ? (options_.direct_reduction ? 0 : 1) : 2;
+  const ProgramSize replicas{directions * slots, directions * slots,
+                             directions * std::min<double>(ctx.model.experts, slots / 2)};
+  const ProgramSize per_layer = n * ProgramSize::collective(adaptive ? ctx.training.microbatches : 0, n) + replicas +
+                                n * ProgramSize::collective(3, n);
+  return ep::program_per_iteration(ctx, 1) + ctx.model.moe_layers() * per_layer;
 }
 
 schema::Json AdaptiveStrategy::describe(const StrategyContext& ctx) const {

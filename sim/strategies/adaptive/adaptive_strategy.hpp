@@ -46,7 +46,7 @@ class AdaptiveStrategy final : public Strategy {
   std::string name() const override { return "adaptive"; }
   void check(const StrategyContext& ctx) const override;
   std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx) const override;
-  std::size_t tasks_per_iteration(const StrategyContext& ctx) const override;
+  ProgramSize program_per_iteration(const StrategyContext& ctx) const override;
   parallel::PlanPtr plan(const StrategyContext& ctx, int iteration, const parallel::RunState& state) override;
   schema::Json describe(const StrategyContext& ctx) const override;
 

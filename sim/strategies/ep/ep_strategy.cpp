@@ -122,7 +122,8 @@ std::vector<workload::MemoryFootprint> EpStrategy::memory(const StrategyContext&
   return ep::memory(ctx, ep_size(ctx), layout(ctx));
 }
 
-std::size_t tasks_per_iteration(const StrategyContext& ctx, int chunks, const std::optional<parallel::ParallelLayout>& layout_in) {
+ProgramSize program_per_iteration(const StrategyContext& ctx, int chunks,
+                                  const std::optional<parallel::ParallelLayout>& layout_in, double exchange_group) {
   const auto& m = ctx.model;
   const auto& t = ctx.training;
   const parallel::ParallelLayout layout = layout_in ? *layout_in : parallel::ParallelLayout({}, ctx.topology.gpu_count());
@@ -130,43 +131,61 @@ std::size_t tasks_per_iteration(const StrategyContext& ctx, int chunks, const st
   const parallel::PipelinePlan pipeline = pipeline_of(ctx, layout);
   const bool fsdp = ctx.parallel.sharding == parallel::Sharding::Fsdp;
   const bool sharded = ctx.parallel.sharding != parallel::Sharding::None;
+  using P = ProgramSize;
+  // The groups the collectives span: tensor parallel, context parallel (the K/V ring), the
+  // all-to-all's, expert tensor parallel, the dense parameters' data-parallel groups (dp·cp) and
+  // the experts' (edp); a pipeline send is a pair.
+  const double dense_group = static_cast<double>(layout.dp()) * s.cp;
+  const double ep_group = exchange_group > 0 ? exchange_group : layout_in ? s.ep : ctx.topology.gpu_count();
   // Tasks a GPU writes per block, as the blocks write them: a tensor-parallel block's
   // collective members (an all-gather and a reduce-scatter with sequence parallelism, else an
   // all-reduce), the attention's kernels (with context parallelism its projections, cp steps and
   // the cp − 1 ring exchanges between them), a MoE layer's router and output kernels around each
   // chunk's expert kernel and exchanges (two with EP, two more with ETP), its shared experts.
-  const double tp = s.tp > 1 ? (ctx.parallel.sequence_parallel ? 2 : 1) : 0;
-  const double attention = m.attention ? tp + (s.cp > 1 ? 2 + s.cp + (s.cp - 1) : 1) : 0;
-  const bool exchanges = layout_in ? s.ep > 1 : ctx.topology.gpu_count() > 1;  // without a layout EP spans every GPU
-  const double moe = attention + 2 + chunks * (1 + (exchanges ? 2 : 0) + (s.etp > 1 ? 2 : 0)) +
-                     (m.shared_experts > 0 ? 1 + tp : 0);
-  const double dense = attention + 1 + tp;
+  const P tp = s.tp > 1 ? P::collective(ctx.parallel.sequence_parallel ? 2 : 1, s.tp) : P{};
+  const P attention = !m.attention ? P{}
+                      : s.cp > 1   ? tp + P::kernels(2 + s.cp) + P::collective(s.cp - 1, s.cp)
+                                   : tp + P::kernels(1);
+  const bool exchanges = ep_group > 1;
+  const P chunk = P::kernels(1) + (exchanges ? P::collective(2, ep_group) : P{}) + (s.etp > 1 ? P::collective(2, s.etp) : P{});
+  const P moe = attention + P::kernels(2) + chunks * chunk + (m.shared_experts > 0 ? P::kernels(1) + tp : P{});
+  const P dense = attention + P::kernels(1) + tp;
   // Per microbatch: forward and backward, the recomputed forward, FSDP's gathers before each and
   // its reduce-scatter after the backward.
   const double passes = 2 + (t.recompute == workload::Recompute::Full ? 1 : 0);
-  const double extra = (t.recompute == workload::Recompute::Selective ? 1 : 0) + (fsdp ? 3 : 0);
-  double total = 0;
+  const P extra = (t.recompute == workload::Recompute::Selective ? P::kernels(1) : P{}) +
+                  (fsdp ? P::collective(3, dense_group) : P{});
+  // The optimizer step and its waits; on the host two of them are the copies to and from it.
+  const P optimizer = t.optimizer_on_host ? P::kernels(2) + P::host_copies(2) : P::kernels(4);
+  P total;
   for (int st = 0; st < s.pp; ++st) {
     const std::vector<int> layers = pipeline.layers_of_stage(st);
-    double per_microbatch = 0, per_iteration = 4;  // the optimizer step and its waits
+    P per_microbatch, per_iteration = optimizer;
     for (const int l : layers) {
       per_microbatch += passes * (m.is_moe(l) ? moe : dense) + extra;
       // Gradient sync (dense, and the experts' over edp), and the distributed optimizer's gathers.
-      per_iteration += (1 + (m.is_moe(l) && layout.edp() > 1 ? 1 : 0)) * (sharded ? 2 : 1);
+      per_iteration += P::collective(sharded ? 2 : 1, dense_group);
+      if (m.is_moe(l) && layout.edp() > 1) per_iteration += P::collective(sharded ? 2 : 1, layout.edp());
     }
     const bool first = st == 0, last = pipeline.stage_of_virtual(pipeline.virtual_stages() - 1) == st;
     // The vocabulary ends (a kernel and a TP collective each, forward and backward) and their
-    // gradients; the pipeline's sends and receives at each chunk's two boundaries.
-    per_microbatch += ((first ? 1 : 0) + (last ? 1 : 0)) * 2 * (1 + (tp > 0 ? 1 : 0));
-    per_iteration += (first ? 1 : 0) + (last ? 1 : 0);
-    if (s.pp > 1) per_microbatch += 4.0 * s.vp;
+    // gradients; the pipeline's sends and receives, forward and backward, at each boundary of the
+    // stage's chunks (v − 1 → v and v → v + 1 of its virtual stages v but the model's two ends).
+    const double ends = (first ? 1 : 0) + (last ? 1 : 0);
+    per_microbatch += 2 * ends * (P::kernels(1) + (s.tp > 1 ? P::collective(1, s.tp) : P{}));
+    per_iteration += ends * P::collective(1, dense_group);
+    const int stages = layout.virtual_stages();
+    for (int c = 0; c < s.vp; ++c) {
+      const int v = c * s.pp + st;
+      per_microbatch += P::collective(2.0 * ((v > 0 ? 1 : 0) + (v + 1 < stages ? 1 : 0)), 2);
+    }
     total += static_cast<double>(layout.stage_size()) * (t.microbatches * per_microbatch + per_iteration);
   }
-  return static_cast<std::size_t>(total);
+  return total;
 }
 
-std::size_t EpStrategy::tasks_per_iteration(const StrategyContext& ctx) const {
-  return ep::tasks_per_iteration(ctx, options_.pipelining_degree, layout(ctx));
+ProgramSize EpStrategy::program_per_iteration(const StrategyContext& ctx) const {
+  return ep::program_per_iteration(ctx, options_.pipelining_degree, layout(ctx));
 }
 
 parallel::PlanPtr EpStrategy::plan(const StrategyContext& ctx, int, const parallel::RunState&) {

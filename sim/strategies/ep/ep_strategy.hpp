@@ -36,7 +36,7 @@ class EpStrategy final : public Strategy {
   std::string name() const override { return "ep"; }
   void check(const StrategyContext& ctx) const override;
   std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx) const override;
-  std::size_t tasks_per_iteration(const StrategyContext& ctx) const override;
+  ProgramSize program_per_iteration(const StrategyContext& ctx) const override;
   parallel::PlanPtr plan(const StrategyContext& ctx, int iteration, const parallel::RunState& state) override;
   schema::Json describe(const StrategyContext& ctx) const override;
 
@@ -49,9 +49,12 @@ class EpStrategy final : public Strategy {
   parallel::PlanPtr plan_;  // the same every iteration
 };
 
-// Tasks per iteration of the EP plan with pipelining degree `chunks` on `layout` (none: every GPU
-// in one stage, data parallel), counted block by block as the blocks write them.
-std::size_t tasks_per_iteration(const StrategyContext& ctx, int chunks,
-                                const std::optional<parallel::ParallelLayout>& layout = std::nullopt);
+// What one iteration of the EP plan with pipelining degree `chunks` on `layout` (none: every GPU
+// in one stage, data parallel) writes, counted block by block as the blocks write it; the
+// all-to-all groups are of `exchange_group` GPUs (0: the layout's EP size, without a layout every
+// GPU).
+ProgramSize program_per_iteration(const StrategyContext& ctx, int chunks,
+                                  const std::optional<parallel::ParallelLayout>& layout = std::nullopt,
+                                  double exchange_group = 0);
 
 }  // namespace moesim::strategies::ep

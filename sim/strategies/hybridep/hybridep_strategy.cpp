@@ -345,9 +345,18 @@ std::vector<workload::MemoryFootprint> HybridEpStrategy::memory(const StrategyCo
   return out;
 }
 
-std::size_t HybridEpStrategy::tasks_per_iteration(const StrategyContext& ctx) const {
-  return ep::tasks_per_iteration(ctx, options_.ep.pipelining_degree) +
-         static_cast<std::size_t>(ctx.topology.gpu_count()) * ctx.model.moe_layers() * (2 * ctx.topology.level_count() + 4);
+ProgramSize HybridEpStrategy::program_per_iteration(const StrategyContext& ctx) const {
+  // EP's blocks over every GPU, its all-to-alls over the same-offset groups (a GPU of every
+  // domain of ΠS GPUs), plus per GPU and MoE layer, per level: the experts' all-gather into the
+  // domain and their gradients' reduce-scatter back (over the level's S_ED GPUs); and the SR
+  // encoding kernel (blocks/expert_fetch.cpp; the decoding is the expert kernels' prologue).
+  using P = ProgramSize;
+  const DomainChoice& d = domain(ctx);
+  const double gpus = ctx.topology.gpu_count();
+  P per_layer = P::kernels(1);
+  for (const std::uint32_t size : d.sizes) per_layer += P::collective(2, size);
+  return ep::program_per_iteration(ctx, options_.ep.pipelining_degree, std::nullopt, gpus / d.domain_gpus) +
+         gpus * ctx.model.moe_layers() * per_layer;
 }
 
 std::vector<Alternative> HybridEpStrategy::alternatives(const StrategyContext& ctx) const {

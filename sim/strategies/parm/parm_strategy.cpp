@@ -288,12 +288,28 @@ std::vector<workload::MemoryFootprint> ParmStrategy::memory(const StrategyContex
   return out;
 }
 
-std::size_t ParmStrategy::tasks_per_iteration(const StrategyContext& ctx) const {
-  const std::size_t g = ctx.topology.gpu_count();
-  // Per GPU, layer and microbatch: ≤ 12 computes and 12 collectives, and 2 SAA rounds of P phases
-  // with their all-gathers.
-  return g * (static_cast<std::size_t>(ctx.training.microbatches) * ctx.model.layers * (24 + 4 * g) +
-              ctx.model.layers * 2 + 8);
+ProgramSize ParmStrategy::program_per_iteration(const StrategyContext& ctx) const {
+  using P = ProgramSize;
+  const double g = ctx.topology.gpu_count(), mp = options_.mp;
+  const ParmGroups groups = ParmGroups::build(ctx.topology.gpu_count(), options_.mp, options_.esp, options_.placement);
+  // Per GPU, layer and microbatch: ≤ 12 computes, the attention's MP all-reduce each way, and the
+  // schedule's collectives (the header's list): the baseline's EP all-to-alls and ESP all-gathers
+  // and all-reduces, S1's grid all-to-alls and MP all-gathers, S2's by SAA in each direction P
+  // grid phases (the first a whole all-to-all) each with its MP gather, or without SAA as S1's.
+  P per_layer = P::kernels(12) + P::collective(2, mp);
+  switch (schedule(ctx)) {
+    case Schedule::Baseline: per_layer += P::collective(4, groups.n_ep) + P::collective(4, groups.n_esp); break;
+    case Schedule::S1: per_layer += P::collective(4, g) + P::collective(2, mp); break;
+    case Schedule::S2:
+      per_layer += options_.saa ? P::collective(2 * g, g) + P::collective(2 * g, mp) : P::collective(4, g) + P::collective(2, mp);
+      break;
+  }
+  // Per GPU and iteration: each layer's dense gradients and the vocabulary's over the
+  // data-parallel groups (same MP rank), and 8 computes (the vocabulary ends' gradients, the
+  // optimizer and its waits).
+  const double layers = ctx.model.layers;
+  const P per_iteration = (layers + 1) * P::collective(1, g / mp) + P::kernels(layers + 7);
+  return g * (ctx.training.microbatches * layers * per_layer + per_iteration);
 }
 
 std::vector<Alternative> ParmStrategy::alternatives(const StrategyContext&) const {

@@ -83,7 +83,7 @@ class ParmStrategy : public Strategy {
   std::string name() const override { return "parm"; }
   void check(const StrategyContext& ctx) const override;
   std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx) const override;
-  std::size_t tasks_per_iteration(const StrategyContext& ctx) const override;
+  ProgramSize program_per_iteration(const StrategyContext& ctx) const override;
   parallel::PlanPtr plan(const StrategyContext& ctx, int iteration, const parallel::RunState& state) override;
   schema::Json describe(const StrategyContext& ctx) const override;
   std::vector<Alternative> alternatives(const StrategyContext& ctx) const override;

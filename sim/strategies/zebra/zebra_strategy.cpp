@@ -403,9 +403,44 @@ std::vector<workload::MemoryFootprint> ZebraStrategy::memory(const StrategyConte
   return out;
 }
 
-std::size_t ZebraStrategy::tasks_per_iteration(const StrategyContext& ctx) const {
-  // At most what EP writes on the same GPUs (zebra's GPUs each run a part of EP's work).
-  return ep::tasks_per_iteration(ctx, options_.iteration.pipelining_degree);
+ProgramSize ZebraStrategy::program_per_iteration(const StrategyContext& ctx) const {
+  using P = ProgramSize;
+  const auto& m = ctx.model;
+  const auto& t = ctx.training;
+  const Placement place = placement(ctx);
+  const ZpGroups& z = place.groups;
+  const double zp = options_.zp_groups, chunks = options_.iteration.pipelining_degree;
+  // Each block forward and backward, and recomputed before the backward; in Theorem 1's
+  // layer-major order (overlap) each side recomputes its own kernels, not the exchanges or the
+  // combine's output kernel (blocks/moe_block.hpp).
+  const bool recompute = t.recompute == workload::Recompute::Full;
+  const double passes = 2 + (recompute ? 1 : 0), exchange_passes = 2 + (recompute && !options_.overlap ? 1 : 0);
+  // Per chunk each pass's dispatch and combine over the ZP group's M + N GPUs.
+  const P exchanges = P::collective(2 * exchange_passes, z.m + z.n);
+  // Per microbatch: an attention GPU's attention, router and output kernels (the dense FFN in a
+  // dense layer), its exchanges and the experts it took over (Asym-EA); an expert GPU's
+  // exchanges and expert kernels; the vocabulary ends (a kernel each way) on the attention GPUs.
+  P attention_gpu = P::kernels(4), expert_gpu;
+  std::size_t moe_index = 0;
+  for (int l = 0; l < m.layers; ++l) {
+    attention_gpu += P::kernels(m.attention ? passes : 0);
+    if (!m.is_moe(l)) {
+      attention_gpu += P::kernels(passes);
+      continue;
+    }
+    const bool offloaded = moe_index < place.offloaded.size() && place.offloaded[moe_index++] > 0;
+    attention_gpu += P::kernels(passes + exchange_passes) + chunks * (exchanges + P::kernels(offloaded ? passes : 0));
+    expert_gpu += chunks * (exchanges + P::kernels(passes));
+  }
+  // Per iteration: the optimizer step and its waits (two of them the host copies with the
+  // optimizer on the host); the dense gradients all-reduced over every attention GPU, per layer
+  // and for the vocabulary; the experts' over the GPUs at the same place of every ZP group.
+  const P optimizer = t.optimizer_on_host ? P::kernels(2) + P::host_copies(2) : P::kernels(4);
+  const P attention_iteration = optimizer + (m.layers + 1) * P::collective(1, zp * z.m) +
+                                m.moe_layers() * P::collective(1, zp);
+  const P expert_iteration = optimizer + m.moe_layers() * P::collective(1, zp);
+  return zp * (z.m * (t.microbatches * attention_gpu + attention_iteration) +
+               z.n * (t.microbatches * expert_gpu + expert_iteration));
 }
 
 schema::Json ZebraStrategy::describe(const StrategyContext& ctx) const {
