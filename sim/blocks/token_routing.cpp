@@ -528,6 +528,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
           // only copies inside the DC, a few per source at scale, go pair by pair. The bytes are
           // the same sums (exactly so for whole copies); what it saves is a scattered add per copy.
           std::vector<ReplicaPlace> place;
+          place.reserve(flat.ordered ? flat.rank.size() : 0);
           std::vector<double> own(flat.ordered ? n : 0, 0.0);  // each source's bytes for itself
           if (flat.ordered)
             for (const std::uint32_t r : flat.rank) place.push_back({r, builder->tiers()->worker.front()[r]});

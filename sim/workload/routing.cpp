@@ -156,6 +156,7 @@ GroupedAliasTable::GroupedAliasTable(const std::vector<double>& weights)
 void SparseCopySampler::draw(const std::vector<double>& popularity, const GroupedAliasTable& table, double copies,
                              SparseCopies& out) {
   out.clear();
+  if (draws_densely(copies, popularity.size())) return dense(popularity, copies, out);  // straight into `out`
   each(popularity, table, copies, [&out](std::uint32_t e, double c) { out.emplace_back(e, c); });
 }
 

@@ -169,7 +169,12 @@ class SparseCopySampler {
   void each(const std::vector<double>& popularity, const GroupedAliasTable& table, double copies, Visit&& visit);
 
  private:
-  // What `each` draws past 4 copies per category: sample_copies.
+  // A categorical draw (one 64-bit number and a table look-up) costs a fraction of a binomial by
+  // inversion (a pow() and a walk of the pmf): up to 4 copies per category the draws are cheaper;
+  // past that, sample_copies (`dense`).
+  static bool draws_densely(double copies, std::size_t categories) {
+    return std::round(copies) >= 4.0 * static_cast<double>(categories);
+  }
   void dense(const std::vector<double>& popularity, double copies, SparseCopies& out);
   Rng rng_;
   FastBits bits_;
@@ -180,10 +185,8 @@ class SparseCopySampler {
 template <typename Visit>
 void SparseCopySampler::each(const std::vector<double>& popularity, const GroupedAliasTable& table, double copies,
                              Visit&& visit) {
-  // A categorical draw (one 64-bit number and a table look-up) costs a fraction of a binomial by
-  // inversion (a pow() and a walk of the pmf): up to 4 copies per category the draws are cheaper.
   const double n = std::round(copies);
-  if (n >= 4.0 * static_cast<double>(popularity.size())) {
+  if (draws_densely(copies, popularity.size())) {
     SparseCopies all;
     dense(popularity, copies, all);
     for (const auto& [e, c] : all) visit(e, c);
