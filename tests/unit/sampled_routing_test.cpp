@@ -124,7 +124,9 @@ TEST(SampledRouting, EveryGpuOfALargeGroupReceivesWhatItsExpertKeptInAnyPlacemen
     const auto rt = r.route(lp);
     const auto& t = *rt.dispatch[0];
     ASSERT_TRUE(t.is_tiered());
-    if (dropped >= 0) EXPECT_EQ(rt.dropped_copies, dropped);
+    if (dropped >= 0) {
+      EXPECT_EQ(rt.dropped_copies, dropped);
+    }
     dropped = rt.dropped_copies;
     for (std::uint32_t e = 0; e < n; ++e) {
       const std::uint32_t g = table->of_expert[e].front().rank;
