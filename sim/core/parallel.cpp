@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -27,26 +29,51 @@ unsigned chunk_slots(std::size_t chunks) {
 void for_chunks_in_order(std::size_t chunks, const std::function<void(std::size_t, unsigned)>& work,
                          const std::function<void(std::size_t, unsigned)>& merge) {
   const unsigned slots = chunk_slots(chunks);
-  std::vector<std::exception_ptr> failed(slots);
-  for (std::size_t first = 0; first < chunks; first += slots) {
-    const unsigned wave = static_cast<unsigned>(std::min<std::size_t>(slots, chunks - first));
-    const auto run = [&](unsigned slot) {
-      try {
-        work(first + slot, slot);
-      } catch (...) {
-        failed[slot] = std::current_exception();
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> stop{false};  // a chunk failed: begin no more
+  std::mutex mutex;
+  std::condition_variable turn;
+  std::size_t merged = 0;  // chunks merged or passed over, in order (under `mutex`)
+  std::exception_ptr failure;  // the earliest failed chunk's: recorded in chunk order, at its turn
+  const auto run = [&](unsigned slot) {
+    for (std::size_t c; (c = next.fetch_add(1)) < chunks;) {
+      std::exception_ptr failed;
+      if (!stop.load()) {
+        try {
+          work(c, slot);
+        } catch (...) {
+          failed = std::current_exception();
+          stop = true;
+        }
       }
-    };
-    {
-      std::vector<std::jthread> helpers;
-      helpers.reserve(wave - 1);
-      for (unsigned slot = 1; slot < wave; ++slot) helpers.emplace_back(run, slot);
-      run(0);
-    }  // joined
-    for (unsigned slot = 0; slot < wave; ++slot)
-      if (failed[slot]) std::rethrow_exception(failed[slot]);
-    for (unsigned slot = 0; slot < wave; ++slot) merge(first + slot, slot);
-  }
+      {
+        std::unique_lock lock(mutex);
+        turn.wait(lock, [&] { return merged == c; });
+      }
+      // Its turn: no other slot merges or records until `merged` moves on.
+      if (failed && !failure) failure = failed;
+      if (!failure && !stop.load()) {
+        try {
+          merge(c, slot);
+        } catch (...) {
+          failure = std::current_exception();
+          stop = true;
+        }
+      }
+      {
+        std::lock_guard lock(mutex);
+        ++merged;
+      }
+      turn.notify_all();
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    helpers.reserve(slots - 1);
+    for (unsigned slot = 1; slot < slots; ++slot) helpers.emplace_back(run, slot);
+    run(0);
+  }  // joined
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace moesim::core

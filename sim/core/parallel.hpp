@@ -15,8 +15,10 @@ void set_worker_threads(unsigned n);   // 0: the machine's hardware threads
 
 // work(chunk, slot) for every chunk in [0, chunks), slot < min(worker_threads(), chunks) naming the
 // scratch a chunk may use (no two chunks run on one slot at once); merge(chunk, slot) after it, in
-// chunk order, on the calling thread. Chunks run in waves of one per slot. An exception in any
-// chunk is rethrown (the first chunk's) after its wave.
+// chunk order, one merge at a time. Each slot is a thread that takes the next chunk as it comes
+// free, works it, waits for the chunks before it to be merged and merges it: no slot waits for a
+// whole wave, and merges overlap the other slots' work. An exception in work or merge stops the
+// chunks not yet begun and is rethrown (the earliest chunk's) once every slot has stopped.
 void for_chunks_in_order(std::size_t chunks, const std::function<void(std::size_t chunk, unsigned slot)>& work,
                          const std::function<void(std::size_t chunk, unsigned slot)>& merge);
 
