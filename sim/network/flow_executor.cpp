@@ -28,13 +28,17 @@ FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTab
   link_bytes_.assign(links_.size(), 0.0);
   link_peak_.assign(links_.size(), 0.0);
   link_busy_.assign(links_.size(), 0);
+  link_since_.assign(links_.size(), 0);
+  link_flows_.assign(links_.size(), 0);
   stats_.bytes_by_level.assign(topology.tier_count(), 0.0);
 }
 
 double FlowExecutor::memory_estimate(const cluster::Topology& topology) {
   const double links = static_cast<double>(FlowLinks::count(topology));
-  // capacity_, link_rate_, link_bytes_, link_peak_, link_busy_; FlowDemands' scratch; the solver's.
-  const double per_link = 4 * sizeof(double) + sizeof(Time) + sizeof(double) + MaxMinSolver::kBytesPerLink;
+  // capacity_, link_rate_, link_bytes_, link_peak_, link_busy_, link_since_, link_flows_; FlowDemands'
+  // scratch; the solver's.
+  const double per_link = 4 * sizeof(double) + 2 * sizeof(Time) + sizeof(std::uint32_t) + sizeof(double) +
+                          MaxMinSolver::kBytesPerLink;
   const double in_flight = 2.0 * (topology.tier_count() + 1) * topology.gpu_count() * (sizeof(LinkDemand) + sizeof(std::uint32_t));
   return links * per_link + grown_capacity(links) * FlowLinks::kBytesPerLink + in_flight;
 }
@@ -126,6 +130,10 @@ void FlowExecutor::next_phase(engine::Engine& engine, std::uint32_t r, Time now)
   f.share = phase.demand;
   for (LinkDemand& d : f.share) d.bytes /= f.remaining;
   advance(now);
+  for (const LinkDemand& d : phase.demand) {
+    link_bytes_[d.link] += d.bytes;
+    if (link_flows_[d.link]++ == 0) link_since_[d.link] = now;
+  }
   flows_.push_back(std::move(f));
   added_ = true;
   // Phases often start by the thousand at one instant (every group of a layer's collective): the
@@ -154,6 +162,8 @@ void FlowExecutor::on_timer(engine::Engine& engine, std::uint32_t token, Time no
     if (flows_[i].finish <= now) {
       drained_rate_ = std::min(drained_rate_, flows_[i].rate);
       engine.set_timer(flows_[i].running, now + flows_[i].latency);
+      for (const LinkDemand& d : flows_[i].share)
+        if (--link_flows_[d.link] == 0) link_busy_[d.link] += now - link_since_[d.link];
     } else {
       if (kept != i) flows_[kept] = std::move(flows_[i]);
       ++kept;
@@ -168,17 +178,11 @@ void FlowExecutor::advance(Time now) {
   if (dt <= 0) return;
   const double seconds = time_to_seconds(dt);
   for (Flow& f : flows_) f.remaining = std::max(0.0, f.remaining - f.rate * seconds);
-  for (std::uint32_t l : busy_links_) {
-    link_bytes_[l] += link_rate_[l] * seconds;
-    link_busy_[l] += dt;
-  }
   last_ = now;
 }
 
 void FlowExecutor::reschedule(engine::Engine& engine, Time now) {
   last_ = now;
-  for (std::uint32_t l : busy_links_) link_rate_[l] = 0;
-  busy_links_.clear();
   ++generation_;
   if (flows_.empty()) return;
   // Flows only left since the last solve, all of them faster than every flow still running: the
@@ -196,20 +200,28 @@ void FlowExecutor::reschedule(engine::Engine& engine, Time now) {
     for (const Flow& f : flows_) shares.push_back(&f.share);
     solver_.solve(shares, capacity_, rates_);
     ++solves_;
-    for (std::size_t i = 0; i < flows_.size(); ++i) flows_[i].rate = rates_[i];
+    for (std::size_t i = 0; i < flows_.size(); ++i) {
+      flows_[i].rate = rates_[i];
+      if (flows_[i].rate <= 0) invariant_failed("a flow got no bandwidth");
+    }
+    // Each link's new rate for its peak utilisation. Without a solve only drained flows' rates
+    // left: each link's rate is a sum of fewer of the same terms, no higher (rounding is
+    // monotone), so its peak stays; the walk over every flow's links is skipped where it costs
+    // most, as each of a layer's gradient all-reduces drains beside a large all-to-all.
+    for (std::uint32_t l : busy_links_) link_rate_[l] = 0;
+    busy_links_.clear();
+    for (const Flow& f : flows_)
+      for (const LinkDemand& d : f.share) {
+        if (link_rate_[d.link] == 0) busy_links_.push_back(d.link);
+        link_rate_[d.link] += d.bytes * f.rate;
+      }
+    for (std::uint32_t l : busy_links_) link_peak_[l] = std::max(link_peak_[l], link_rate_[l] / capacity_[l]);
   }
   Time next = INT64_MAX;
-  for (std::size_t i = 0; i < flows_.size(); ++i) {
-    Flow& f = flows_[i];
-    if (f.rate <= 0) invariant_failed("a flow got no bandwidth");
+  for (Flow& f : flows_) {
     f.finish = now + ps_to_time(std::ceil(f.remaining / f.rate * 1e12));
     next = std::min(next, f.finish);
-    for (const LinkDemand& d : f.share) {
-      if (link_rate_[d.link] == 0) busy_links_.push_back(d.link);
-      link_rate_[d.link] += d.bytes * f.rate;
-    }
   }
-  for (std::uint32_t l : busy_links_) link_peak_[l] = std::max(link_peak_[l], link_rate_[l] / capacity_[l]);
   engine.set_timer(kDrain | (generation_ & ~kDrain), next);
 }
 
@@ -224,13 +236,15 @@ NetworkStats FlowExecutor::stats() const {
   }
   s.link_levels[tiers].name = "pcie";
   s.link_levels[tiers].level = tiers;
+  // Its busy time, flows still on it included.
+  const auto busy = [&](std::uint32_t l) { return link_busy_[l] + (link_flows_[l] > 0 ? last_ - link_since_[l] : 0); };
   std::vector<std::uint32_t> used;
   for (std::uint32_t l = 0; l < links_.size(); ++l) {
     if (link_bytes_[l] <= 0) continue;
     used.push_back(l);
     LinkStat& lv = s.link_levels[links_.tier(l)];
     lv.bytes += link_bytes_[l];
-    lv.busy = std::max(lv.busy, link_busy_[l]);
+    lv.busy = std::max(lv.busy, busy(l));
     lv.peak_utilization = std::max(lv.peak_utilization, link_peak_[l]);
   }
   if (s.link_levels[tiers].bytes <= 0) s.link_levels.pop_back();
@@ -239,7 +253,7 @@ NetworkStats FlowExecutor::stats() const {
                     [&](std::uint32_t a, std::uint32_t b) { return link_bytes_[a] != link_bytes_[b] ? link_bytes_[a] > link_bytes_[b] : a < b; });
   for (std::size_t i = 0; i < top; ++i) {
     const std::uint32_t l = used[i];
-    s.hottest_links.push_back({links_.name(l), links_.tier(l), link_bytes_[l], link_busy_[l], link_peak_[l]});
+    s.hottest_links.push_back({links_.name(l), links_.tier(l), link_bytes_[l], busy(l), link_peak_[l]});
   }
   return s;
 }

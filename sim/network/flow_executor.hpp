@@ -32,7 +32,7 @@ class FlowExecutor final : public NetworkExecutor {
   const FlowLinks& links() const { return links_; }
   std::uint64_t rate_solves() const { return solves_; }  // solves run (rescheduling without a change of rates is not one)
   // Host bytes it holds for a run on `topology`, for the host-memory estimate: per link
-  // (FlowLinks::count) its five tables here, the links' own, the demands' scratch and the solver's
+  // (FlowLinks::count) its seven tables here, the links' own, the demands' scratch and the solver's
   // state; and the flows of one collective over every GPU at once: each GPU's links (up and down
   // at every tier, and its PCIe link) in its flow's share and in the solver's lists of the flows
   // crossing each link.
@@ -75,8 +75,12 @@ class FlowExecutor final : public NetworkExecutor {
   std::vector<Running> running_;
   std::vector<std::uint32_t> free_running_;
   std::vector<Flow> flows_;
+  // Per link: its rate at the last solve (busy_links_ those with one), the bytes flows put on it
+  // (added when each starts: what its phase demands), its peak utilisation (at solves: a flow that
+  // drains only takes rate off its links), and its busy time: the flows on it, and since when.
   std::vector<double> link_rate_, link_bytes_, link_peak_;
-  std::vector<Time> link_busy_;
+  std::vector<Time> link_busy_, link_since_;
+  std::vector<std::uint32_t> link_flows_;
   std::vector<std::uint32_t> busy_links_;
   std::vector<double> rates_;
   Time last_ = 0;
