@@ -2,7 +2,10 @@
 // when nothing contends, and contention when something does.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <numeric>
+#include <string>
+#include <tuple>
 
 #include "sim/cluster/link_graph.hpp"
 #include "sim/network/analytic_model.hpp"
@@ -266,6 +269,34 @@ TEST(FlowModel, LinkStatisticsAddUp) {
   EXPECT_DOUBLE_EQ(b.stats.link_levels[0].peak_utilization, 1.0);
   ASSERT_FALSE(b.stats.hottest_links.empty());
   EXPECT_NEAR(b.stats.hottest_links[0].bytes, 3e6, 1);
+}
+
+TEST(FlowModel, LinkStatisticsFollowEachFlowThroughADrainWithoutASolve) {
+  // The three transfers of TheFastestFlowDrainingLeavesTheOthersRatesWithoutASolve: A (0 → 1, 1 MB)
+  // drains at 10 us without a solve; B (1 MB) and C (3 MB) share 2 → 3 until B drains at 20 us,
+  // and C drains at 40 us. GPU 0's uplink and GPU 1's downlink carry A's 1 MB and are busy 10 us
+  // (until A drains, though nothing was re-solved then); GPU 2's uplink and GPU 3's downlink carry
+  // 4 MB, busy 40 us, always at 100 GB/s (B and C at 50 each, then C at 100): every used link's
+  // peak is 1. The bytes are exactly what the transfers demand: 10 MB over the level.
+  Bench b(Topology({level("gpu", 4, "100GB/s", "1us")}, {any_gpu()}, {}));
+  b.run({{{CollectiveKind::P2P, Algorithm::Direct, b.group({0, 1}), 1e6, nullptr}, 0},
+         {{CollectiveKind::P2P, Algorithm::Direct, b.group({2, 3}), 1e6, nullptr}, 0},
+         {{CollectiveKind::P2P, Algorithm::Direct, b.group({2, 3}), 3e6, nullptr}, 0}});
+  ASSERT_EQ(b.solves, 2u);
+  ASSERT_EQ(b.stats.link_levels.size(), 1u);
+  EXPECT_EQ(b.stats.link_levels[0].bytes, 10e6);
+  EXPECT_EQ(b.stats.link_levels[0].busy, 40 * kMicrosecond);
+  EXPECT_EQ(b.stats.link_levels[0].peak_utilization, 1.0);
+  std::map<std::string, const LinkStat*> by_name;
+  for (const LinkStat& l : b.stats.hottest_links) by_name[l.name] = &l;
+  ASSERT_EQ(by_name.size(), 4u);
+  for (const auto& [name, bytes, busy] : {std::tuple{"gpu 0 up", 1e6, 10}, {"gpu 1 down", 1e6, 10},
+                                          {"gpu 2 up", 4e6, 40}, {"gpu 3 down", 4e6, 40}}) {
+    ASSERT_TRUE(by_name.count(name)) << name;
+    EXPECT_EQ(by_name[name]->bytes, bytes) << name;
+    EXPECT_EQ(by_name[name]->busy, busy * kMicrosecond) << name;
+    EXPECT_EQ(by_name[name]->peak_utilization, 1.0) << name;
+  }
 }
 
 TEST(FlowModel, FullEpIterationAgreesWithAnalyticWithoutContention) {
