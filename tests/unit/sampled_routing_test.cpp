@@ -136,6 +136,47 @@ TEST(SampledRouting, EveryGpuOfALargeGroupReceivesWhatItsExpertKeptInAnyPlacemen
   }
 }
 
+TEST(SampledRouting, WholeCopiesAddUpAsTheDoublePathDoes) {
+  // The same draws routed with 512 B a copy (whole bytes: WholeCopies adds counts in integers) and
+  // with 512/3 B a copy (three chunks: keep_copies and TieredSend add doubles). Drops, kept copies
+  // per expert and destination pairs are the same; every GPU's bytes sent and received, at every
+  // tier, are a third, up to rounding.
+  const test::RoutingBench r(cut(257));
+  const std::uint32_t n = 257 * 8;
+  std::vector<blocks::LayerRouting> by_chunks;
+  for (const int chunks : {1, 3}) {
+    parallel::MoeLayerPlan lp;
+    lp.dispatch = {{test::iota(n), parallel::ReplicaTable::contiguous(static_cast<int>(n), static_cast<int>(n))}};
+    lp.expert_ffn_hidden = 512;
+    lp.gate_tokens = lp.combine_tokens = 64;
+    lp.chunks = chunks;
+    by_chunks.push_back(r.route(lp));
+  }
+  const blocks::LayerRouting &whole = by_chunks[0], &thirds = by_chunks[1];
+  EXPECT_GT(whole.dropped_copies, 0);
+  EXPECT_EQ(whole.dropped_copies, thirds.dropped_copies);
+  EXPECT_EQ(whole.routed_copies, thirds.routed_copies);
+  EXPECT_EQ(whole.expert_tokens, thirds.expert_tokens);
+  EXPECT_EQ(whole.expert_routed, thirds.expert_routed);
+  const auto &a = *whole.dispatch[0], &b = *thirds.dispatch[0];
+  ASSERT_TRUE(a.is_tiered() && b.is_tiered());
+  EXPECT_EQ(a.pairs(), b.pairs());
+  for (std::uint32_t g = 0; g < n; ++g) {
+    EXPECT_NEAR(a.sent(g), 3 * b.sent(g), 1e-9 * a.sent(g)) << "GPU " << g;
+    EXPECT_NEAR(a.received(g), 3 * b.received(g), 1e-9 * a.received(g)) << "GPU " << g;
+  }
+  std::vector<std::uint32_t> dc(n);
+  for (std::uint32_t g = 0; g < n; ++g) dc[g] = g / 8;
+  std::vector<double> out_a, in_a, out_b, in_b;
+  a.worker_loads(dc, 257, out_a, in_a);
+  b.worker_loads(dc, 257, out_b, in_b);
+  for (std::uint32_t w = 0; w < 257; ++w) {
+    EXPECT_GT(out_a[w], 0);
+    EXPECT_NEAR(out_a[w], 3 * out_b[w], 1e-9 * out_a[w]) << "DC " << w;
+    EXPECT_NEAR(in_a[w], 3 * in_b[w], 1e-9 * in_a[w]) << "DC " << w;
+  }
+}
+
 TEST(SampledRouting, TieredDrawsAreTheSameBytesOnAnyNumberOfThreads) {
   // A tiered group's sources are drawn in 64 chunks of their own seeds and merged in chunk order:
   // 1, 2 and 3 threads give bit-identical results, under per-source capacity, pooled capacity
