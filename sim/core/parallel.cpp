@@ -13,6 +13,17 @@ namespace moesim::core {
 namespace {
 unsigned hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 std::atomic<unsigned> g_threads{0};  // 0: hardware_threads()
+
+// fn(), or the exception it threw.
+template <typename Fn>
+std::exception_ptr attempt(Fn&& fn) {
+  try {
+    fn();
+    return nullptr;
+  } catch (...) {
+    return std::current_exception();
+  }
+}
 }  // namespace
 
 unsigned worker_threads() {
@@ -37,29 +48,15 @@ void for_chunks_in_order(std::size_t chunks, const std::function<void(std::size_
   std::exception_ptr failure;  // the earliest failed chunk's: recorded in chunk order, at its turn
   const auto run = [&](unsigned slot) {
     for (std::size_t c; (c = next.fetch_add(1)) < chunks;) {
-      std::exception_ptr failed;
-      if (!stop.load()) {
-        try {
-          work(c, slot);
-        } catch (...) {
-          failed = std::current_exception();
-          stop = true;
-        }
-      }
+      const std::exception_ptr failed = stop.load() ? nullptr : attempt([&] { work(c, slot); });
+      if (failed) stop = true;
       {
         std::unique_lock lock(mutex);
         turn.wait(lock, [&] { return merged == c; });
       }
       // Its turn: no other slot merges or records until `merged` moves on.
       if (failed && !failure) failure = failed;
-      if (!failure && !stop.load()) {
-        try {
-          merge(c, slot);
-        } catch (...) {
-          failure = std::current_exception();
-          stop = true;
-        }
-      }
+      if (!failure && !stop.load() && (failure = attempt([&] { merge(c, slot); }))) stop = true;
       {
         std::lock_guard lock(mutex);
         ++merged;
