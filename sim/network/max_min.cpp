@@ -18,10 +18,16 @@ void MaxMinSolver::LinkHeap::reset(std::size_t links) {
 
 void MaxMinSolver::LinkHeap::sift(std::size_t i) {
   const Entry e = heap_[i];
-  while (i > 0 && e < heap_[(i - 1) / 2]) {
+  if (i == 0 || !(e < heap_[(i - 1) / 2])) return sift_down(i);
+  do {
     place(i, heap_[(i - 1) / 2]);
     i = (i - 1) / 2;
-  }
+  } while (i > 0 && e < heap_[(i - 1) / 2]);
+  place(i, e);
+}
+
+void MaxMinSolver::LinkHeap::sift_down(std::size_t i) {
+  const Entry e = heap_[i];
   for (;;) {
     std::size_t c = 2 * i + 1;
     if (c >= heap_.size()) break;
@@ -42,6 +48,15 @@ void MaxMinSolver::LinkHeap::set(std::uint32_t link, double key, std::uint32_t o
     heap_[i].key = key;
   }
   sift(i);
+}
+
+void MaxMinSolver::LinkHeap::add(std::uint32_t link, double key, std::uint32_t order) {
+  at_[link] = static_cast<std::uint32_t>(heap_.size());
+  heap_.push_back({key, order, link});
+}
+
+void MaxMinSolver::LinkHeap::order_all() {
+  for (std::size_t i = heap_.size() / 2; i-- > 0;) sift_down(i);
 }
 
 void MaxMinSolver::LinkHeap::erase(std::uint32_t link) {
@@ -80,15 +95,22 @@ double MaxMinSolver::residual_at(std::uint32_t link, std::size_t round, double b
   return r - step * weight_[link];
 }
 
+double MaxMinSolver::saturation_key(std::uint32_t l) const {
+  return level_[l] + std::max(0.0, residual_[l]) / weight_[l];
+}
+
+double MaxMinSolver::tolerance_key(std::uint32_t l, const std::vector<double>& capacity) const {
+  return level_[l] + (residual_[l] - 1e-9 * capacity[l]) / weight_[l];
+}
+
 void MaxMinSolver::rekey(std::uint32_t l, const std::vector<double>& capacity) {
   if (users_[l] == 0 || !(weight_[l] > 0)) {
     saturate_.erase(l);
     tolerate_.erase(l);
     return;
   }
-  const double r = residual_[l];
-  saturate_.set(l, level_[l] + std::max(0.0, r) / weight_[l], order_[l]);
-  tolerate_.set(l, level_[l] + (r - 1e-9 * capacity[l]) / weight_[l], order_[l]);
+  saturate_.set(l, saturation_key(l), order_[l]);
+  tolerate_.set(l, tolerance_key(l, capacity), order_[l]);
 }
 
 void MaxMinSolver::solve(const std::vector<const std::vector<LinkDemand>*>& shares, const std::vector<double>& capacity,
@@ -137,10 +159,13 @@ void MaxMinSolver::solve(const std::vector<const std::vector<LinkDemand>*>& shar
   for (std::uint32_t f = 0; f < flows; ++f)
     for (const LinkDemand& d : *shares[f])
       if (live_[d.link]) crossing_[fill_[d.link]++] = f;
+  // The first round scans the links (most solves of a pipeline's point-to-point transfers end
+  // there); the heaps are built when a second round is needed, holding then what they would hold
+  // had they been built first and re-keyed. Ties break alike: by the order of first appearance.
+  const auto keyed = [&](std::uint32_t l) { return live_[l] && users_[l] > 0 && weight_[l] > 0; };
   saturate_.reset(residual_.size());
   tolerate_.reset(residual_.size());
-  for (std::uint32_t l : touched_)
-    if (live_[l]) rekey(l, capacity);
+  bool heaped = false;
   frozen_.assign(flows, 0);
 
   std::size_t unfrozen = flows;
@@ -153,8 +178,18 @@ void MaxMinSolver::solve(const std::vector<const std::vector<LinkDemand>*>& shar
   };
   while (unfrozen > 0) {
     // The bottleneck: the link that saturates first; the increment takes every rate to its level.
-    if (saturate_.empty()) break;
-    const std::uint32_t bottleneck = saturate_.top();
+    std::uint32_t bottleneck = kAbsent;
+    if (heaped) {
+      if (!saturate_.empty()) bottleneck = saturate_.top();
+    } else {
+      double lowest = 0;
+      for (std::uint32_t l : touched_) {
+        if (!keyed(l)) continue;
+        const double key = saturation_key(l);
+        if (bottleneck == kAbsent || key < lowest) bottleneck = l, lowest = key;
+      }
+    }
+    if (bottleneck == kAbsent) break;
     const double increment = std::max(0.0, residual_at(bottleneck, rounds_, below, step)) / weight_[bottleneck];
     below = level;
     step = increment;
@@ -165,13 +200,20 @@ void MaxMinSolver::solve(const std::vector<const std::vector<LinkDemand>*>& shar
     freeze_.clear();
     collect(bottleneck);
     const double reach = level + 1e-12 * std::abs(level);
-    // Links taken out of tolerate_ go back unless saturated (then their flows all freeze: re-keyed below).
-    keep_.clear();
-    while (!tolerate_.empty() && tolerate_.top_key() <= reach) {
-      const std::uint32_t l = tolerate_.top();
-      keep_.push_back(l);
-      tolerate_.erase(l);
+    // Candidates are the links tolerate_ puts at or below the new level; they stay in it (those whose
+    // flows freeze are re-keyed below). Once every flow is frozen no further link is looked at.
+    const auto check = [&](std::uint32_t l) {
       if (l != bottleneck && residual_at(l, rounds_, below, step) <= 1e-9 * capacity[l]) collect(l);
+      return freeze_.size() < unfrozen;
+    };
+    if (heaped)
+      tolerate_.visit_upto(reach, check);
+    else
+      for (std::uint32_t l : touched_)
+        if (keyed(l) && tolerance_key(l, capacity) <= reach && !check(l)) break;
+    if (freeze_.size() == unfrozen) {  // the last round: nothing left to re-key
+      for (std::uint32_t f : freeze_) rates[f] = level;
+      return;
     }
     // In flow order, so that each link's weight loses its entries in the order a rescan removes them.
     std::sort(freeze_.begin(), freeze_.end());
@@ -192,9 +234,18 @@ void MaxMinSolver::solve(const std::vector<const std::vector<LinkDemand>*>& shar
         --users_[l];
       }
     }
-    for (std::uint32_t l : keep_)
-      if (round_[l] != rounds_) rekey(l, capacity);  // not saturated after all: its key again
-    for (std::uint32_t l : dirty_) rekey(l, capacity);
+    if (heaped) {
+      for (std::uint32_t l : dirty_) rekey(l, capacity);
+    } else {
+      for (std::uint32_t l : touched_) {
+        if (!keyed(l)) continue;
+        saturate_.add(l, saturation_key(l), order_[l]);
+        tolerate_.add(l, tolerance_key(l, capacity), order_[l]);
+      }
+      saturate_.order_all();
+      tolerate_.order_all();
+      heaped = true;
+    }
   }
   // Flows no saturating link stops (none in a well-formed instance) keep the level reached.
   if (unfrozen > 0)

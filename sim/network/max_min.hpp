@@ -17,6 +17,9 @@
 // (thousands of DC uplinks under a skewed all-to-all beside per-expert gradient all-reduces).
 // Links that cannot saturate (even with every flow crossing them at the largest rate any of those
 // flows could get from its own links' capacities) are left out first: they never bound a rate.
+// Most solves take one round (a pipeline's point-to-point transfers, each over its GPUs' links):
+// the first round is a scan of the links, the heaps are built only when a second round is needed,
+// and the solve stops as soon as every flow is frozen.
 //
 // The round semantics of the scanning version are kept: a round freezes the flows of every link
 // whose residual is within 1e-9 of its capacity at the new level (found by a second heap, keyed by
@@ -52,9 +55,26 @@ class MaxMinSolver {
     void reset(std::size_t links);
     bool empty() const { return heap_.empty(); }
     std::uint32_t top() const { return heap_.front().link; }
-    double top_key() const { return heap_.front().key; }
     void set(std::uint32_t link, double key, std::uint32_t order);
     void erase(std::uint32_t link);
+    // Filling an empty heap: `add` appends without ordering, `order_all` then orders every entry
+    // bottom-up (Floyd's heap construction, O(n) where n pushes cost O(n log n)).
+    void add(std::uint32_t link, double key, std::uint32_t order);
+    void order_all();
+    // Calls visit(link) for links with key <= reach, leaving the heap as it is (they form a subtree
+    // at its root: O(their number)), in no particular order, until visit returns false.
+    template <class Visit>
+    void visit_upto(double reach, Visit&& visit) {
+      if (heap_.empty() || heap_.front().key > reach) return;
+      stack_.assign(1, 0);
+      while (!stack_.empty()) {
+        const std::size_t i = stack_.back();
+        stack_.pop_back();
+        if (!visit(heap_[i].link)) return;
+        for (std::size_t c = 2 * i + 1; c <= 2 * i + 2 && c < heap_.size(); ++c)
+          if (heap_[c].key <= reach) stack_.push_back(c);
+      }
+    }
 
    private:
     struct Entry {
@@ -63,12 +83,18 @@ class MaxMinSolver {
       bool operator<(const Entry& o) const { return key < o.key || (key == o.key && order < o.order); }
     };
     void place(std::size_t i, const Entry& e) { heap_[i] = e, at_[e.link] = static_cast<std::uint32_t>(i); }
-    void sift(std::size_t i);
+    void sift(std::size_t i);       // up or down, wherever heap_[i] belongs
+    void sift_down(std::size_t i);  // down only: heap_[i]'s subtrees are heaps, its parent may not be
     std::vector<Entry> heap_;
     std::vector<std::uint32_t> at_;  // at_[link]: its index in heap_, or kAbsent
+    std::vector<std::size_t> stack_;  // visit_upto's entries still to look at
   };
   // Re-keys a link whose weight or residual changed: out of both heaps once no unfrozen flow crosses it.
   void rekey(std::uint32_t link, const std::vector<double>& capacity);
+  // A link's two keys: the level at which it saturates, and the one at which its residual falls to
+  // 1e-9 of its capacity.
+  double saturation_key(std::uint32_t link) const;
+  double tolerance_key(std::uint32_t link, const std::vector<double>& capacity) const;
   // The residual of `link` at the level reached after `round` rounds (`below`: the level before the
   // last of them, `step`: its increment).
   double residual_at(std::uint32_t link, std::size_t round, double below, double step) const;
@@ -79,7 +105,7 @@ class MaxMinSolver {
   std::vector<double> residual_, weight_, level_;
   std::vector<std::uint32_t> users_, stamp_, order_, first_, fill_;
   std::vector<std::size_t> round_;
-  std::vector<std::uint32_t> touched_, crossing_, freeze_, dirty_, keep_;
+  std::vector<std::uint32_t> touched_, crossing_, freeze_, dirty_;
   // saturate_: λ, the level at which a link saturates; tolerate_: the level at which its residual
   // falls to 1e-9 of its capacity (a round freezes the flows of every link that reached it).
   LinkHeap saturate_, tolerate_;

@@ -93,6 +93,33 @@ void BM_MaxMinSolve(benchmark::State& state) {
 }
 BENCHMARK(BM_MaxMinSolve)->Arg(4)->Arg(64)->Arg(1024)->Arg(16384);
 
+// The solves that dominate a pipeline-parallel run in an NVLink domain (qwen3-235b-a22b-gb200:
+// ~210,000 solves, most of them one round): `flows` collectives of 32 GPUs each in a 72-GPU
+// domain, each flow over its GPUs' up and down links (64 links, a = 1), consecutive flows sharing
+// 8 GPUs. Equal capacities: every link of the busiest GPUs saturates at once, one or two rounds.
+void BM_MaxMinSolvePipeline(benchmark::State& state) {
+  const auto flows = static_cast<std::uint32_t>(state.range(0));
+  const std::uint32_t gpus = 72;
+  std::vector<std::vector<network::LinkDemand>> shares(flows);
+  for (std::uint32_t f = 0; f < flows; ++f)
+    for (std::uint32_t i = 0; i < 32; ++i) {
+      const std::uint32_t g = (24 * f + i) % gpus;
+      shares[f].push_back({2 * g, 1});
+      shares[f].push_back({2 * g + 1, 1});
+    }
+  std::vector<const std::vector<network::LinkDemand>*> ptrs;
+  for (const auto& s : shares) ptrs.push_back(&s);
+  const std::vector<double> capacity(2 * gpus, 900e9);
+  network::MaxMinSolver solver(capacity.size());
+  std::vector<double> rates;
+  for (auto _ : state) {
+    solver.solve(ptrs, capacity, rates);
+    benchmark::DoNotOptimize(rates.data());
+  }
+  state.counters["rounds"] = static_cast<double>(solver.rounds());
+}
+BENCHMARK(BM_MaxMinSolvePipeline)->Arg(1)->Arg(2)->Arg(5);
+
 // The solves that dominated a 12-layer EP iteration at 1250 to 12,500 DCs (issue 21): the
 // dispatch all-to-alls of two EP groups of `dcs`/2 DCs × 8 GPUs each (one flow per group over its
 // DC and GPU links, skewed: a ∈ [0.3, 1] on DC links, ~1/8 of that on GPU links) beside the

@@ -159,3 +159,61 @@ TEST(MaxMin, FlowsWithoutLinksAndEmptyInput) {
   solver.solve({&a, &none}, {5, 1}, rates);
   EXPECT_EQ(rates, (std::vector<double>{5, 5}));
 }
+
+TEST(MaxMin, LongPathsThatTieEndInOneRoundOrTwo) {
+  // A pipeline's transfers over an NVLink domain: each flow crosses 64 links. Flows 0 and 1 share
+  // links 0–63 (a = 1: weight 2); flow 2 crosses 64–127 at a = 1, flow 3 crosses 64–95 at a = 1 and
+  // 96–127 at a = 0.5 (weights 2 and 1.5). All links 100 GB/s: links 0–95 saturate together at
+  // 1e11 / 2 = 5e10, one round, every rate 5e10 (96–127 would need 6.67e10).
+  std::vector<std::vector<LinkDemand>> shares(4);
+  for (std::uint32_t l = 0; l < 64; ++l) {
+    shares[0].push_back({l, 1});
+    shares[1].push_back({l, 1});
+    shares[2].push_back({64 + l, 1});
+    shares[3].push_back({64 + l, l < 32 ? 1.0 : 0.5});
+  }
+  std::vector<double> capacity(128, 1e11);
+  std::size_t rounds = 0;
+  EXPECT_EQ(solve(shares, capacity, &rounds), (std::vector<double>(4, 5e10)));
+  EXPECT_EQ(rounds, 1u);
+  // Links 64–127 at 200 GB/s: 64–95 saturate only at 2e11 / 2 = 1e11, a second round (96–127 at
+  // 2e11 / 1.5 = 1.33e11 do not): flows 0, 1 at 5e10, flows 2, 3 at 1e11, the rescan's bits.
+  std::fill(capacity.begin() + 64, capacity.end(), 2e11);
+  const auto rates = solve(shares, capacity, &rounds);
+  EXPECT_EQ(rates, (std::vector<double>{5e10, 5e10, 1e11, 1e11}));
+  EXPECT_EQ(rounds, 2u);
+  EXPECT_EQ(rates, rescan(shares, capacity));
+}
+
+TEST(MaxMin, OneSolverAcrossShallowAndDeepSolves) {
+  // The executor keeps one solver: a deep solve (its heaps built) followed by one-round solves
+  // (heaps never built) and the deep one again give what a fresh solver gives each time.
+  std::vector<std::vector<std::vector<LinkDemand>>> instances;
+  std::vector<std::vector<double>> capacities;
+  for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    Rng rng(seed);
+    const std::size_t links = 40, flows = seed % 2 ? 100 : 2;  // odd seeds deep, even ones shallow
+    std::vector<std::vector<LinkDemand>> shares(flows);
+    for (auto& s : shares)
+      for (std::uint64_t i = 0, path = 1 + rng.below(6); i < path; ++i)
+        s.push_back({static_cast<std::uint32_t>(rng.below(links)), i == 0 ? 1.0 : 0.2 + 0.8 * rng.uniform()});
+    std::vector<double> capacity(links);
+    for (auto& c : capacity) c = 1e8 + 1e10 * rng.uniform();
+    instances.push_back(std::move(shares));
+    capacities.push_back(std::move(capacity));
+  }
+  MaxMinSolver shared(40);
+  std::size_t deep = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::size_t i = 0; i < instances.size(); ++i) {
+      std::vector<const std::vector<LinkDemand>*> ptrs;
+      for (const auto& s : instances[i]) ptrs.push_back(&s);
+      std::vector<double> rates;
+      shared.solve(ptrs, capacities[i], rates);
+      deep += shared.rounds() > 2;
+      std::size_t rounds = 0;
+      EXPECT_EQ(rates, solve(instances[i], capacities[i], &rounds)) << "instance " << i << " pass " << pass;
+      EXPECT_EQ(shared.rounds(), rounds);
+    }
+  EXPECT_GE(deep, 6u);  // the deep instances do build and use the heaps
+}
