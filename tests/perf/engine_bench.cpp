@@ -109,6 +109,7 @@ void BM_MaxMinSolvePipeline(benchmark::State& state) {
     }
   std::vector<const std::vector<network::LinkDemand>*> ptrs;
   for (const auto& s : shares) ptrs.push_back(&s);
+  // 900 GB/s each way: NVLink 5's 1.8 TB/s per GB200 GPU (NVIDIA GB200 NVL72 datasheet), halved.
   const std::vector<double> capacity(2 * gpus, 900e9);
   network::MaxMinSolver solver(capacity.size());
   std::vector<double> rates;
