@@ -104,7 +104,7 @@ double MaxMinSolver::tolerance_key(std::uint32_t l, const std::vector<double>& c
 }
 
 void MaxMinSolver::rekey(std::uint32_t l, const std::vector<double>& capacity) {
-  if (users_[l] == 0 || !(weight_[l] > 0)) {
+  if (!keyed(l)) {
     saturate_.erase(l);
     tolerate_.erase(l);
     return;
@@ -162,7 +162,6 @@ void MaxMinSolver::solve(const std::vector<const std::vector<LinkDemand>*>& shar
   // The first round scans the links (most solves of a pipeline's point-to-point transfers end
   // there); the heaps are built when a second round is needed, holding then what they would hold
   // had they been built first and re-keyed. Ties break alike: by the order of first appearance.
-  const auto keyed = [&](std::uint32_t l) { return live_[l] && users_[l] > 0 && weight_[l] > 0; };
   saturate_.reset(residual_.size());
   tolerate_.reset(residual_.size());
   bool heaped = false;

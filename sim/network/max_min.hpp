@@ -89,6 +89,8 @@ class MaxMinSolver {
     std::vector<std::uint32_t> at_;  // at_[link]: its index in heap_, or kAbsent
     std::vector<std::size_t> stack_;  // visit_upto's entries still to look at
   };
+  // Whether a link is in the heaps: it may saturate and unfrozen flows load it.
+  bool keyed(std::uint32_t link) const { return live_[link] && users_[link] > 0 && weight_[link] > 0; }
   // Re-keys a link whose weight or residual changed: out of both heaps once no unfrozen flow crosses it.
   void rekey(std::uint32_t link, const std::vector<double>& capacity);
   // A link's two keys: the level at which it saturates, and the one at which its residual falls to
