@@ -22,14 +22,15 @@ void context_parallel_attention(Emission& em, engine::Phase direction, int layer
   const auto l_proj = em.label(direction, engine::WorkKind::Attention, "attention", layer, mb);
   const auto projection = [&](bool qkv) {
     return PerKind(em.ctx, [&, qkv](const compute::ComputeModel& cm) {
-      const Time fwd = qkv ? qkv_projection_time(cm, m, tokens, tp) : output_projection_time(cm, m, tokens, tp);
+      const compute::Work fwd = qkv ? qkv_projection_time(cm, m, tokens, tp) : output_projection_time(cm, m, tokens, tp);
       return backward ? cm.backward(fwd) : fwd;
     });
   };
   auto first = projection(!backward), last = projection(backward);
   auto core = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
-    const Time whole = backward ? attention_core_backward_time(cm, m, t, tp) : attention_core_time(cm, m, t, tp);
-    return whole / (static_cast<Time>(cp) * cp);
+    const compute::Work whole = backward ? attention_core_backward_time(cm, m, t, tp) : attention_core_time(cm, m, t, tp);
+    // Each step launches the core's kernels over its chunk.
+    return compute::Work{whole.time / (static_cast<Time>(cp) * cp), whole.kernels};
   });
   // Forward: QKV projection, core, output projection; backward the reverse.
   for (const std::uint32_t g : em.active())
@@ -56,6 +57,7 @@ void attention(Emission& em, engine::Phase direction, int layer, int mb, Frontie
   const auto& m = em.ctx.model;
   if (!m.attention) return;
   const int tp = em.plan.tensor_parallel.size;
+  const ProgramBuilder::InModule in(em.pb, software::Module::Attention);
   tensor_parallel_enter(em, direction, layer, mb, f);
   if (em.plan.context_parallel.size > 1) {
     context_parallel_attention(em, direction, layer, mb, f);
@@ -82,12 +84,14 @@ void recompute_attention_core(Emission& em, int layer, int mb, Frontier& f) {
   const int tp = em.plan.tensor_parallel.size;
   const int cp = em.plan.context_parallel.size;
   const auto label = em.label(engine::Phase::Recompute, engine::WorkKind::Attention, "attention_core", layer, mb);
+  const ProgramBuilder::InModule in(em.pb, software::Module::Attention);
   for (const std::uint32_t g : em.active()) {
     if (!em.runs_attention(g) || em.ctx.topology.gpu(g).flash_attention) continue;
     // The rank's share of the core: its s/cp queries against every key. With context parallelism
     // the ring is not replayed (Transformer Engine runs CP only with fused attention, where
     // selective recomputation adds nothing: such GPUs do not get here).
-    f[g] = em.pb.compute(g, attention_core_time(em.ctx.compute_of(g), m, t, tp) / cp, label, f[g]);
+    const compute::Work core = attention_core_time(em.ctx.compute_of(g), m, t, tp);
+    f[g] = em.pb.compute(g, compute::Work{core.time / cp, core.kernels}, label, f[g]);
   }
 }
 

@@ -3,6 +3,8 @@
 // builder, the iteration's plan, what the iteration measures).
 #pragma once
 
+#include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "sim/blocks/program_builder.hpp"
@@ -27,22 +29,24 @@ struct Context {
   double dtype_bytes() const { return cluster::storage_bytes(training.dtype); }
 };
 
-// A duration that depends only on a GPU's kind, costed once per kind however many GPUs ask:
-// `cost(compute model)` for the first GPU of each kind, the same value for the others.
+// A cost (a duration, a compute::Work) that depends only on a GPU's kind, costed once per kind
+// however many GPUs ask: `cost(compute model)` for the first GPU of each kind, the same value for
+// the others.
 template <typename Cost>
 class PerKind {
  public:
-  PerKind(const Context& ctx, Cost cost) : ctx_(ctx), cost_(std::move(cost)), memo_(ctx.compute.size(), -1) {}
-  Time operator()(std::uint32_t gpu) {
-    Time& t = memo_[ctx_.topology.kind_index(gpu)];
-    if (t < 0) t = cost_(ctx_.compute_of(gpu));
-    return t;
+  using Value = std::invoke_result_t<Cost&, const compute::ComputeModel&>;
+  PerKind(const Context& ctx, Cost cost) : ctx_(ctx), cost_(std::move(cost)), memo_(ctx.compute.size()) {}
+  Value operator()(std::uint32_t gpu) {
+    std::optional<Value>& v = memo_[ctx_.topology.kind_index(gpu)];
+    if (!v) v = cost_(ctx_.compute_of(gpu));
+    return *v;
   }
 
  private:
   const Context& ctx_;
   Cost cost_;
-  std::vector<Time> memo_;
+  std::vector<std::optional<Value>> memo_;
 };
 
 // Per GPU, the task the next piece of work waits for (engine::kNone: only its stream's order).
@@ -77,6 +81,11 @@ struct Emission {
   // context-parallel group (and over tp inside the sequence-parallel regions, which the blocks say).
   double rank_tokens() const { return ctx.training.tokens_per_microbatch() / plan.context_parallel.size; }
   bool runs_attention(std::uint32_t g) const { return plan.role(g) & parallel::kRunsAttention; }
+  // The software the program runs (its defaults where the builder has none).
+  const software::Software& software() const {
+    static const software::Software none;
+    return pb.software() ? *pb.software() : none;
+  }
   bool runs_experts(std::uint32_t g) const { return plan.role(g) & parallel::kRunsExperts; }
 };
 

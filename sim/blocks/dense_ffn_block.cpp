@@ -8,9 +8,10 @@ namespace moesim::blocks {
 void dense_ffn(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f) {
   const auto label = em.label(direction, engine::WorkKind::DenseFfn, "dense_ffn", layer, mb);
   const double tokens = em.rank_tokens();
+  const ProgramBuilder::InModule in(em.pb, software::Module::DenseMlp);
   tensor_parallel_enter(em, direction, layer, mb, f);
   auto cost = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
-    const Time forward = dense_ffn_time(cm, em.ctx.model, tokens, em.plan.tensor_parallel.size);
+    const compute::Work forward = dense_ffn_time(cm, em.ctx.model, tokens, em.plan.tensor_parallel.size);
     return direction != engine::Phase::Backward ? forward : cm.backward(forward);
   });
   for (const std::uint32_t g : em.active())

@@ -20,7 +20,8 @@ void fetch_at_iteration_start(Emission& em, const Frontier& anchor, std::vector<
   for (std::size_t layer = 0; layer < moe.size(); ++layer) {
     if (!fetches_now(layer) || moe[layer]->fetch->prepare.empty()) continue;
     for (std::uint32_t g = 0; g < em.gpus(); ++g)
-      prepared[layer][g] = em.pb.compute(g, moe[layer]->fetch->prepare[em.ctx.topology.kind_index(g)], label);
+      prepared[layer][g] =
+          em.pb.compute(g, compute::kernel(moe[layer]->fetch->prepare[em.ctx.topology.kind_index(g)]), label);
   }
   for (std::size_t layer = 0; layer < moe.size(); ++layer)
     if (fetches_now(layer) && moe[layer]->fetch->at_iteration_start)

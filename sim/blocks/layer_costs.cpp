@@ -10,143 +10,171 @@ double act(const compute::ComputeModel& cm) { return cluster::storage_bytes(cm.o
 
 // RMSNorm of `tokens` rows of `width`: reads the rows, writes the normed rows (the weight vector
 // is negligible): 2·T·width·a.
-Time norm(const compute::ComputeModel& cm, double tokens, double width) { return cm.memory_bound(2 * tokens * width * act(cm)); }
+compute::Work norm(const compute::ComputeModel& cm, double tokens, double width) {
+  return compute::kernel(cm.memory_bound(2 * tokens * width * act(cm)));
+}
 
 // Residual add (Megatron-Core's bias-dropout-add, no bias or dropout in these models): reads the
 // block's output and the residual, writes their sum: 3·T·H·a.
-Time residual_add(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
-  return cm.memory_bound(3 * tokens * m.hidden * act(cm));
+compute::Work residual_add(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
+  return compute::kernel(cm.memory_bound(3 * tokens * m.hidden * act(cm)));
+}
+
+compute::Work gemm(const compute::ComputeModel& cm, double m, double n, double k) { return compute::kernel(cm.gemm(m, n, k)); }
+
+// A grouped GeMM over the local experts: its kernels as the backend launches them.
+compute::Work grouped_gemm(const compute::ComputeModel& cm, std::span<const double> rows, double n, double k) {
+  return {cm.grouped_gemm(rows, n, k), cm.grouped_gemm_kernels(rows)};
+}
+
+// Under FP8 training, the cast of a GeMM's activation operand that no earlier kernel fuses
+// (ComputeModel::fp8_cast): one kernel per GeMM it feeds (`gemms`: a grouped GeMM launched per
+// expert casts each expert's rows on their own, as Transformer Engine's GroupedLinear splits its
+// input before quantizing), none otherwise.
+compute::Work fp8_cast(const compute::ComputeModel& cm, double elements, int gemms = 1) {
+  const Time t = cm.fp8_cast(elements);
+  return t > 0 ? compute::Work{t, gemms} : compute::Work{};
 }
 
 // The FFNs of experts_time; `cast_input`: fc1's input comes from no norm, so under FP8 training
 // it is cast in a kernel of its own (the permuted tokens of routed experts).
-Time grouped_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
-                      double ffn, bool cast_input) {
+compute::Work grouped_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                               std::span<const double> tokens, double ffn, bool cast_input) {
   double copies = 0;
   for (const double t : tokens)
     if (t > 0) copies += t;
-  if (copies <= 0) return 0;
+  if (copies <= 0) return {};
   const bool gated = m.ffn_gemms() == 3;
   // The activation over every copy: SwiGLU reads the gate and up halves (2·ffn) and writes ffn;
   // an MLP's GeLU reads ffn and writes ffn: (3 or 2)·copies·ffn·a (its FP8 output for fc2 is
   // written instead of the BF16 one).
-  const Time activation = cm.memory_bound((gated ? 3.0 : 2.0) * copies * ffn * act(cm));
-  const Time cast = cast_input ? cm.fp8_cast(copies * m.hidden) : 0;
-  return cast + cm.grouped_gemm(tokens, (gated ? 2 : 1) * ffn, m.hidden) + activation + cm.grouped_gemm(tokens, m.hidden, ffn);
+  const compute::Work activation = compute::kernel(cm.memory_bound((gated ? 3.0 : 2.0) * copies * ffn * act(cm)));
+  const compute::Work fc1 = grouped_gemm(cm, tokens, (gated ? 2 : 1) * ffn, m.hidden);
+  const compute::Work cast = cast_input ? fp8_cast(cm, copies * m.hidden, fc1.kernels) : compute::Work{};
+  return cast + fc1 + activation + grouped_gemm(cm, tokens, m.hidden, ffn);
 }
 }  // namespace
 
-Time experts_time(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
-                  double ffn) {
+compute::Work experts_time(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
+                           double ffn) {
   return grouped_ffn_time(cm, m, tokens, ffn, true);
 }
 
-Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn) {
+compute::Work ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn) {
   const double rows[1] = {tokens};
   return grouped_ffn_time(cm, m, rows, ffn, false);
 }
 
-Time qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
-  if (!m.attention) return 0;
-  const Time pre_norm = norm(cm, tokens, m.hidden);  // the pre-attention RMSNorm
-  if (!m.mla) return cm.gemm(tokens, (m.query_width() + m.key_width() + m.value_width()) / tp, m.hidden) + pre_norm;
+compute::Work qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
+  if (!m.attention) return {};
+  const compute::Work pre_norm = norm(cm, tokens, m.hidden);  // the pre-attention RMSNorm
+  if (!m.mla) return gemm(cm, tokens, (m.query_width() + m.key_width() + m.value_width()) / tp, m.hidden) + pre_norm;
   // MLA: the down projections whole on every rank, each latent normed, the up projections of this
   // rank's heads.
   const workload::LatentAttention& a = *m.mla;
   const double heads = m.heads / static_cast<double>(tp);
-  const Time q = a.q_lora_rank > 0 ? cm.gemm(tokens, a.q_lora_rank, m.hidden) + norm(cm, tokens, a.q_lora_rank) +
-                                         cm.gemm(tokens, heads * m.qk_head_dim(), a.q_lora_rank)
-                                   : cm.gemm(tokens, heads * m.qk_head_dim(), m.hidden);
-  const Time kv = cm.gemm(tokens, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden) + norm(cm, tokens, a.kv_lora_rank) +
-                  cm.gemm(tokens, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank);
+  const compute::Work q = a.q_lora_rank > 0 ? gemm(cm, tokens, a.q_lora_rank, m.hidden) + norm(cm, tokens, a.q_lora_rank) +
+                                                  gemm(cm, tokens, heads * m.qk_head_dim(), a.q_lora_rank)
+                                            : gemm(cm, tokens, heads * m.qk_head_dim(), m.hidden);
+  const compute::Work kv = gemm(cm, tokens, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden) +
+                           norm(cm, tokens, a.kv_lora_rank) +
+                           gemm(cm, tokens, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank);
   return q + kv + pre_norm;
 }
 
-Time output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
-  if (!m.attention) return 0;
+compute::Work output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
+  if (!m.attention) return {};
   // Its input, the attention core's output, is cast to FP8 on its own under FP8 training.
   const double width = m.output_width() / tp;
-  return cm.fp8_cast(tokens * width) + cm.gemm(tokens, m.hidden, width) + residual_add(cm, m, tokens);
+  return fp8_cast(cm, tokens * width) + gemm(cm, tokens, m.hidden, width) + residual_add(cm, m, tokens);
 }
 
-Time attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
-                         int tp) {
-  if (!m.attention) return 0;
-  return cm.attention(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length, m.core_head_dim(), t.causal);
-}
-
-Time attention_core_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+compute::Work attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
                                   const workload::TrainingConfig& t, int tp) {
-  if (!m.attention) return 0;
-  return cm.attention_backward(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length,
-                               m.core_head_dim(), t.causal);
+  if (!m.attention) return {};
+  return compute::kernel(
+      cm.attention(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length, m.core_head_dim(), t.causal));
+}
+
+// The fused attention backward: one kernel of dQ, dK, dV (cuDNN's and FlashAttention's, with the
+// small pre- and post-processing kernels they add counted as a second: dO·O and dQ's conversion).
+compute::Work attention_core_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                                           const workload::TrainingConfig& t, int tp) {
+  if (!m.attention) return {};
+  return {cm.attention_backward(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length,
+                                m.core_head_dim(), t.causal),
+          2};
 }
 
 namespace {
 // The attention block without its core.
-Time attention_projections(const compute::ComputeModel& cm, const workload::ModelShape& m,
-                           const workload::TrainingConfig& t, int tp) {
+compute::Work attention_projections(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                                    const workload::TrainingConfig& t, int tp) {
   const double tokens = t.tokens_per_microbatch();
   return qkv_projection_time(cm, m, tokens, tp) + output_projection_time(cm, m, tokens, tp);
 }
 }  // namespace
 
-Time attention_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
-                    int tp) {
-  if (!m.attention) return 0;
+compute::Work attention_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                             const workload::TrainingConfig& t, int tp) {
+  if (!m.attention) return {};
   return attention_projections(cm, m, t, tp) + attention_core_time(cm, m, t, tp);
 }
 
-Time attention_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
-                             const workload::TrainingConfig& t, int tp) {
-  if (!m.attention) return 0;
+compute::Work attention_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                                      const workload::TrainingConfig& t, int tp) {
+  if (!m.attention) return {};
   return cm.backward(attention_projections(cm, m, t, tp)) + attention_core_backward_time(cm, m, t, tp);
 }
 
-Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute) {
-  if (tokens <= 0) return 0;
+compute::Work gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute,
+                        int router_kernels) {
+  if (tokens <= 0) return {};
   const double a = act(cm);
   // The pre-MLP RMSNorm (a layer with attention; expert-only models have none).
-  const Time pre_norm = m.attention ? norm(cm, tokens, m.hidden) : 0;
+  const compute::Work pre_norm = m.attention ? norm(cm, tokens, m.hidden) : compute::Work{};
   // Router logits: a GeMM of the tokens against the E router columns.
   const Time router = cm.gemm(tokens, m.experts, m.hidden);
   // Softmax and top-k in one kernel over fp32 logits: reads T·E·4, writes the dense routing
   // probabilities T·E·4 (Megatron-Core's routing map and probs are T×E): 2·T·E·4.
   const Time top_k = cm.memory_bound(2 * tokens * m.experts * 4);
   // Permute: reads each token once, writes its k copies grouped by expert: (1 + k)·T·H·a.
-  const Time permute = fused_permute ? 0 : cm.memory_bound((1 + m.top_k) * tokens * m.hidden * a);
-  return pre_norm + router + top_k + permute;
+  const compute::Work permute =
+      fused_permute ? compute::Work{} : compute::kernel(cm.memory_bound((1 + m.top_k) * tokens * m.hidden * a));
+  // The router's time is its two large kernels; its launches are the software's count (score
+  // function, top-k, auxiliary losses and their small kernels), at least those two.
+  return pre_norm + compute::Work{router + top_k, std::max(2, router_kernels)} + permute;
 }
 
-Time combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute) {
-  if (tokens <= 0) return 0;
-  if (fused_permute) return m.attention ? residual_add(cm, m, tokens) : 0;
+compute::Work combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute) {
+  if (tokens <= 0) return {};
+  if (fused_permute) return m.attention ? residual_add(cm, m, tokens) : compute::Work{};
   // Un-permute: reads the k expert outputs of each token and writes their probability-weighted sum
   // (the k probabilities per token are negligible): (k + 1)·T·H·a.
-  const Time unpermute = cm.memory_bound((m.top_k + 1) * tokens * m.hidden * act(cm));
-  return unpermute + (m.attention ? residual_add(cm, m, tokens) : 0);
+  const compute::Work unpermute = compute::kernel(cm.memory_bound((m.top_k + 1) * tokens * m.hidden * act(cm)));
+  return unpermute + (m.attention ? residual_add(cm, m, tokens) : compute::Work{});
 }
 
-Time regroup_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double copies) {
-  if (copies <= 0) return 0;
-  return 2 * cm.memory_bound(2 * copies * m.hidden * act(cm));
+compute::Work regroup_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double copies) {
+  if (copies <= 0) return {};
+  return {2 * cm.memory_bound(2 * copies * m.hidden * act(cm)), 2};
 }
 
-Time dense_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
-  if (tokens <= 0) return 0;
+compute::Work dense_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
+  if (tokens <= 0) return {};
   return norm(cm, tokens, m.hidden) + ffn_time(cm, m, tokens, m.dense_ffn_hidden / tp) + residual_add(cm, m, tokens);
 }
 
-Time embedding_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
+compute::Work embedding_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
   // A gather: reads the tokens' rows of the table, writes them: 2·T·H·a.
-  return cm.memory_bound(2 * tokens * m.hidden * act(cm));
+  return compute::kernel(cm.memory_bound(2 * tokens * m.hidden * act(cm)));
 }
 
-Time lm_head_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
+compute::Work lm_head_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
   // The final RMSNorm, the logits GeMM, and the fp32 softmax over the rank's vocabulary columns
   // (reads and writes T·V/tp·4).
-  return (m.attention ? norm(cm, tokens, m.hidden) : 0) + cm.gemm(tokens, m.vocab / tp, m.hidden) +
-         cm.memory_bound(2 * tokens * m.vocab / tp * 4);
+  return (m.attention ? norm(cm, tokens, m.hidden) : compute::Work{}) + gemm(cm, tokens, m.vocab / tp, m.hidden) +
+         compute::kernel(cm.memory_bound(2 * tokens * m.vocab / tp * 4));
 }
 
 }  // namespace moesim::blocks

@@ -6,7 +6,8 @@
 // head split over a tensor-parallel group of `tp` GPUs as Megatron-LM does (heads, projection
 // columns, FFN columns, vocabulary per rank). Memory-bound kernels are costed from the bytes they
 // move through HBM, derived at each one (T tokens, H hidden, a bytes per activation element:
-// cluster::storage_bytes, BF16 under FP8 training).
+// cluster::storage_bytes, BF16 under FP8 training). Each piece is compute::Work: its time and the
+// kernels the host launches for it, counted where they are costed.
 #pragma once
 
 #include <span>
@@ -22,48 +23,51 @@ namespace moesim::blocks {
 // over all their copies in one kernel, fc2 as one grouped GeMM (ffn → H); under FP8 training the
 // permuted copies are first cast to FP8 (compute::ComputeModel::fp8_cast). The one rule for expert
 // compute, whatever the number of local experts.
-Time experts_time(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
+compute::Work experts_time(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
                   double ffn);
 // One FFN of `tokens` tokens and size `ffn` (a dense FFN, the shared experts): the same with one
 // group, its input cast to FP8 by the norm before it.
-Time ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn);
+compute::Work ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn);
 
 // The attention block of one microbatch on one GPU (no context parallelism): projections, norm and core.
-Time attention_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
+compute::Work attention_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
                     int tp = 1);
-Time attention_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+compute::Work attention_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
                              const workload::TrainingConfig& t, int tp = 1);
 // Its pieces, forward, for `tokens` tokens: the norm and the Q, K, V projections; the output projection.
-Time qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
+compute::Work qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 // The output projection and the residual add after it.
-Time output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
+compute::Work output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 // The attention core (QK^T, softmax, PV) of a microbatch's whole sequence, heads split over tp,
 // forward and backward.
-Time attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
+compute::Work attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
                          int tp = 1);
-Time attention_core_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+compute::Work attention_core_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
                                   const workload::TrainingConfig& t, int tp = 1);
 // The pre-MLP norm (with attention), router GeMM, softmax/top-k and permuting the k copies into the
 // send buffer, for `tokens` tokens. `fused_permute`: a fused dispatch (DeepEP, HybridEP) writes the
-// rows into the expert-major layout itself, so no permute kernel runs.
-Time gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute = false);
+// rows into the expert-major layout itself, so no permute kernel runs. `router_kernels`: the kernels
+// the software's router launches (software::Software::router_kernels); its time is that of the
+// router GeMM and the top-k.
+compute::Work gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
+                        bool fused_permute = false, int router_kernels = 2);
 // The regroup around one GPU's experts when an all-to-all without a fused permute brought them
 // `copies` token copies for more than one local expert: the rows arrive grouped by source rank and
 // are gathered into local-expert order before the grouped GeMMs, then scattered back into source
 // order before the combine's all-to-all (Megatron-Core's sort_chunks_by_idxs and its inverse,
 // torchtitan's _permute/_unpermute). Two kernels, each reading and writing every copy:
 // 2 × 2·C·H·a. Its backward costs the same (the gradient of a permutation is its inverse).
-Time regroup_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double copies);
+compute::Work regroup_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double copies);
 // Un-permute with the weighted sum of the k expert outputs, and the residual add (with attention);
 // `fused_permute`: the fused combine un-permutes and reduces, only the residual add is left.
-Time combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute = false);
+compute::Work combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute = false);
 // A dense FFN block over `tokens` tokens, FFN columns split over `tp` GPUs: its norm, FFN and
 // residual add.
-Time dense_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
+compute::Work dense_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 // The embedding lookup of `tokens` tokens (a gather of their rows).
-Time embedding_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens);
+compute::Work embedding_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens);
 // The final norm, the logits of `tokens` tokens over the vocabulary split over `tp` GPUs, and their
 // fp32 softmax.
-Time lm_head_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
+compute::Work lm_head_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 
 }  // namespace moesim::blocks

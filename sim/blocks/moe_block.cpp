@@ -63,15 +63,20 @@ void all_to_all(Emission& em, const parallel::MoeLayerPlan& p, const std::vector
 }
 
 // Before a blocking dispatch the host reads the split sizes (nccl), receive counts (DeepEP) or
-// permuted rows (HybridEP) back from the GPU: its compute stream idles for the round trip before
-// the kernels that follow are launched. The forward and its recomputation sync; the backward
-// reuses the sizes (torchtitan's saved splits, the handle's cached metadata).
+// permuted rows (HybridEP) back from the GPU (Megatron-Core's alltoall dispatcher: a
+// device-to-host copy and a sync before the EP all-to-all, token_dispatcher.py): the launch thread
+// stops at the read until it returns, and the sync time more (parallel.ep_host_sync where the
+// scenario sets it, else the software's), so the GPU idles from the read to the next launch. The
+// forward and its recomputation sync; the backward reuses the sizes (Megatron's saved split sizes,
+// torchtitan's, the handle's cached metadata).
 void host_sync(Emission& em, const MoeInFlight& x, Frontier& f) {
   const parallel::EpBackend& b = x.plan->backend;
-  if (x.backward || !b.syncs_host() || b.host_sync <= 0 || !exchanges(*x.plan)) return;
+  if (x.backward || !b.syncs_host() || !exchanges(*x.plan)) return;
+  const Time sync = b.host_sync ? *b.host_sync : em.software().host.sync;
+  if (sync <= 0 && !em.software().models_host()) return;
   const auto l = em.label(x.phase, WorkKind::OtherCompute, "host_sync", x.layer, x.microbatch);
   for (const std::uint32_t g : em.active())
-    if (em.runs_attention(g)) f[g] = em.pb.compute(g, b.host_sync, l, f[g]);
+    if (em.runs_attention(g)) f[g] = em.pb.read(g, sync, l, f[g]);
 }
 
 // Expert tensor parallelism: the uneven all-gather (before the experts) or reduce-scatter (after
@@ -118,10 +123,10 @@ Time prologue(const Emission& em, const parallel::MoeLayerPlan& p, std::uint32_t
 }
 
 // The kernel after every chunk: waits for each chunk's last task (and the phased gather's).
-TaskId after_chunks(Emission& em, std::uint32_t g, Time duration, const engine::Label& label,
+TaskId after_chunks(Emission& em, std::uint32_t g, compute::Work work, const engine::Label& label,
                     const std::vector<Frontier>& chunks, const Frontier& join) {
   const TaskId previous = em.pb.engine().stream_tail(g, em.pb.stream(StreamRole::Compute));
-  const TaskId t = em.pb.compute(g, duration, label);
+  const TaskId t = em.pb.compute(g, work, label);
   for (const Frontier& c : chunks)
     if (c[g] != previous) em.pb.depend(c[g], t);
   em.pb.depend(join[g], t);
@@ -179,10 +184,11 @@ constexpr Pass kBackward{.phase = Phase::Backward,
 // The MoE block's kernel on GPUs that run attention that opens or closes a pass: the router
 // (`gate`) or the un-permute and weighted sum, costed once per GPU kind.
 auto edge_kernel(const Emission& em, const parallel::MoeLayerPlan& p, bool forward, bool gate) {
-  return PerKind(em.ctx, [&m = em.ctx.model, &p, forward, gate](const compute::ComputeModel& cm) {
+  return PerKind(em.ctx, [&m = em.ctx.model, &p, forward, gate,
+                          router = em.software().router_kernels](const compute::ComputeModel& cm) {
     const bool fused = p.backend.fused();
-    const Time t = gate ? gate_time(cm, m, p.gate_tokens, fused) : combine_time(cm, m, p.combine_tokens, fused);
-    return forward ? t : cm.backward(t);
+    const compute::Work w = gate ? gate_time(cm, m, p.gate_tokens, fused, router) : combine_time(cm, m, p.combine_tokens, fused);
+    return forward ? w : cm.backward(w);
   });
 }
 
@@ -214,12 +220,13 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
   for (const std::uint32_t g : em.active()) {
     // A GPU that also runs attention and holds no experts here (zebra's attention GPUs outside
     // Asym-EA's layers) launches nothing: no kernel waits on its compute stream for the dispatch.
-    if (!which(g) || (em.runs_attention(g) && x.routing->expert_forward[g] == 0)) continue;
+    if (!which(g) || (em.runs_attention(g) && x.routing->expert_forward[g].time == 0)) continue;
     const auto& cm = em.ctx.compute_of(g);
     // The experts with the regroup of their copies around them (in one task: the kernels run back
     // to back on the compute stream; the regroup's backward costs its forward).
-    const Time ef = x.routing->expert_forward[g], regroup = x.routing->expert_regroup[g];
-    const Time t = (forward ? ef : cm.backward(ef)) + regroup + (first ? prologue(em, p, g) : 0);
+    const compute::Work ef = x.routing->expert_forward[g], regroup = x.routing->expert_regroup[g];
+    compute::Work t = (forward ? ef : cm.backward(ef)) + regroup;
+    if (first) t.time += prologue(em, p, g);
     // Local recomputation: the expert's forward again from the copies it kept, just before its
     // backward (the copies' gradients arrive meanwhile).
     if (x.backward && x.recompute_locally)
@@ -264,10 +271,16 @@ void moe_open(Emission& em, MoeInFlight& x, Frontier& f, bool defer) {
   auto kernel = edge_kernel(em, p, forward, pass.first_is_gate);
   run_steps(em, steps_at(p, pass.before), x.phase, layer, mb, f);
   const auto l_first = em.label(x.phase, pass.first_kind, pass.first_name, layer, mb);
-  for (const std::uint32_t g : em.active())
-    if (em.runs_attention(g)) f[g] = em.pb.compute(g, kernel(g), l_first, f[g]);
+  {
+    // The router opens the forward (its own graph under moe_router); the un-permute's gradient
+    // opens the backward, in the MoE block's.
+    const ProgramBuilder::InModule in(em.pb, pass.first_is_gate ? software::Module::Router : software::Module::Experts);
+    for (const std::uint32_t g : em.active())
+      if (em.runs_attention(g)) f[g] = em.pb.compute(g, kernel(g), l_first, f[g]);
+  }
   if (!x.backward) run_steps(em, steps_at(p, MoePoint::AfterGate), x.phase, layer, mb, f);
   host_sync(em, x, f);
+  const ProgramBuilder::InModule in(em.pb, software::Module::Experts);
   // The shared experts beside the exchanges (Megatron-Core's moe_shared_expert_overlap): a
   // tensor-parallel MLP over the rank's tokens, its collectives on the side stream.
   if (m.shared_experts > 0) {
@@ -277,7 +290,7 @@ void moe_open(Emission& em, MoeInFlight& x, Frontier& f, bool defer) {
     // The shared experts: one FFN of the rank's tokens, as wide as all of them (Megatron-Core's
     // SharedExpertMLP), its columns split over tp.
     auto cost = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
-      const Time t = ffn_time(cm, m, em.rank_tokens(), m.shared_experts * m.ffn_hidden / em.plan.tensor_parallel.size);
+      const compute::Work t = ffn_time(cm, m, em.rank_tokens(), m.shared_experts * m.ffn_hidden / em.plan.tensor_parallel.size);
       return forward ? t : cm.backward(t);
     });
     for (const std::uint32_t g : em.active())
@@ -308,6 +321,7 @@ void moe_open(Emission& em, MoeInFlight& x, Frontier& f, bool defer) {
 
 void moe_return(Emission& em, MoeInFlight& x) {
   if (!x.deferred) return;
+  const ProgramBuilder::InModule in(em.pb, software::Module::Experts);
   for (int c = 0; c < x.plan->chunks; ++c) {
     chunk_experts(em, x, c, [&](std::uint32_t g) { return em.runs_experts(g) && em.runs_attention(g); });
     chunk_return(em, x, c);
@@ -319,6 +333,9 @@ void moe_close(Emission& em, MoeInFlight& x, Frontier& f) {
   moe_return(em, x);
   const parallel::MoeLayerPlan& p = *x.plan;
   const Pass& pass = pass_of(x);
+  // The router's gradient closes the backward (its own graph under moe_router); the un-permute
+  // closes the forward, in the MoE block's.
+  const ProgramBuilder::InModule in(em.pb, pass.first_is_gate ? software::Module::Experts : software::Module::Router);
   auto kernel = edge_kernel(em, p, !x.backward, !pass.first_is_gate);
   const auto l_last = em.label(x.phase, pass.last_kind, pass.last_name, x.layer, x.microbatch);
   // Local recomputation: the router's forward again before its backward.

@@ -20,8 +20,10 @@ void optimizer_step(Emission& em, const Frontier& after, const Frontier& last_gr
   if (em.plan.optimizer == parallel::OptimizerPlacement::Gpu) {
     const auto label = em.label(engine::Phase::Optimizer, engine::WorkKind::Optimizer, "optimizer", 0);
     for (std::uint32_t g = 0; g < em.gpus(); ++g) {
+      // The optimizer's multi-tensor kernels, counted as one launch.
       const engine::TaskId t =
-          em.pb.compute(g, em.ctx.compute_of(g).optimizer_step(em.plan.optimizer_params[g]), label, after[g]);
+          em.pb.compute(g, compute::kernel(em.ctx.compute_of(g).optimizer_step(em.plan.optimizer_params[g])), label,
+                        after[g]);
       em.pb.depend(last_gradient_sync[g], t);
     }
     return;
@@ -36,15 +38,15 @@ void optimizer_step(Emission& em, const Frontier& after, const Frontier& last_gr
     const double params = em.plan.optimizer_params[g];
     const double bytes = params * em.ctx.dtype_bytes();
     // The gradients leave once the GPU's backward and its gradient collectives are done.
-    const engine::TaskId ready = em.pb.compute(g, 0, l_ready, after[g]);
+    const engine::TaskId ready = em.pb.wait(g, 0, l_ready, after[g]);
     em.pb.depend(last_gradient_sync[g], ready);
     const engine::TaskId down = host_copy(em, g, bytes, true, l_down, ready);
     const Time step = compute::host_optimizer_step(params, em.ctx.compute_of(g).options().optimizer_bytes_per_param,
                                                    host.optimizer_bytes_per_second);
-    const engine::TaskId cpu = em.pb.compute(g, step, l_cpu, down, parallel::StreamRole::HostCpu);
+    const engine::TaskId cpu = em.pb.wait(g, step, l_cpu, down, parallel::StreamRole::HostCpu);
     const engine::TaskId up = host_copy(em, g, bytes, false, l_up, cpu);
     // The GPU's next kernels wait for the updated weights.
-    em.pb.compute(g, 0, l_wait, up);
+    em.pb.wait(g, 0, l_wait, up);
   }
 }
 

@@ -20,16 +20,30 @@ engine::WorkKind work_kind(network::CollectiveKind k) {
 }  // namespace
 
 ProgramBuilder::ProgramBuilder(engine::Engine& engine, network::CollectiveProgram& program,
-                               std::shared_ptr<const parallel::StreamSet> streams)
-    : engine_(engine), program_(program), streams_(std::move(streams)) {}
+                               std::shared_ptr<const parallel::StreamSet> streams, HostLaunch host)
+    : engine_(engine), program_(program), streams_(std::move(streams)), host_(std::move(host)) {}
 
-engine::TaskId ProgramBuilder::compute(std::uint32_t gpu, Time duration, const engine::Label& label, engine::TaskId after,
-                                       parallel::StreamRole role, double sm_share) {
+engine::TaskId ProgramBuilder::add(std::uint32_t gpu, Time duration, const engine::Label& label, engine::TaskId after,
+                                   parallel::StreamRole role, double sm_share, const engine::Launch& launch) {
   const std::uint8_t s = stream(role);
   const engine::TaskId previous = engine_.stream_tail(gpu, s);
-  const engine::TaskId id = engine_.add_compute(gpu, s, duration, label, sm_share);
+  const engine::TaskId id = engine_.add_compute(gpu, s, duration, label, sm_share, launch);
   if (after != previous) depend(after, id);
   return id;
+}
+
+engine::TaskId ProgramBuilder::compute(std::uint32_t gpu, compute::Work work, const engine::Label& label,
+                                       engine::TaskId after, parallel::StreamRole role, double sm_share) {
+  return add(gpu, work.time, label, after, role, sm_share, host_.launch(gpu, module_, label, work.kernels));
+}
+
+engine::TaskId ProgramBuilder::wait(std::uint32_t gpu, Time duration, const engine::Label& label, engine::TaskId after,
+                                    parallel::StreamRole role) {
+  return add(gpu, duration, label, after, role, 0, {});
+}
+
+engine::TaskId ProgramBuilder::read(std::uint32_t gpu, Time sync, const engine::Label& label, engine::TaskId after) {
+  return add(gpu, 0, label, after, parallel::StreamRole::Compute, 0, host_.read(gpu, label, sync));
 }
 
 void ProgramBuilder::collective(network::CollectiveOp op, parallel::StreamRole role, const engine::Label& label,
@@ -45,7 +59,8 @@ void ProgramBuilder::collective(network::CollectiveOp op, parallel::StreamRole r
   members.resize(gpus.size());
   for (std::size_t r = 0; r < gpus.size(); ++r) {
     const engine::TaskId previous = engine_.stream_tail(gpus[r], s);
-    members[r] = engine_.add_member(id, gpus[r], s, l, sm_share ? sm_share(gpus[r]) : 0.0);
+    members[r] = engine_.add_member(id, gpus[r], s, l, sm_share ? sm_share(gpus[r]) : 0.0,
+                                    host_.launch(gpus[r], module_, l, 1));
     if (after && (*after)[gpus[r]] != previous) depend((*after)[gpus[r]], members[r]);
   }
 }
@@ -58,9 +73,9 @@ engine::TaskId ProgramBuilder::p2p(std::uint32_t sender, std::uint32_t receiver,
   l.kind = engine::WorkKind::P2P;
   const std::uint8_t s = stream(send);
   const engine::TaskId previous = engine_.stream_tail(sender, s);
-  const engine::TaskId out = engine_.add_member(id, sender, s, l);
+  const engine::TaskId out = engine_.add_member(id, sender, s, l, 0, host_.launch(sender, module_, l, 1));
   if (after != previous) depend(after, out);
-  return engine_.add_member(id, receiver, stream(receive), l);
+  return engine_.add_member(id, receiver, stream(receive), l, 0, host_.launch(receiver, module_, l, 1));
 }
 
 void ProgramBuilder::depend(engine::TaskId before, engine::TaskId after) {

@@ -3,13 +3,17 @@
 // after. That dependency is left out when it is the previous task on the same stream (stream
 // order already holds it), so a chain of kernels on one stream is a plain in-order queue, as on
 // a CUDA stream. Collectives are written once per group, their op recorded in the collective
-// program the network model reads; families of groups are interned once.
+// program the network model reads; families of groups are interned once. Every task is issued by
+// its GPU's launch thread as the software says (host_launch.hpp): blocks give each kernel task's
+// Work (time and kernels) and say which module of the layer they are writing (InModule).
 #pragma once
 
 #include <functional>
 #include <map>
 #include <vector>
 
+#include "sim/blocks/host_launch.hpp"
+#include "sim/compute/compute_model.hpp"
 #include "sim/engine/engine.hpp"
 #include "sim/network/executor.hpp"
 #include "sim/parallel/iteration_plan.hpp"
@@ -18,15 +22,37 @@ namespace moesim::blocks {
 
 class ProgramBuilder {
  public:
-  ProgramBuilder(engine::Engine& engine, network::CollectiveProgram& program, std::shared_ptr<const parallel::StreamSet> streams);
+  ProgramBuilder(engine::Engine& engine, network::CollectiveProgram& program, std::shared_ptr<const parallel::StreamSet> streams,
+                 HostLaunch host = {});
+
+  // The module of the layer being written, while it lives (tasks outside one: software::Module::None).
+  class InModule {
+   public:
+    InModule(ProgramBuilder& pb, software::Module module) : pb_(pb), previous_(pb.module_) { pb.module_ = module; }
+    ~InModule() { pb_.module_ = previous_; }
+    InModule(const InModule&) = delete;
+    InModule& operator=(const InModule&) = delete;
+
+   private:
+    ProgramBuilder& pb_;
+    software::Module previous_;
+  };
 
   std::uint8_t stream(parallel::StreamRole role) const { return streams_->index(role); }
   const parallel::StreamSet& streams() const { return *streams_; }
 
-  // A kernel on `gpu`'s stream of `role`, after `after` (kNone: stream order only); `sm_share`:
-  // the share of the GPU's SMs it reserves while it runs.
-  engine::TaskId compute(std::uint32_t gpu, Time duration, const engine::Label& label, engine::TaskId after = engine::kNone,
-                         parallel::StreamRole role = parallel::StreamRole::Compute, double sm_share = 0);
+  // Kernels (`work`: their time with the GPU to themselves, and how many the host launches) on
+  // `gpu`'s stream of `role`, after `after` (kNone: stream order only); `sm_share`: the share of the
+  // GPU's SMs they reserve while they run.
+  engine::TaskId compute(std::uint32_t gpu, compute::Work work, const engine::Label& label,
+                         engine::TaskId after = engine::kNone, parallel::StreamRole role = parallel::StreamRole::Compute,
+                         double sm_share = 0);
+  // A wait of `duration` on `role`'s stream that launches nothing (a host's CPU work, a marker).
+  engine::TaskId wait(std::uint32_t gpu, Time duration, const engine::Label& label, engine::TaskId after = engine::kNone,
+                      parallel::StreamRole role = parallel::StreamRole::Compute);
+  // A device-to-host read on `gpu`'s compute stream after `after`: its launch thread waits for it,
+  // then `sync` more, before it issues anything else.
+  engine::TaskId read(std::uint32_t gpu, Time sync, const engine::Label& label, engine::TaskId after);
   // One collective over `op.group` on `role`'s stream: member tasks in rank order, written to
   // `members`; member r waits for after[group[r]] when `after` is given; `sm_share(gpu)`: the
   // share of the GPU's SMs its member reserves while it runs (a fused kernel's), none if empty.
@@ -50,12 +76,19 @@ class ProgramBuilder {
   engine::Label label(engine::Phase phase, engine::WorkKind kind, std::string_view name, int iteration, int layer,
                       int microbatch = 0, int chunk = 0);
   engine::Engine& engine() { return engine_; }
+  // The software the launches follow (null: nothing costs the host).
+  const software::Software* software() const { return host_.software(); }
 
  private:
+  engine::TaskId add(std::uint32_t gpu, Time duration, const engine::Label& label, engine::TaskId after,
+                     parallel::StreamRole role, double sm_share, const engine::Launch& launch);
+
   engine::Engine& engine_;
   network::CollectiveProgram& program_;
   std::shared_ptr<const parallel::StreamSet> streams_;
   std::map<parallel::FamilyPtr, std::vector<network::GroupId>> families_;
+  HostLaunch host_;
+  software::Module module_ = software::Module::None;
 };
 
 }  // namespace moesim::blocks

@@ -279,8 +279,8 @@ LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, 
   const auto& m = ctx.model;
   const auto& t = ctx.training;
   LayerRouting out;
-  out.expert_forward.assign(ctx.topology.gpu_count(), 0);
-  out.expert_regroup.assign(ctx.topology.gpu_count(), 0);
+  out.expert_forward.assign(ctx.topology.gpu_count(), {});
+  out.expert_regroup.assign(ctx.topology.gpu_count(), {});
   std::map<std::size_t, network::TrafficPtr> even;  // by group size
   for (const auto& g : lp.dispatch) {
     auto& traffic = even[g.gpus.size()];
@@ -292,11 +292,11 @@ LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, 
   }
   // Each GPU's local experts on an even share of the padded tokens: one grouped FFN per GPU kind.
   const std::vector<double> rows(static_cast<std::size_t>(lp.local_experts), lp.padded_tokens / lp.local_experts);
-  std::vector<Time> by_kind(ctx.compute.size(), -1);
+  std::vector<std::optional<compute::Work>> by_kind(ctx.compute.size());
   for (std::uint32_t g = 0; g < ctx.topology.gpu_count(); ++g) {
-    Time& t = by_kind[ctx.topology.kind_index(g)];
-    if (t < 0) t = experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden);
-    out.expert_forward[g] = t;
+    std::optional<compute::Work>& t = by_kind[ctx.topology.kind_index(g)];
+    if (!t) t = experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden);
+    out.expert_forward[g] = *t;
   }
   // Capacity drops of this layer's routing (the padded exchanges do not change with them): the
   // share a gate over gate_tokens tokens drops above capacity.
@@ -353,8 +353,8 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
   const bool sampled = ctx.routing.sampled();
 
   LayerRouting out;
-  out.expert_forward.assign(gpus, 0);
-  out.expert_regroup.assign(gpus, 0);
+  out.expert_forward.assign(gpus, {});
+  out.expert_regroup.assign(gpus, {});
   out.expert_tokens.assign(m.experts, 0.0);
   out.expert_routed.assign(m.experts, 0.0);
   const std::vector<double> popularity = ctx.routing.popularity(it, layer);
@@ -386,14 +386,14 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
   // The regroup of `rows` by expert and back on a GPU of a group of `ranks` (none for one local
   // expert, in a group of one, or where a fused dispatch writes expert-major rows itself).
   const auto regroup = [&](std::uint32_t g, std::size_t ranks) {
-    if (lp.backend.fused() || ranks <= 1 || rows.size() <= 1) return Time{0};
+    if (lp.backend.fused() || ranks <= 1 || rows.size() <= 1) return compute::Work{};
     double copies = 0;
     for (const double x : rows) copies += x;
     return regroup_time(ctx.compute_of(g), m, copies);
   };
   // Its expert compute (`dropped`: the copies its permuted buffer dropped) and its regroup.
   struct GpuExperts {
-    Time forward = 0, regroup = 0;
+    compute::Work forward, regroup;
   };
   const auto gpu_experts = [&](std::uint32_t g, const RankReplicas& rr, std::size_t rank, const std::vector<double>& received,
                                double& dropped) {

@@ -36,10 +36,10 @@ struct LayerRouting {
   // Expert tensor parallelism: per ETP group (or one shared by all), each GPU's received copies
   // to every other member (the all-gather), and its transpose (the reduce-scatter).
   std::vector<network::TrafficPtr> etp_gather, etp_scatter;
-  std::vector<Time> expert_forward;                    // per GPU, one chunk
+  std::vector<compute::Work> expert_forward;           // per GPU, one chunk
   // Per GPU, one chunk: the regroup of its received copies into local-expert order and back
   // (regroup_time), where the backend does not permute in its dispatch; the same forward and backward.
-  std::vector<Time> expert_regroup;
+  std::vector<compute::Work> expert_regroup;
   std::vector<double> expert_tokens;                   // per expert: token copies received over all groups
   std::vector<double> expert_routed;                   // per expert: copies the routers sent it, before drops
   double routed_copies = 0;                            // token copies routed by all sources (top-k counted k times)

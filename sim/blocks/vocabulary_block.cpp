@@ -11,7 +11,7 @@ void on_token_holders(Emission& em, engine::Phase direction, std::string_view na
                       Cost cost) {
   const auto label = em.label(direction, engine::WorkKind::OtherCompute, name, layer, mb);
   auto duration = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
-    const Time forward = cost(cm);
+    const compute::Work forward = cost(cm);
     return direction != engine::Phase::Backward ? forward : cm.backward(forward);
   });
   for (const std::uint32_t g : em.active())

@@ -290,7 +290,10 @@ int cmd_presets(const Common& c) {
   std::string kind;
   for (const auto& p : loader.presets()) {
     if (p.kind != kind) {
-      const std::string plural = p.kind == "topology" ? "topologies" : p.kind == "strategy" ? "strategies" : p.kind + "s";
+      const std::string plural = p.kind == "topology"   ? "topologies"
+                                 : p.kind == "strategy" ? "strategies"
+                                 : p.kind == "software" ? "software"
+                                                        : p.kind + "s";
       std::cout << (kind.empty() ? "" : "\n") << plural << ":\n";
     }
     kind = p.kind;

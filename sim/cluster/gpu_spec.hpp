@@ -59,6 +59,10 @@ struct GpuSpec {
   Bandwidth host_bandwidth{16e9};
   Time host_latency = 2 * kMicrosecond;
   Bandwidth nvlink{};  // per direction; 0: no NVLink (plausibility checks only)
+  // Host time its system's CPU spends issuing a kernel, relative to a DGX H100's Xeon Platinum
+  // 8480C (software::HostCosts are per kernel on that host): a Grace host issues PyTorch's work
+  // more slowly (gpus.json cites the measurement).
+  double host_launch_factor = 1.0;
   std::string source;
 
   double peak(Dtype d) const { return peak_flops[static_cast<std::size_t>(d)]; }

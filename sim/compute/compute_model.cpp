@@ -185,6 +185,13 @@ Time ComputeModel::grouped_gemm(std::span<const double> rows, double n, double k
   return seconds_to_time(capped_gemm_seconds(rows, n, k));
 }
 
+int ComputeModel::grouped_gemm_kernels(std::span<const double> rows) const {
+  if (options_.grouped_gemm_kernels == GroupedGemmKernels::One) return 1;
+  int n = 0;
+  for (const double r : rows) n += r > 0;
+  return n;
+}
+
 double attention_forward_flops(double batch, double heads, double seq, double head_dim, bool causal) {
   return 4.0 * batch * heads * seq * seq * head_dim * (causal ? 0.5 : 1.0);
 }

@@ -77,6 +77,31 @@ constexpr double kAttentionBackwardFlopRatio = 2.5;
 // where the catalogue has one, replaces it.
 constexpr double kAttentionBackwardToForward = 0.80;
 
+// A piece of one GPU's work as the blocks cost it: its time with the GPU to itself, and the kernels
+// the host launches for it (engine.hpp: the launch thread). Every GeMM, attention and memory-bound
+// kernel the compute model costs is one; a backward launches two per forward kernel (a GeMM's
+// gradients of its input and of its weights; an elementwise kernel's backward and the reduction of
+// its parameter's gradient, where it has one: an assumption, as few are single kernels).
+struct Work {
+  Time time = 0;
+  int kernels = 0;
+
+  Work& operator+=(const Work& o) {
+    time += o.time;
+    kernels += o.kernels;
+    return *this;
+  }
+  friend Work operator+(Work a, const Work& b) { return a += b; }
+  friend bool operator==(const Work&, const Work&) = default;
+};
+// One kernel of `time`.
+inline Work kernel(Time time) { return {time, 1}; }
+
+// How the local experts' grouped GeMM runs (a kernel backend of the software): one grouped kernel
+// over all of them (CUTLASS or cuBLASLt grouped GeMM, torch._grouped_mm), or a GeMM kernel per
+// expert with rows (Transformer Engine's GroupedLinear over cuBLAS, its GeMMs spread over streams).
+enum class GroupedGemmKernels : std::uint8_t { One, PerExpert };
+
 struct ComputeOptions {
   cluster::Dtype dtype = cluster::Dtype::bf16;
   // Every kernel's fixed cost; unset: kKernelOverhead for modelled GeMM and attention kernels,
@@ -87,6 +112,7 @@ struct ComputeOptions {
   std::optional<double> gemm_efficiency;       // overrides every GPU's GeMM ceiling
   std::optional<double> attention_efficiency;  // overrides the GPU's
   double optimizer_bytes_per_param = 32;        // Adam: read/write fp32 master, moments, gradient
+  GroupedGemmKernels grouped_gemm_kernels = GroupedGemmKernels::One;
 };
 
 // Calibration hooks: the FLOP/s measured for a shape in the model's dtype (empty: roofline default).
@@ -114,6 +140,8 @@ class ComputeModel {
   // One grouped GeMM kernel: C_i[rows_i×n] = A_i[rows_i×k]·B_i[k×n] for every group i (each its
   // own B, as each expert its own weights); groups without rows do nothing.
   Time grouped_gemm(std::span<const double> rows, double n, double k) const;
+  // The kernels one grouped GeMM over `rows` launches (ComputeOptions::grouped_gemm_kernels).
+  int grouped_gemm_kernels(std::span<const double> rows) const;
   // Self-attention core (QKᵀ, softmax, ·V) for `batch` sequences, `heads` heads of `head_dim`.
   Time attention(double batch, double heads, double seq, double head_dim, bool causal) const;
   // Its backward (dQ, dK, dV): kAttentionBackwardFlopRatio × the forward's FLOPs at the measured
@@ -130,6 +158,8 @@ class ComputeModel {
   Time fp8_cast(double elements) const;
   Time optimizer_step(double params) const;
   Time backward(Time forward) const;
+  // A piece's backward: its time as backward(Time), twice its kernels (Work).
+  Work backward(const Work& forward) const { return {backward(forward.time), 2 * forward.kernels}; }
 
   const cluster::GpuSpec& gpu() const { return gpu_; }
   const ComputeOptions& options() const { return options_; }

@@ -12,6 +12,12 @@ namespace moesim::engine {
 static_assert(sizeof(Task) == 64, "a task record is 64 bytes");
 
 namespace {
+// A task's start field before it starts: -1 until its launch thread issues it, then -2 - the time
+// it was issued (task.hpp).
+constexpr Time kNotIssued = -1;
+constexpr Time issued(Time when) { return -2 - when; }
+constexpr Time issue_time(Time start) { return -2 - start; }
+
 std::vector<StreamSpec> default_streams(std::uint8_t n) {
   std::vector<StreamSpec> s;
   for (std::uint8_t i = 0; i < n; ++i) s.push_back({i == 0 ? "compute" : fmt::format("stream {}", i), i == 0});
@@ -20,7 +26,7 @@ std::vector<StreamSpec> default_streams(std::uint8_t n) {
 }  // namespace
 
 Engine::Engine(std::uint32_t gpus, std::vector<StreamSpec> streams)
-    : gpus_(gpus), specs_(std::move(streams)), streams_(static_cast<std::size_t>(gpus) * specs_.size()) {
+    : gpus_(gpus), specs_(std::move(streams)), streams_(static_cast<std::size_t>(gpus) * specs_.size()), launchers_(gpus) {
   if (specs_.empty() || specs_.size() > 255) invariant_failed(fmt::format("{} streams per GPU", specs_.size()));
   intern("");
   std::vector<std::uint32_t> own(gpus);
@@ -48,14 +54,18 @@ double Engine::program_bytes(const Records& held, const Records& written, bool h
          decltype(edges_)::resident_bytes(held.edges, held.edges, huge_pages);
 }
 
-double Engine::state_bytes(std::uint32_t gpus, std::size_t streams, std::uint32_t hosts, double added_while_running) {
+double Engine::state_bytes(std::uint32_t gpus, std::size_t streams, std::uint32_t hosts, double added_while_running,
+                           bool reads) {
   const double g = gpus;
   // The constructor gives every GPU a host of its own (rates_ for 2·gpus resources, a list of one
   // GPU each, host_gpus_ grown to gpus lists); set_hosts keeps those capacities and lists each
   // host's GPUs instead.
   const double lists = hosts > 0 ? hosts * heap_block_bytes(sizeof(std::uint32_t) * grown_capacity(g / hosts))
                                  : g * heap_block_bytes(sizeof(std::uint32_t));
+  // A launch thread per GPU; where threads stop at reads, the tasks added while they wait are held
+  // once more, as pending launches (at most those added at once while running).
   return g * streams * sizeof(Stream) + 2 * g * sizeof(GpuRate) + g * sizeof(std::uint32_t) +
+         g * sizeof(LaunchThread) + (reads ? grown_capacity(added_while_running) * sizeof(Pending) : 0.0) +
          grown_capacity(g) * sizeof(std::vector<std::uint32_t>) + lists +
          // Events pending: at most the end of each stream's running task (a collective's end and
          // the network model's timers stand for its members').
@@ -72,12 +82,14 @@ std::uint16_t Engine::intern(std::string_view name) {
   return id;
 }
 
-TaskId Engine::add_task(std::uint32_t gpu, std::uint8_t stream, Time duration, const Label& label, double sm_share) {
+TaskId Engine::add_task(std::uint32_t gpu, std::uint8_t stream, Time duration, const Label& label, double sm_share,
+                        const Launch& launch) {
   if (gpu >= gpus_ || stream >= specs_.size())
     invariant_failed(fmt::format("task on GPU {} stream {} outside the {} GPUs x {} streams", gpu, stream, gpus_,
                                  specs_.size()));
   if (duration < 0) invariant_failed(fmt::format("negative duration {} ps", duration));
   if (!(sm_share >= 0 && sm_share <= 1)) invariant_failed(fmt::format("SM share {} outside [0, 1]", sm_share));
+  if (launch.cost < 0) invariant_failed(fmt::format("negative launch cost {} ps", launch.cost));
   if (task_count() >= kNone - 1) invariant_failed("more than 2^32 tasks in one run");
   const auto id = static_cast<TaskId>(task_count());
   Task& t = tasks_.push_back();
@@ -91,12 +103,54 @@ TaskId Engine::add_task(std::uint32_t gpu, std::uint8_t stream, Time duration, c
   if (s.head != kNone) at(s.tail).next_in_stream = id;
   else s.head = id;
   s.tail = id;
+  LaunchThread& h = launchers_[gpu];
+  if (h.blocked_on == kNone) issue(id, launch);
+  else h.pending.push_back({id, launch});
   if (began_) fresh_.push_back(id);
   return id;
 }
 
-TaskId Engine::add_compute(std::uint32_t gpu, std::uint8_t stream, Time duration, const Label& label, double sm_share) {
-  return add_task(gpu, stream, duration, label, sm_share);
+void Engine::issue(TaskId id, const Launch& launch) {
+  Task& t = at(id);
+  LaunchThread& h = launchers_[t.gpu];
+  h.free += launch.cost;
+  if (h.free > kMaxTime) past_the_clock(static_cast<double>(h.free));
+  t.start = issued(h.free);
+  if (launch.sync >= 0) {
+    h.blocked_on = id;
+    h.resume = launch.sync;
+  }
+}
+
+void Engine::resume(std::uint32_t gpu) {
+  LaunchThread& h = launchers_[gpu];
+  h.free = std::max(h.free, now_ + h.resume);
+  h.blocked_on = kNone;
+  if (h.stalled_since >= 0) {
+    h.waited += now_ - h.stalled_since;
+    h.stalled_since = -1;
+  }
+  while (h.next < h.pending.size() && h.blocked_on == kNone) {
+    const Pending p = h.pending[h.next++];
+    issue(p.id, p.launch);
+    // Tried before the next event, with the tasks added while running.
+    if (began_) fresh_.push_back(p.id);
+  }
+  if (h.next == h.pending.size()) {
+    h.pending.clear();
+    h.next = 0;
+  }
+}
+
+Time Engine::issued_at(TaskId id) const {
+  const Task* t = task(id);
+  if (!t || t->start >= 0) invariant_failed(fmt::format("issued_at: task {} is not waiting to start", id));
+  return t->start == kNotIssued ? -1 : issue_time(t->start);
+}
+
+TaskId Engine::add_compute(std::uint32_t gpu, std::uint8_t stream, Time duration, const Label& label, double sm_share,
+                           const Launch& launch) {
+  return add_task(gpu, stream, duration, label, sm_share, launch);
 }
 
 CollectiveId Engine::add_collective(std::uint32_t members, WorkKind kind) {
@@ -111,11 +165,12 @@ CollectiveId Engine::add_collective(std::uint32_t members, WorkKind kind) {
   return id;
 }
 
-TaskId Engine::add_member(CollectiveId id, std::uint32_t gpu, std::uint8_t stream, const Label& label, double sm_share) {
+TaskId Engine::add_member(CollectiveId id, std::uint32_t gpu, std::uint8_t stream, const Label& label, double sm_share,
+                          const Launch& launch) {
   if (!collectives_.live(id)) invariant_failed(fmt::format("member of unknown collective {}", id));
   if (coll(id).added == coll(id).expected)
     invariant_failed(fmt::format("collective {} has more members than the {} declared", id, coll(id).expected));
-  const TaskId t = add_task(gpu, stream, 0, label, sm_share);
+  const TaskId t = add_task(gpu, stream, 0, label, sm_share, launch);
   at(t).type = TaskType::CollectiveMember;
   at(t).collective = id;
   Collective& c = coll(id);
@@ -239,6 +294,21 @@ void Engine::reserve(const Task& t, int sign) {
 void Engine::try_start(TaskId id) {
   Task& t = at(id);
   if (t.deps_left != 0 || t.start >= 0 || streams_[index(t.gpu, t.stream)].head != id) return;
+  // Not issued yet: tried again when its launch thread issues it (resume), or when it is issued
+  // later than now (a Launch event, set once), its wait counted if the GPU could compute it now.
+  if (t.start == kNotIssued) {
+    LaunchThread& h = launchers_[t.gpu];
+    if (specs_[t.stream].computes && h.stalled_since < 0) h.stalled_since = now_;
+    return;
+  }
+  if (const Time at_issue = issue_time(t.start); at_issue > now_) {
+    if (!t.awaiting_launch) {
+      t.awaiting_launch = 1;
+      if (specs_[t.stream].computes) launchers_[t.gpu].waited += at_issue - now_;
+      push(at_issue, id, EventType::Launch);
+    }
+    return;
+  }
   t.start = now_;
   for (TaskObserver* o : observers_) o->on_start(*this, id, t);
   if (t.sm_share > 0) reserve(t, +1);
@@ -276,6 +346,7 @@ void Engine::finish_task(TaskId id) {
   for (TaskObserver* o : observers_) o->on_finish(*this, id, t, began);
   Stream& s = streams_[index(t.gpu, t.stream)];
   s.head = t.next_in_stream;
+  if (launchers_[t.gpu].blocked_on == id) resume(t.gpu);
   if (const std::uint32_t res = resource_of(t); res != kNone) {
     GpuRate& r = rates_[res];
     if (r.generic) settle(res);
@@ -354,6 +425,12 @@ bool Engine::advance(const std::function<bool()>& stop) {
         break;
       }
       case EventType::Timer: executor_->on_timer(*this, ev.id, now_); break;
+      case EventType::Launch: {
+        Task& t = at(ev.id);
+        t.awaiting_launch = 0;
+        try_start(ev.id);
+        break;
+      }
     }
     retire();
   }
@@ -389,6 +466,10 @@ std::string Engine::describe(TaskId id) const {
     what += fmt::format(", member of collective {} ({} of {} members arrived)", t->collective, c->arrived, c->expected);
   }
   if (t->deps_left) what += fmt::format(", waiting on {} dependencies", t->deps_left);
+  if (t->start == kNotIssued) {
+    const TaskId sync = launchers_[t->gpu].blocked_on;
+    what += fmt::format(", not yet issued: GPU {}'s launch thread waits for task {} to finish", t->gpu, sync);
+  }
   return what;
 }
 

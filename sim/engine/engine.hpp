@@ -16,6 +16,18 @@
 // compute task simply takes its duration. Tasks on host streams share their host's CPU the same
 // way (n running on one host: 1/n each; set_hosts says which GPUs share a host).
 //
+// The host launches the GPU's work (DESIGN §8). Each GPU has one launch thread on its host (the
+// framework's Python thread and the autograd thread that takes over in the backward run one at a
+// time): it issues the GPU's tasks, whatever their stream, in the order they are added, each
+// Launch::cost after the one before, and a task cannot start before it is issued. The thread runs
+// ahead of the GPU as far as the program lets it; it stops only at a synchronising task
+// (Launch::sync: a device-to-host read, a stream synchronize), and issues the next task no earlier
+// than that task's end plus its sync time. A chain of kernels shorter than their launches thus
+// runs at the launch rate, and a CUDA graph (one replay's cost for many tasks, the others issued
+// with it at no cost) removes that; a task's wait for its launch while its GPU could have run it is
+// counted per GPU (launch_wait). With every cost 0 and no syncs nothing waits: tasks start as they
+// did before the thread was modelled.
+//
 // Appending while running. Tasks may be added at any time, also between begin() and finish(): a
 // dependency on a task that has already finished is met at once, and a new task that can start
 // starts at the current time, before the next event. Finished tasks and collectives are retired
@@ -84,11 +96,14 @@ class Engine {
   std::uint16_t intern(std::string_view name);
   const std::vector<std::string>& names() const { return names_; }
 
-  // `sm_share`: share of the GPU's SMs the task reserves while it runs (0: none).
-  TaskId add_compute(std::uint32_t gpu, std::uint8_t stream, Time duration, const Label& label, double sm_share = 0);
+  // `sm_share`: share of the GPU's SMs the task reserves while it runs (0: none); `launch`: how the
+  // GPU's launch thread issues it.
+  TaskId add_compute(std::uint32_t gpu, std::uint8_t stream, Time duration, const Label& label, double sm_share = 0,
+                     const Launch& launch = {});
   CollectiveId add_collective(std::uint32_t members, WorkKind kind);
   // The member task of `gpu` in collective `id`; members are numbered in the order they are added.
-  TaskId add_member(CollectiveId id, std::uint32_t gpu, std::uint8_t stream, const Label& label, double sm_share = 0);
+  TaskId add_member(CollectiveId id, std::uint32_t gpu, std::uint8_t stream, const Label& label, double sm_share = 0,
+                    const Launch& launch = {});
   // `after` cannot start before `before` has finished (met at once if it has).
   void depend(TaskId before, TaskId after);
   void add_observer(TaskObserver* observer) { observers_.push_back(observer); }
@@ -131,6 +146,12 @@ class Engine {
   std::uint64_t events_processed() const { return events_; }
   Time makespan() const { return makespan_; }
   std::string describe(TaskId id) const;
+  // When the launch thread issued a live task that has not started yet (-1: not yet issued).
+  Time issued_at(TaskId id) const;
+  // How long tasks on `gpu`'s computing streams were ready to run (dependencies met, first on
+  // their stream) but not yet issued by its launch thread: the GPU's host-bound time (two tasks on
+  // two computing streams waiting at once for their issue times count twice).
+  Time launch_wait(std::uint32_t gpu) const { return launchers_[gpu].waited; }
 
   // For the host-memory estimate (simulation/memory_estimate.hpp). A program's records, counted
   // per queue.
@@ -145,11 +166,14 @@ class Engine {
   // its streams, its SM share and host of its host streams (`hosts` hosts as set_hosts gives them,
   // 0: none beyond the engine's own one per GPU), a pending event per stream at most, and the
   // tasks added at once while running (`added_while_running`, an iteration written during the
-  // previous one).
-  static double state_bytes(std::uint32_t gpus, std::size_t streams, std::uint32_t hosts, double added_while_running);
+  // previous one), and, where launch threads stop at reads (`reads`), those tasks held once more
+  // as launches pending while their threads wait.
+  static double state_bytes(std::uint32_t gpus, std::size_t streams, std::uint32_t hosts, double added_while_running,
+                            bool reads = false);
 
  private:
-  enum class EventType : std::uint8_t { TaskEnd, CollectiveEnd, Timer };
+  // Launch: a task's launch thread has issued it (it was ready before).
+  enum class EventType : std::uint8_t { TaskEnd, CollectiveEnd, Timer, Launch };
   struct Event {
     Time time;
     std::uint64_t seq;
@@ -172,6 +196,23 @@ class Engine {
     double remaining = 0;
     std::uint32_t version = 0;
   };
+  // A GPU's launch thread: when it will have issued every task given to it so far, the synchronising
+  // task it waits for (kNone: none) and how long after that task's end it resumes, and the tasks
+  // added while it waits, in order (from `next` on), to issue when it resumes.
+  struct Pending {
+    TaskId id;
+    Launch launch;
+  };
+  struct LaunchThread {
+    Time free = 0;
+    TaskId blocked_on = kNone;
+    Time resume = 0;
+    std::vector<Pending> pending;
+    std::size_t next = 0;
+    Time waited = 0;
+    Time stalled_since = -1;  // a computing stream's task was ready, not issued, from then on
+  };
+
   // A shared resource (a GPU's SMs, a host's CPU; see the header comment); `generic` while a rate
   // may differ from 1.
   struct GpuRate {
@@ -187,7 +228,12 @@ class Engine {
   Task& at(TaskId id) { return tasks_[id]; }
   const Task& at(TaskId id) const { return tasks_[id]; }
   Collective& coll(CollectiveId id) { return collectives_[id]; }
-  TaskId add_task(std::uint32_t gpu, std::uint8_t stream, Time duration, const Label& label, double sm_share);
+  TaskId add_task(std::uint32_t gpu, std::uint8_t stream, Time duration, const Label& label, double sm_share,
+                  const Launch& launch);
+  // The launch thread of the task's GPU issues it now (it is the thread's next).
+  void issue(TaskId id, const Launch& launch);
+  // The task the launch thread of `gpu` waited for has finished: issue what was held back.
+  void resume(std::uint32_t gpu);
   void push(Time time, std::uint32_t id, EventType type, std::uint32_t version = 0);
   void try_start(TaskId id);
   void finish_task(TaskId id);
@@ -215,6 +261,7 @@ class Engine {
   BlockQueue<TaskId, 14> members_;  // every collective's member tasks, in collective order
   std::vector<Stream> streams_;
   std::vector<GpuRate> rates_;                      // per GPU, then per host
+  std::vector<LaunchThread> launchers_;             // per GPU
   std::vector<std::uint32_t> host_of_gpu_;
   std::vector<std::vector<std::uint32_t>> host_gpus_;  // the GPUs of each host
   std::unordered_map<TaskId, Slowed> slowed_;

@@ -53,10 +53,19 @@ struct Label {
 
 enum class TaskType : std::uint8_t { Compute, CollectiveMember };
 
+// How a GPU's launch thread issues a task (see engine.hpp: the host launches the GPU's work).
+struct Launch {
+  Time cost = 0;   // host time the thread spends issuing it (its kernels' launches, a graph's replay)
+  Time sync = -1;  // >= 0: after issuing it the thread waits until it has finished, and `sync` more (waking,
+                   // reading the result back), before it issues anything else (a device-to-host read)
+};
+
 // 64 bytes: a run holds up to three iterations of these at once.
 struct Task {
   Time duration = 0;  // compute: its time with the GPU's SMs to itself; collectives get theirs from the network model
-  Time start = -1;    // compute: start; collective member: arrival at the rendezvous
+  // Compute: start; collective member: arrival at the rendezvous. Until then negative: -1 while its
+  // launch thread has not reached it, -2 - L once the thread issues it at time L (Engine::issued_at).
+  Time start = -1;
   Time end = -1;
   std::uint32_t gpu = 0;
   TaskId next_in_stream = kNone;
@@ -66,6 +75,7 @@ struct Task {
   float sm_share = 0;                    // share of the GPU's SMs it reserves while it runs (0: none)
   std::uint8_t stream = 0;
   TaskType type = TaskType::Compute;
+  std::uint8_t awaiting_launch = 0;  // an event is set for when its launch thread issues it
   Label label;
 };
 

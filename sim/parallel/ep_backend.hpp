@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "sim/core/units.hpp"
@@ -34,10 +35,10 @@ struct EpBackend {
   // combine (torchtitan, spec 001.A.7); DeepEP's Buffer.num_sms defaults to 20 for both
   // (deep_ep/buffer.py).
   int dispatch_sms = 0, combine_sms = 0;
-  // The GPU's idle time per device-to-host sync: the host reads the split sizes or the permuted
-  // row count, then launches what follows (no document gives its size, spec 001.A.5: a parameter,
-  // charged nothing unless the scenario gives it).
-  Time host_sync = 0;
+  // How long the host's launch thread waits after a device-to-host read of the split sizes or the
+  // permuted row count returns, before it launches what follows (spec 001.A.5: no document gives
+  // its size); unset: the software's sync time (software::HostCosts::sync).
+  std::optional<Time> host_sync;
 
   bool fused() const { return kind != EpBackendKind::Nccl; }
   bool syncs_host() const { return !non_blocking; }

@@ -108,6 +108,7 @@ double MetricsRecorder::memory_estimate(std::uint32_t gpus, double tasks_per_gpu
 Metrics MetricsRecorder::result(const engine::Engine& engine) {
   for (std::uint32_t g = 0; g < pending_.size(); ++g) settle(g, std::numeric_limits<Time>::max());
   m_.makespan = engine.makespan();
+  for (std::uint32_t g = 0; g < m_.gpus.size(); ++g) m_.gpus[g].launch_wait = engine.launch_wait(g);
   const std::size_t iterations = m_.iteration_end.size();
   m_.iteration_time.resize(iterations);
   for (std::size_t i = 0; i < iterations; ++i)

@@ -1,6 +1,6 @@
 // Metrics of a run, recorded as its tasks finish: iteration times, busy time per GPU by kind of
 // work, exposed communication (time a communication stream is busy while no compute runs), and
-// time spent waiting at collective rendezvous.
+// time spent waiting at collective rendezvous, and for the host's launches.
 //
 // The recorder keeps, per GPU, only the busy intervals it cannot settle yet: every task that will
 // still finish on a GPU began at or after Engine::running_since(gpu), so the unions of compute and
@@ -21,6 +21,7 @@ struct GpuMetrics {
   Time communication = 0;          // union of communication activity
   Time exposed_communication = 0;  // communication not hidden behind compute
   Time collective_wait = 0;        // arrival at a collective until its last member arrived
+  Time launch_wait = 0;            // kernels ready but not yet issued by the host (Engine::launch_wait)
 };
 
 struct Metrics {

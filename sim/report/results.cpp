@@ -220,6 +220,9 @@ Json skeleton(const Results& r) {
   j["communication_ms"] = to_json(per_iteration(r, [](const GpuMetrics& g) { return g.communication; }));
   j["exposed_communication_ms"] = to_json(per_iteration(r, [](const GpuMetrics& g) { return g.exposed_communication; }));
   j["collective_wait_ms"] = to_json(per_iteration(r, [](const GpuMetrics& g) { return g.collective_wait; }));
+  // Host-bound time: only where the software section models the host's launches.
+  if (const Stats lw = per_iteration(r, [](const GpuMetrics& g) { return g.launch_wait; }); lw.max > 0)
+    j["launch_wait_ms"] = to_json(lw);
   Json utilisation = Json::object();
   const auto by_kind = r.compute_utilisation_by_kind();
   for (std::size_t k = 0; k < by_kind.size(); ++k) utilisation[r.gpu_kinds[k]] = by_kind[k];
@@ -307,6 +310,8 @@ std::string summary(const Results& r, double wall_seconds, double peak_rss_bytes
   }
   row("communication / iteration", fmt::format("{:.3f} ms", mean([](const auto& g) { return ms(g.communication); }) / iters));
   row("exposed communication", fmt::format("{:.3f} ms", mean([](const auto& g) { return ms(g.exposed_communication); }) / iters));
+  if (const double lw = mean([](const auto& g) { return ms(g.launch_wait); }) / iters; lw > 0)
+    row("waiting for launches", fmt::format("{:.3f} ms (mean over GPUs: kernels ready, not yet issued by the host)", lw));
   const auto& ns = r.network;
   std::string levels;
   for (std::size_t l = 0; l < r.levels.size(); ++l)

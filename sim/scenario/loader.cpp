@@ -108,6 +108,7 @@ Json Loader::resolve(const Json& raw, const std::string& file) const {
   };
   expand("cluster", "topologies", cluster_schema());
   expand("model", "models", model_schema());
+  expand("software", "software", software_schema());
   return out;
 }
 
@@ -141,6 +142,7 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g) {
     s.host_latency = schema::as_time(g.at("host_link").at("latency"));
   }
   if (g.contains("nvlink")) s.nvlink = schema::as_bandwidth(g.at("nvlink"));
+  s.host_launch_factor = g.at("host_launch_factor").get<double>();
   if (g.contains("source")) s.source = g.at("source").get<std::string>();
   return s;
 }
@@ -217,11 +219,37 @@ parallel::EpBackend read_ep_backend(const Json& p, const std::string& file) {
   } else {
     b.dispatch_sms = b.combine_sms = parallel::default_backend_sms(b.kind);
   }
-  if (!b.syncs_host() && schema::as_time(p.at("ep_host_sync")) > 0)
-    throw InputError(file, "$.parallel.ep_host_sync", "a non-blocking dispatch does not sync with the host",
-                     "remove ep_host_sync, or set ep_non_blocking false");
-  b.host_sync = schema::as_time(p.at("ep_host_sync"));
+  if (p.contains("ep_host_sync")) {
+    if (!b.syncs_host() && schema::as_time(p.at("ep_host_sync")) > 0)
+      throw InputError(file, "$.parallel.ep_host_sync", "a non-blocking dispatch does not sync with the host",
+                       "remove ep_host_sync, or set ep_non_blocking false");
+    b.host_sync = schema::as_time(p.at("ep_host_sync"));
+  }
   return b;
+}
+
+// The software section (software/software.hpp). A full-iteration CUDA graph cannot hold the
+// device-to-host read of a blocking EP dispatch (Megatron-Core refuses to capture it).
+software::Software read_software(const Json& doc, const Scenario& s, const std::string& file) {
+  const Json& sw = doc.at("software");
+  software::Software out;
+  out.name = sw.value("name", std::string());
+  const Json& h = sw.at("host");
+  out.host = {schema::as_time(h.at("launch")), schema::as_time(h.at("backward_launch")),
+              schema::as_time(h.at("graph_launch")), schema::as_time(h.at("sync"))};
+  for (const Json& scope : sw.at("cuda_graphs")) software::parse_graph_scope(scope.get<std::string>(), out.graphs);
+  out.router_kernels = sw.at("router_kernels").get<int>();
+  out.grouped_gemm = sw.at("grouped_gemm") == "per_expert" ? compute::GroupedGemmKernels::PerExpert
+                                                           : compute::GroupedGemmKernels::One;
+  const bool moe = s.model.experts > 1;
+  if (out.graphs.full_iteration && moe && s.parallel.ep_backend.syncs_host())
+    throw InputError(file, "$.software.cuda_graphs",
+                     fmt::format("a full-iteration CUDA graph cannot capture the device-to-host read of the blocking "
+                                 "{} dispatch",
+                                 parallel::to_string(s.parallel.ep_backend.kind)),
+                     "capture per-layer modules instead (e.g. [\"attn\", \"moe_router\"]), or dispatch without a "
+                     "read (\"ep_backend\": \"hybridep\" with \"ep_non_blocking\": true)");
+  return out;
 }
 
 parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string& file, bool microbatches_given) {
@@ -561,6 +589,8 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.compute.backward_factor = cp.at("backward_factor").get<double>();
   if (cp.contains("gemm_efficiency")) s.compute.gemm_efficiency = cp.at("gemm_efficiency").get<double>();
   if (cp.contains("attention_efficiency")) s.compute.attention_efficiency = cp.at("attention_efficiency").get<double>();
+  s.software = read_software(doc, s, file);
+  s.compute.grouped_gemm_kernels = s.software.grouped_gemm;
   s.network_model = doc.at("network").at("model").get<std::string>();
   const std::string ar = doc.at("network").at("all_reduce").get<std::string>();
   s.all_reduce = ar == "hierarchical" ? network::Algorithm::Hierarchical
@@ -639,6 +669,7 @@ std::vector<PresetEntry> Loader::presets() const {
   };
   folder("models", "model");
   folder("topologies", "topology");
+  folder("software", "software");
   const Json gpus = gpu_catalogue();
   for (auto it = gpus.begin(); it != gpus.end(); ++it) out.push_back({"gpu", it.key(), it.value().at("name").get<std::string>()});
   for (const auto& s : strategies::registry()) out.push_back({"strategy", s.name, s.description});

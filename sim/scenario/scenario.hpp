@@ -16,6 +16,7 @@
 #include "sim/core/schema.hpp"
 #include "sim/network/collective.hpp"
 #include "sim/parallel/layout.hpp"
+#include "sim/software/software.hpp"
 #include "sim/strategies/registry.hpp"
 #include "sim/workload/model_shape.hpp"
 #include "sim/workload/routing.hpp"
@@ -36,6 +37,7 @@ struct Scenario {
   workload::RoutingConfig routing;
   parallel::ParallelConfig parallel;
   compute::ComputeOptions compute;
+  software::Software software;  // what trains the model (its grouped GeMM backend is also in `compute`)
   network::Algorithm all_reduce = network::Algorithm::Ring;
   std::string network_model = "flow";  // or "analytic"
   const strategies::StrategyInfo* strategy = nullptr;

@@ -49,6 +49,9 @@ NodePtr gpu_schema() {
       optional("host_link", object({required("bandwidth", bandwidth(), "per direction, e.g. \"32GB/s\""),
                                     required("latency", time(), "e.g. \"2us\"")}),
                nullptr, "the PCIe link to the host"),
+      optional("host_launch_factor", number(0, std::nullopt, true), 1.0,
+               "host time to issue a kernel on this GPU's system relative to a DGX H100's Xeon Platinum 8480C "
+               "(software host costs are given for that host)"),
       optional("nvlink", bandwidth(), nullptr,
                "the GPU's NVLink bandwidth per direction (datasheet total / 2), e.g. \"450GB/s\"; used to catch an "
                "NVLink level written in Gbps"),
@@ -163,6 +166,37 @@ NodePtr model_schema() {
   return s;
 }
 
+NodePtr software_schema() {
+  static const NodePtr host = object({
+      optional("launch", time(), "0us",
+               "host time per kernel launched eagerly in a forward, its recomputation and the optimizer step (the "
+               "framework's Python thread, PyTorch's dispatcher and the driver), on a DGX H100's Xeon host; the GPU "
+               "kind's host_launch_factor scales it"),
+      optional("backward_launch", time(), "0us", "host time per kernel launched eagerly in a backward (autograd's thread)"),
+      optional("graph_launch", time(), "0us", "host time per CUDA graph replay, whatever it holds"),
+      optional("sync", time(), "0us",
+               "after a device-to-host read returns (a blocking EP dispatch's split sizes), how long the host waits "
+               "before it launches anything more"),
+  });
+  static const NodePtr s = object({
+      optional("name", string(), nullptr, "what trains the model, e.g. \"Megatron-Bridge 26.04 (NeMo container)\""),
+      optional("source", string(), nullptr, "the recipe files and measurements the values come from"),
+      optional("host", host, Json::object(), "what driving each GPU costs its host's launch thread (0: not modelled)"),
+      optional("cuda_graphs", array_of(enumeration({"attn", "moe_router", "moe_preprocess", "moe", "mlp", "full_iteration"})),
+               Json::array(),
+               "Megatron-Core's cuda_graph_scope: the modules captured in a CUDA graph per layer, microbatch and "
+               "direction (attn, moe_router, moe_preprocess, moe, mlp), or full_iteration (the whole "
+               "forward-backward as one graph); empty: every kernel launched eagerly"),
+      optional("router_kernels", integer(1, 100000), 2,
+               "kernels the router launches per MoE layer and microbatch in a forward (Megatron-Core: 72, 31 with "
+               "moe_router_fusion; moesim's own model: the router GeMM and the top-k)"),
+      optional("grouped_gemm", enumeration({"grouped", "per_expert"}), "grouped",
+               "how the local experts' GeMMs are launched: one grouped kernel (CUTLASS/cuBLASLt grouped GeMM), or a "
+               "GeMM kernel per expert (Transformer Engine's GroupedLinear over cuBLAS)"),
+  });
+  return s;
+}
+
 NodePtr scenario_schema() {
   static const NodePtr training = object({
       required("sequence_length", integer(1, 1 << 24), "tokens per sequence"),
@@ -220,9 +254,10 @@ NodePtr scenario_schema() {
                "(Megatron's moe_expert_capacity_factor, in (0, 1])"),
       optional("ep_sms", integer(1, 1024), nullptr,
                "SMs each fused dispatch and combine kernel holds (default: 16 for hybridep, 20 for deepep)"),
-      optional("ep_host_sync", time(), "0us",
-               "GPU idle time per device-to-host sync of a blocking dispatch (nccl, deepep, blocking hybridep), "
-               "in the forward and its recomputation"),
+      optional("ep_host_sync", time(), nullptr,
+               "how long the host waits after the device-to-host read of a blocking dispatch (nccl, deepep, blocking "
+               "hybridep) returns, in the forward and its recomputation, before it launches what follows (default: "
+               "the software's host.sync)"),
   });
   static const workload::PopularityProcessParams process_defaults;
   static const NodePtr process = object({
@@ -296,6 +331,9 @@ NodePtr scenario_schema() {
       required("strategy", any(), "the parallel strategy, e.g. {\"name\": \"ep\"}"),
       optional("network", network, Json::object(), "communication model"),
       optional("compute", compute, Json::object(), "compute model"),
+      optional("software", software_schema(), Json::object(),
+               "the software that trains the model (host launches, CUDA graphs, kernel backends), or {\"preset\": "
+               "\"NAME\"} from software/; without it the host is not modelled"),
       optional("sweep", sweep, nullptr, "parameter grid for `moesim sweep`"),
       optional("calibration", string(), nullptr,
                "a calibration profile, e.g. \"calibrations/parm-testbed-a.json\" (found in the data folder, "

@@ -251,7 +251,7 @@ void Writer::run(const WorkItem& item) {
 void Writer::wait_for(const Frontier& ready, Phase phase, int l, int mb, Frontier& f) {
   const auto label = em_.label(phase, engine::WorkKind::Wait, "params_ready", l, mb);
   for (const std::uint32_t g : em_.active()) {
-    const engine::TaskId wait = em_.pb.compute(g, 0, label, f[g]);
+    const engine::TaskId wait = em_.pb.wait(g, 0, label, f[g]);
     if (ready[g] != f[g]) em_.pb.depend(ready[g], wait);
     f[g] = wait;
   }

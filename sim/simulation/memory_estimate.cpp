@@ -42,7 +42,7 @@ MemoryEstimate estimate_run(const cluster::Topology& topology, const RunShape& r
   e.routing = run.routing;
   // An iteration after the first is added while the one before runs.
   const double added_while_running = run.iterations > 1 ? it.tasks : 0;
-  e.state = engine::Engine::state_bytes(gpus, run.streams, hosts, added_while_running) +
+  e.state = engine::Engine::state_bytes(gpus, run.streams, hosts, added_while_running, run.host_reads) +
             report::MetricsRecorder::memory_estimate(gpus, held.tasks / gpus) + report::Results::memory_estimate(gpus, hosts) +
             (run.flow_model ? network::FlowExecutor::memory_estimate(topology) : 0.0);
   return e;

@@ -29,6 +29,7 @@ struct RunShape {
   std::size_t streams = 1;  // per GPU: the plan's StreamSet
   bool flow_model = true;   // else the analytic model, which keeps nothing per link
   double routing = 0;       // the sampled routing matrices held at once
+  bool host_reads = false;  // launch threads stop at device-to-host reads (tasks added meanwhile are held)
 };
 
 struct MemoryEstimate {

@@ -169,6 +169,8 @@ RunShape Simulation::shape_of(const strategies::Strategy& strategy, strategies::
   run.per_iteration = strategy.program_per_iteration(ctx);
   run.iterations = scenario_.training.iterations;
   run.flow_model = scenario_.network_model == "flow";
+  // The launch threads stop at the EP dispatch's device-to-host reads (blocks/moe_block.cpp).
+  run.host_reads = scenario_.software.models_host() || scenario_.parallel.ep_backend.host_sync.has_value();
   run.streams = parallel::kStreamRoles;  // unplanned: every role a plan may ask for
   if (!planned) return run;
   parallel::RunState state;
@@ -288,7 +290,7 @@ void Simulation::run(const RunOptions& options) {
   else
     executor_ = std::make_unique<network::AnalyticExecutor>(*network_, program_);
 
-  blocks::ProgramBuilder builder(*engine_, program_, streams);
+  blocks::ProgramBuilder builder(*engine_, program_, streams, blocks::HostLaunch(scenario_.software, topology_));
   std::vector<report::IterationResult> iteration_results;
   const auto write = [&](int it) {
     if (plan->streams->roles() != streams->roles())

@@ -500,9 +500,10 @@ Fig2Module fig2_modules(const std::string& gpu, int seq) {
       "training": {{"sequence_length": {}, "dtype": "fp16"}}, "strategy": {{"name": "ep"}}}})",
                                                  gpu, seq));
   const compute::ComputeModel cm(s.topology().gpu(0), s.compute);
-  const Time attention = blocks::attention_time(cm, s.model, s.training) + blocks::attention_backward_time(cm, s.model, s.training);
+  const Time attention =
+      (blocks::attention_time(cm, s.model, s.training) + blocks::attention_backward_time(cm, s.model, s.training)).time;
   const double tokens = static_cast<double>(seq) * s.model.top_k / s.model.experts;
-  const Time ffn = blocks::ffn_time(cm, s.model, tokens, s.model.ffn_hidden);
+  const Time ffn = blocks::ffn_time(cm, s.model, tokens, s.model.ffn_hidden).time;
   return {time_to_seconds(attention), time_to_seconds(ffn + cm.backward(ffn))};
 }
 }  // namespace

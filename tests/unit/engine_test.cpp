@@ -1,6 +1,8 @@
 // The event engine: stream order, dependencies, collective rendezvous, a hand-computed timeline.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <map>
 
 #include "sim/engine/engine.hpp"
@@ -270,6 +272,117 @@ TEST(EngineSmSharing, TasksOnHostStreamsShareTheirHostsCpu) {
   EXPECT_EQ(log.tasks()[b].end, 4 * kMillisecond);
   EXPECT_EQ(log.tasks()[c].end, 2 * kMillisecond);
   EXPECT_EQ(log.tasks()[gemm].end, 3 * kMillisecond);
+}
+
+// The host launches the GPU's work: one launch thread per GPU issues its tasks in the order they
+// are added (engine.hpp).
+TEST(EngineLaunch, KernelsShorterThanTheirLaunchRunAtTheLaunchRate) {
+  // Five 2 us kernels, each launched in 5 us: kernel i is issued at 5(i + 1) us and starts then
+  // (its predecessor ended at 5i + 2): the chain ends at 25 + 2 = 27 us, not at 10 us. The GPU
+  // waited 5 us for the first and 3 us for each of the four others: 17 us.
+  Engine e(1, 1);
+  TaskLog log(e);
+  FixedExecutor fx({});
+  std::vector<TaskId> k;
+  for (int i = 0; i < 5; ++i)
+    k.push_back(e.add_compute(0, 0, 2 * kMicrosecond, label(WorkKind::OtherCompute), 0, Launch{5 * kMicrosecond}));
+  e.run(fx);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(log.tasks()[k[i]].start, 5 * (i + 1) * kMicrosecond) << i;
+  EXPECT_EQ(e.makespan(), 27 * kMicrosecond);
+  EXPECT_EQ(e.launch_wait(0), 17 * kMicrosecond);
+}
+
+TEST(EngineLaunch, AGraphReplayIssuesEveryKernelAtOnce) {
+  // The same five kernels captured in one CUDA graph: the replay costs 10 us and issues all of
+  // them; they then run back to back, 10-20 us. The GPU waited 10 us, for the replay.
+  Engine e(1, 1);
+  TaskLog log(e);
+  FixedExecutor fx({});
+  e.add_compute(0, 0, 2 * kMicrosecond, label(WorkKind::OtherCompute), 0, Launch{10 * kMicrosecond});
+  for (int i = 1; i < 5; ++i) e.add_compute(0, 0, 2 * kMicrosecond, label(WorkKind::OtherCompute), 0, Launch{0});
+  e.run(fx);
+  EXPECT_EQ(e.makespan(), 20 * kMicrosecond);
+  EXPECT_EQ(e.launch_wait(0), 10 * kMicrosecond);
+}
+
+TEST(EngineLaunch, KernelsLongerThanTheirLaunchHideAllButTheFirst) {
+  // Three 10 us kernels launched in 4 us each are issued at 4, 8 and 12 us; each after the first
+  // was issued before its predecessor ended: 4-14, 14-24, 24-34 us; only the first launch shows.
+  Engine e(1, 1);
+  FixedExecutor fx({});
+  for (int i = 0; i < 3; ++i)
+    e.add_compute(0, 0, 10 * kMicrosecond, label(WorkKind::Expert), 0, Launch{4 * kMicrosecond});
+  e.run(fx);
+  EXPECT_EQ(e.makespan(), 34 * kMicrosecond);
+  EXPECT_EQ(e.launch_wait(0), 4 * kMicrosecond);
+}
+
+TEST(EngineLaunch, ASyncStopsTheLaunchThreadUntilTheReadReturns) {
+  // Kernel A (10 us, launched in 2 us), a device-to-host read S (1 us, launched in 2 us; the host
+  // then waits for it and 20 us more), kernel B (5 us, launched in 3 us). A is issued at 2 and
+  // runs 2-12; S is issued at 4 and runs 12-13; the thread resumes at 13 + 20 = 33 and issues B
+  // at 36: B runs 36-41. The GPU waited 2 us for A and 36 - 13 = 23 us for B.
+  Engine e(1, 1);
+  TaskLog log(e);
+  FixedExecutor fx({});
+  const TaskId a = e.add_compute(0, 0, 10 * kMicrosecond, label(WorkKind::Gate), 0, Launch{2 * kMicrosecond});
+  const TaskId s = e.add_compute(0, 0, 1 * kMicrosecond, label(WorkKind::OtherCompute), 0,
+                                 Launch{2 * kMicrosecond, 20 * kMicrosecond});
+  const TaskId b = e.add_compute(0, 0, 5 * kMicrosecond, label(WorkKind::Expert), 0, Launch{3 * kMicrosecond});
+  EXPECT_EQ(e.issued_at(b), -1);  // held back: the thread has not passed the read
+  e.run(fx);
+  EXPECT_EQ(log.tasks()[a].end, 12 * kMicrosecond);
+  EXPECT_EQ(log.tasks()[s].end, 13 * kMicrosecond);
+  EXPECT_EQ(log.tasks()[b].start, 36 * kMicrosecond);
+  EXPECT_EQ(e.makespan(), 41 * kMicrosecond);
+  EXPECT_EQ(e.launch_wait(0), 25 * kMicrosecond);
+}
+
+TEST(EngineLaunch, EachGpuHasItsOwnThreadAndACollectiveWaitsForItsLastIssuedMember) {
+  // GPU 0 launches a 1 us kernel in 30 us before its all-to-all member (launched in 5 us); GPU 1
+  // launches only its member (5 us). GPU 1's member is issued at 5 us, GPU 0's at 35 us: the 10 us
+  // all-to-all runs 35-45 us. A read after GPU 0's member (launched in 15 us, 4 us to wake) is
+  // issued at 35 + 15 = 50 us and runs 50-51 us. A kernel appended at 45 us, while the thread waits
+  // behind the read, is held back and issued when the thread resumes: at 51 + 4 + 1 = 56 us.
+  Engine e(2, 2);
+  TaskLog log(e);
+  const CollectiveId x = e.add_collective(2, WorkKind::AllToAll);
+  e.add_compute(0, 0, 1 * kMicrosecond, label(WorkKind::Gate), 0, Launch{30 * kMicrosecond});
+  e.add_member(x, 0, 1, label(WorkKind::AllToAll), 0, Launch{5 * kMicrosecond});
+  e.add_member(x, 1, 1, label(WorkKind::AllToAll), 0, Launch{5 * kMicrosecond});
+  const TaskId read = e.add_compute(0, 0, 1 * kMicrosecond, label(WorkKind::OtherCompute), 0,
+                                    Launch{15 * kMicrosecond, 4 * kMicrosecond});
+  e.depend(e.stream_tail(0, 1), read);
+  FixedExecutor fx({{x, 10 * kMicrosecond}});
+  e.begin(fx);
+  EXPECT_TRUE(e.advance([&] { return e.now() >= 40 * kMicrosecond; }));
+  const TaskId late = e.add_compute(0, 0, 2 * kMicrosecond, label(WorkKind::Expert), 0, Launch{1 * kMicrosecond});
+  EXPECT_EQ(e.issued_at(late), -1);
+  EXPECT_FALSE(e.advance());
+  e.finish();
+  EXPECT_EQ(log.collectives()[x].start, 35 * kMicrosecond);
+  EXPECT_EQ(log.collectives()[x].end, 45 * kMicrosecond);
+  EXPECT_EQ(log.tasks()[read].start, 50 * kMicrosecond);
+  EXPECT_EQ(log.tasks()[read].end, 51 * kMicrosecond);
+  EXPECT_EQ(log.tasks()[late].start, 56 * kMicrosecond);
+}
+
+TEST(EngineLaunch, ATaskHeldBehindAReadThatNeverEndsSaysWhy) {
+  // The read waits for a collective member that no other GPU joins: the kernel after it is never
+  // issued, and its description (what a deadlock report prints) says why.
+  Engine e(2, 2);
+  const CollectiveId x = e.add_collective(2, WorkKind::AllToAll);
+  const TaskId m = e.add_member(x, 0, 1, label(WorkKind::AllToAll));
+  const TaskId read = e.add_compute(0, 0, 1, label(WorkKind::OtherCompute), 0, Launch{1, 1});
+  e.depend(m, read);
+  const TaskId held = e.add_compute(0, 0, 1, label(WorkKind::Expert), 0, Launch{1});
+  FixedExecutor fx({});
+  e.begin(fx);
+  EXPECT_FALSE(e.advance());
+  EXPECT_FALSE(e.finished(held));
+  EXPECT_NE(e.describe(held).find(fmt::format("not yet issued: GPU 0's launch thread waits for task {} to finish", read)),
+            std::string::npos)
+      << e.describe(held);
 }
 
 #include "sim/engine/block_queue.hpp"

@@ -81,13 +81,13 @@ TEST(EpBackend, NcclRegroupsReceivedCopiesByLocalExpertAndBack) {
   const Time each = r.compute[0].memory_bound(2.0 * 2048 * 512);
   EXPECT_GT(each, 0);
   for (std::uint32_t g = 0; g < 4; ++g) {
-    EXPECT_EQ(nccl.expert_regroup[g], 2 * each) << g;
-    EXPECT_EQ(fused.expert_regroup[g], 0) << g;
+    EXPECT_EQ(nccl.expert_regroup[g], (compute::Work{2 * each, 2})) << g;
+    EXPECT_EQ(fused.expert_regroup[g], compute::Work{}) << g;
   }
-  EXPECT_EQ(blocks::regroup_time(r.compute[0], r.sc.model, 2048), 2 * each);
+  EXPECT_EQ(blocks::regroup_time(r.compute[0], r.sc.model, 2048), (compute::Work{2 * each, 2}));
   const Routed one(small(4, 1));
   const auto single = one.route(ep_layer(4, parallel::EpBackendKind::Nccl));
-  for (std::uint32_t g = 0; g < 4; ++g) EXPECT_EQ(single.expert_regroup[g], 0) << g;
+  for (std::uint32_t g = 0; g < 4; ++g) EXPECT_EQ(single.expert_regroup[g], compute::Work{}) << g;
 }
 
 TEST(EpBackend, RegroupRunsInTheExpertTaskForwardAndBackwardAlike) {
@@ -103,10 +103,11 @@ TEST(EpBackend, RegroupRunsInTheExpertTaskForwardAndBackwardAlike) {
   int seen = 0;
   for (const auto& t : sim.task_log().tasks()) {
     if (t.end < 0 || sim.engine().names()[t.label.name] != "experts") continue;
-    const Time ffn = rt.expert_forward[t.gpu];
-    const Time want = (t.label.phase == engine::Phase::Backward ? r.compute[0].backward(ffn) : ffn) + rt.expert_regroup[t.gpu];
+    const compute::Work ffn = rt.expert_forward[t.gpu];
+    const Time want =
+        (t.label.phase == engine::Phase::Backward ? r.compute[0].backward(ffn) : ffn).time + rt.expert_regroup[t.gpu].time;
     EXPECT_EQ(t.end - t.start, want) << "GPU " << t.gpu;
-    EXPECT_GT(rt.expert_regroup[t.gpu], 0);
+    EXPECT_GT(rt.expert_regroup[t.gpu].time, 0);
     ++seen;
   }
   EXPECT_EQ(seen, 2 * 4);  // forward and backward on each of the 4 GPUs
@@ -246,9 +247,9 @@ TEST(EpBackend, FusedKernelsDropThePermuteKernels) {
   const auto& cm = r.compute[0];
   const auto& m = r.sc.model;
   const double a = 2;  // bf16
-  EXPECT_EQ(blocks::gate_time(cm, m, 1024, false) - blocks::gate_time(cm, m, 1024, true),
+  EXPECT_EQ(blocks::gate_time(cm, m, 1024, false).time - blocks::gate_time(cm, m, 1024, true).time,
             cm.memory_bound(3 * 1024 * 256 * a));
-  EXPECT_EQ(blocks::combine_time(cm, m, 1024, false) - blocks::combine_time(cm, m, 1024, true),
+  EXPECT_EQ(blocks::combine_time(cm, m, 1024, false).time - blocks::combine_time(cm, m, 1024, true).time,
             cm.memory_bound(3 * 1024 * 256 * a));
 }
 
@@ -347,9 +348,11 @@ TEST(EpBackend, ScenarioOptionsRefuseWhatTorchtitanRefuses) {
 }
 
 TEST(EpBackend, BlockingDispatchIdlesTheComputeStreamForTheHostRoundTrip) {
-  // One MoE layer's forward pays ep_host_sync once, its recomputation once more, the backward
+  // One MoE layer's forward reads the sizes back once, its recomputation once more, the backward
   // never (the sizes are kept): with full recomputation an iteration of the 4-GPU case has 2
-  // host_sync tasks of 30 us per GPU and microbatch; none with non-blocking HybridEP.
+  // host_sync reads per GPU and microbatch; none with non-blocking HybridEP. The host's launch
+  // thread waits ep_host_sync (30 us) after each read returns: launches cost nothing here, so the
+  // GPU's next task (the dispatch's member, which waits for nothing else) starts exactly then.
   auto doc = small(8, 2);
   doc["training"]["recompute"] = "full";
   doc["parallel"] = {{"ep_backend", "hybridep"}, {"ep_host_sync", "30us"}};
@@ -357,11 +360,18 @@ TEST(EpBackend, BlockingDispatchIdlesTheComputeStreamForTheHostRoundTrip) {
     simulation::Simulation sim(test::scenario_from(d.dump(), "s.json"));
     sim.run(test::with_task_log());
     int n = 0;
-    for (const auto& t : sim.task_log().tasks())
-      if (t.end >= 0 && sim.engine().names()[t.label.name] == "host_sync") {
-        ++n;
-        EXPECT_EQ(t.end - t.start, 30 * kMicrosecond);
+    const auto& tasks = sim.task_log().tasks();
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      const auto& t = tasks[i];
+      if (t.end < 0 || sim.engine().names()[t.label.name] != "host_sync") continue;
+      ++n;
+      EXPECT_EQ(t.end, t.start);  // the read itself: no GPU time
+      std::size_t next = i + 1;
+      while (next < tasks.size() && tasks[next].gpu != t.gpu) ++next;
+      if (next < tasks.size()) {
+        EXPECT_EQ(tasks[next].start, t.end + 30 * kMicrosecond) << "after task " << i;
       }
+    }
     return n;
   };
   EXPECT_EQ(syncs(doc), 2 * 4);

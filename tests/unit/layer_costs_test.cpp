@@ -1,5 +1,6 @@
 // The kernels of an MoE layer (sim/blocks/layer_costs): memory-bound kernels from the bytes they
-// move, derived by hand; the local experts as grouped GeMMs with one activation kernel.
+// move, derived by hand; the local experts as grouped GeMMs with one activation kernel; the
+// kernels each piece launches, counted by hand.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -43,19 +44,23 @@ TEST(LayerCosts, MemoryBoundKernelsOfTheMoeBlock) {
   const double t = 1000, h = 1024, a = 2;
   const auto mb = [&](double bytes) { return compute::kMemoryKernelOverhead + seconds_to_time(bytes / (compute::kHbmEfficiency * 3e12)); };
   // Gate: pre-MLP RMSNorm 2·T·H·a, the router GeMM, softmax/top-k 2·T·E·4, permute (1 + k)·T·H·a.
-  EXPECT_EQ(blocks::gate_time(cm, m, t),
+  EXPECT_EQ(blocks::gate_time(cm, m, t).time,
             mb(2 * t * h * a) + cm.gemm(t, 16, h) + mb(2 * t * 16 * 4) + mb(5 * t * h * a));
-  // Combine: un-permute with the weighted sum (k + 1)·T·H·a, residual add 3·T·H·a.
-  EXPECT_EQ(blocks::combine_time(cm, m, t), mb(5 * t * h * a) + mb(3 * t * h * a));
+  // Four kernels: the norm, the router GeMM, the top-k, the permute. A software whose router
+  // launches 31 kernels (Megatron-Core with moe_router_fusion) launches 1 + 31 + 1, in the same time.
+  EXPECT_EQ(blocks::gate_time(cm, m, t).kernels, 4);
+  EXPECT_EQ(blocks::gate_time(cm, m, t, false, 31), (compute::Work{blocks::gate_time(cm, m, t).time, 33}));
+  // Combine: un-permute with the weighted sum (k + 1)·T·H·a, residual add 3·T·H·a: two kernels.
+  EXPECT_EQ(blocks::combine_time(cm, m, t), (compute::Work{mb(5 * t * h * a) + mb(3 * t * h * a), 2}));
   // A bare MoE layer (no attention) has no norm and no residual add.
   const auto bare = moe_layer(false);
-  EXPECT_EQ(blocks::gate_time(cm, bare, t), cm.gemm(t, 16, h) + mb(2 * t * 16 * 4) + mb(5 * t * h * a));
-  EXPECT_EQ(blocks::combine_time(cm, bare, t), mb(5 * t * h * a));
+  EXPECT_EQ(blocks::gate_time(cm, bare, t), (compute::Work{cm.gemm(t, 16, h) + mb(2 * t * 16 * 4) + mb(5 * t * h * a), 3}));
+  EXPECT_EQ(blocks::combine_time(cm, bare, t), (compute::Work{mb(5 * t * h * a), 1}));
   // Under FP8 the activations stay BF16: the same bytes.
   compute::ComputeOptions f;
   f.dtype = cluster::Dtype::fp8;
   compute::ComputeModel fp8(gpu(), f);
-  EXPECT_EQ(blocks::combine_time(fp8, m, t), mb(5 * t * h * a) + mb(3 * t * h * a));
+  EXPECT_EQ(blocks::combine_time(fp8, m, t).time, mb(5 * t * h * a) + mb(3 * t * h * a));
 }
 
 TEST(LayerCosts, LocalExpertsRunAsGroupedGemmsWithOneActivation) {
@@ -65,17 +70,28 @@ TEST(LayerCosts, LocalExpertsRunAsGroupedGemmsWithOneActivation) {
   compute::ComputeModel cm(gpu(), {});
   const auto m = moe_layer(true);
   const std::vector<double> copies{300, 0, 700};
-  EXPECT_EQ(blocks::experts_time(cm, m, copies, 512),
-            cm.grouped_gemm(copies, 1024, 1024) + compute::kMemoryKernelOverhead + seconds_to_time(3.0 * 1000 * 512 * 2 / (compute::kHbmEfficiency * 3e12)) +
-                cm.grouped_gemm(copies, 1024, 512));
+  const Time grouped = cm.grouped_gemm(copies, 1024, 1024) + compute::kMemoryKernelOverhead +
+                       seconds_to_time(3.0 * 1000 * 512 * 2 / (compute::kHbmEfficiency * 3e12)) +
+                       cm.grouped_gemm(copies, 1024, 512);
+  EXPECT_EQ(blocks::experts_time(cm, m, copies, 512), (compute::Work{grouped, 3}));
   // Three kernel launches whatever the number of experts: apart, the two experts cost more.
-  EXPECT_LT(blocks::experts_time(cm, m, copies, 512), blocks::ffn_time(cm, m, 300, 512) + blocks::ffn_time(cm, m, 700, 512));
+  EXPECT_LT(blocks::experts_time(cm, m, copies, 512).time,
+            blocks::ffn_time(cm, m, 300, 512).time + blocks::ffn_time(cm, m, 700, 512).time);
+  // Launched a GeMM per expert with rows (Transformer Engine's GroupedLinear), fc1 and fc2 are two
+  // launches each: 2 + 1 + 2 (the time is the grouped kernel's until kernels are measured per backend).
+  compute::ComputeOptions per_expert;
+  per_expert.grouped_gemm_kernels = compute::GroupedGemmKernels::PerExpert;
+  EXPECT_EQ(blocks::experts_time(compute::ComputeModel(gpu(), per_expert), m, copies, 512), (compute::Work{grouped, 5}));
   // A dense FFN: its norm, the FFN, the residual add.
   auto dense = m;
   dense.dense_ffn_hidden = 2048;
+  // Five kernels: the norm, fc1, the activation, fc2, the residual add.
   EXPECT_EQ(blocks::dense_ffn_time(cm, dense, 1000),
-            compute::kMemoryKernelOverhead + seconds_to_time(2.0 * 1000 * 1024 * 2 / (compute::kHbmEfficiency * 3e12)) + blocks::ffn_time(cm, dense, 1000, 2048) +
-                compute::kMemoryKernelOverhead + seconds_to_time(3.0 * 1000 * 1024 * 2 / (compute::kHbmEfficiency * 3e12)));
+            (compute::Work{compute::kMemoryKernelOverhead +
+                               seconds_to_time(2.0 * 1000 * 1024 * 2 / (compute::kHbmEfficiency * 3e12)) +
+                               blocks::ffn_time(cm, dense, 1000, 2048).time + compute::kMemoryKernelOverhead +
+                               seconds_to_time(3.0 * 1000 * 1024 * 2 / (compute::kHbmEfficiency * 3e12)),
+                           5}));
 }
 
 TEST(LayerCosts, Fp8CastsTheGemmInputsNoNormProduces) {
@@ -92,16 +108,21 @@ TEST(LayerCosts, Fp8CastsTheGemmInputsNoNormProduces) {
   const auto mb = [&](double bytes) { return compute::kMemoryKernelOverhead + seconds_to_time(bytes / (compute::kHbmEfficiency * 3e12)); };
   const std::vector<double> copies{300, 0, 700};
   const Time ffn = fp8.grouped_gemm(copies, 1024, 1024) + mb(3.0 * 1000 * 512 * 2) + fp8.grouped_gemm(copies, 1024, 512);
-  EXPECT_EQ(blocks::experts_time(fp8, m, copies, 512), mb(4.0 * 1000 * 1024) + ffn);
+  EXPECT_EQ(blocks::experts_time(fp8, m, copies, 512), (compute::Work{mb(4.0 * 1000 * 1024) + ffn, 4}));
+  // Launched per expert, each expert's rows are cast on their own before its fc1: two casts (the
+  // same bytes in all), two fc1 GeMMs, the activation, two fc2 GeMMs.
+  o.grouped_gemm_kernels = compute::GroupedGemmKernels::PerExpert;
+  EXPECT_EQ(blocks::experts_time(compute::ComputeModel(gpu(), o), m, copies, 512).kernels, 7);
   // A dense FFN or the shared experts read the norm's FP8 output: no cast.
   const std::vector<double> one{1000};
   EXPECT_EQ(blocks::ffn_time(fp8, m, 1000, 512),
-            fp8.grouped_gemm(one, 1024, 1024) + mb(3.0 * 1000 * 512 * 2) + fp8.grouped_gemm(one, 1024, 512));
+            (compute::Work{fp8.grouped_gemm(one, 1024, 1024) + mb(3.0 * 1000 * 512 * 2) + fp8.grouped_gemm(one, 1024, 512), 3}));
   // Output projection of 1000 tokens from 8 × 128 columns: the cast 4 · 1000 · 1024 B, the GeMM,
   // the residual add 3 · T · H · 2 B.
   EXPECT_EQ(blocks::output_projection_time(fp8, m, 1000),
-            mb(4.0 * 1000 * 1024) + fp8.gemm(1000, 1024, 1024) + mb(3.0 * 1000 * 1024 * 2));
+            (compute::Work{mb(4.0 * 1000 * 1024) + fp8.gemm(1000, 1024, 1024) + mb(3.0 * 1000 * 1024 * 2), 3}));
   // BF16 training casts nothing.
   compute::ComputeModel bf16(gpu(), {});
-  EXPECT_EQ(blocks::output_projection_time(bf16, m, 1000), bf16.gemm(1000, 1024, 1024) + mb(3.0 * 1000 * 1024 * 2));
+  EXPECT_EQ(blocks::output_projection_time(bf16, m, 1000),
+            (compute::Work{bf16.gemm(1000, 1024, 1024) + mb(3.0 * 1000 * 1024 * 2), 2}));
 }

@@ -50,19 +50,24 @@ TEST(MemoryEstimate, RunStateIsPerGpuStreamAndHost) {
   // 16 GPUs with 4 streams, each its own host: streams 16·4·8 = 512, SM shares 2·16·40 = 1280
   // (the constructor's resources for 16 GPUs and 16 hosts), host of each GPU 16·4 = 64, the host
   // lists 16·24 = 384 and 16 blocks of one GPU (32 B) = 512, an event per stream 16·4·32 = 2048,
-  // and an iteration of 7328 tasks added while running, 8192·4 = 32768: 37568 B.
-  EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 0, 7328), 37568.0);
+  // and an iteration of 7328 tasks added while running, 8192·4 = 32768; a launch thread per GPU
+  // (72 B: its clock, the task it waits for, its resume time, the pending vector and index, its
+  // wait statistics) 16·72 = 1152: 38720 B.
+  EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 0, 7328), 38720.0);
+  // Where the threads stop at reads, the tasks added while running may be held as pending launches
+  // (24 B each: the id and its Launch): 8192·24 = 196608 B more.
+  EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 0, 7328, true), 38720.0 + 196608);
   // 2 hosts of 8 GPUs: their lists a 48 B block each (8 ids of 4 B and the header); nothing added.
-  EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 2, 0), 512.0 + 1280 + 64 + 384 + 2 * 48 + 2048);
-  // Metrics per GPU: its 144 B here and in the result, the 56 B of its pending lists, and each
+  EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 2, 0), 512.0 + 1280 + 64 + 384 + 2 * 48 + 2048 + 1152);
+  // Metrics per GPU: its 152 B here and in the result, the 56 B of its pending lists, and each
   // list grown to 32 intervals of 16 B (kSettleEvery; a 528 B block), or with 20 tasks to 16
   // (10 each way: a 272 B block).
-  EXPECT_DOUBLE_EQ(report::MetricsRecorder::memory_estimate(16, 916), 16 * (2 * 144.0 + 56 + 2 * 528));
-  EXPECT_DOUBLE_EQ(report::MetricsRecorder::memory_estimate(16, 20), 16 * (2 * 144.0 + 56 + 2 * 272));
-  // Results per GPU: metrics 144 B, memory footprint 48 B, its kind (2 B) and capacity (8 B);
+  EXPECT_DOUBLE_EQ(report::MetricsRecorder::memory_estimate(16, 916), 16 * (2 * 152.0 + 56 + 2 * 528));
+  EXPECT_DOUBLE_EQ(report::MetricsRecorder::memory_estimate(16, 20), 16 * (2 * 152.0 + 56 + 2 * 272));
+  // Results per GPU: metrics 152 B, memory footprint 48 B, its kind (2 B) and capacity (8 B);
   // per host its memory (8 B).
-  EXPECT_DOUBLE_EQ(report::Results::memory_estimate(16, 0), 16 * (144.0 + 48 + 2 + 8));
-  EXPECT_DOUBLE_EQ(report::Results::memory_estimate(16, 2), 16 * (144.0 + 48 + 2 + 8) + 2 * 8);
+  EXPECT_DOUBLE_EQ(report::Results::memory_estimate(16, 0), 16 * (152.0 + 48 + 2 + 8));
+  EXPECT_DOUBLE_EQ(report::Results::memory_estimate(16, 2), 16 * (152.0 + 48 + 2 + 8) + 2 * 8);
 }
 
 TEST(MemoryEstimate, QuickstartTermByTerm) {

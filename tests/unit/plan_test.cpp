@@ -58,7 +58,7 @@ TEST(Plan, TwoReplicasSplitAnExpertsTokensAsThePlanSays) {
   EXPECT_DOUBLE_EQ(r.rt.combine[0]->at(1, 0), 458752.0);  // combine returns what was dispatched
   EXPECT_EQ(r.rt.expert_forward[0], r.ffn(256));
   EXPECT_EQ(r.rt.expert_forward[1], r.experts({768, 1024}));
-  EXPECT_LT(r.rt.expert_forward[1], r.ffn(768) + r.ffn(1024));  // one launch per kernel, not two
+  EXPECT_LT(r.rt.expert_forward[1].time, (r.ffn(768) + r.ffn(1024)).time);  // one launch per kernel, not two
   EXPECT_EQ(r.rt.expert_tokens, (std::vector<double>{1024, 1024}));
   EXPECT_DOUBLE_EQ(r.rt.routed_copies, 2048);
 }
@@ -137,8 +137,8 @@ TEST(Plan, TwoSidedGroupSendsTokensOnlyFromAttentionGpusToExpertGpus) {
   for (std::uint32_t s = 0; s < 4; ++s)
     for (std::uint32_t d = 0; d < 4; ++d)
       EXPECT_DOUBLE_EQ(t.at(s, d), s < 2 && d >= 2 ? 262144.0 : 0.0) << s << " -> " << d;
-  EXPECT_EQ(r.rt.expert_forward[0], 0);
-  EXPECT_EQ(r.rt.expert_forward[1], 0);
+  EXPECT_EQ(r.rt.expert_forward[0], compute::Work{});
+  EXPECT_EQ(r.rt.expert_forward[1], compute::Work{});
   EXPECT_EQ(r.rt.expert_forward[2], r.ffn(1024));
   EXPECT_EQ(r.rt.expert_forward[3], r.ffn(1024));
   EXPECT_DOUBLE_EQ(r.rt.routed_copies, 2048);  // two sources of 1024 copies

@@ -152,9 +152,9 @@ struct RoutingBench {
     const blocks::Context ctx{topo, sc.model, sc.training, routing, compute};
     return blocks::route_layer(ctx, plan, layer, 0, 0, mb);
   }
-  Time ffn(double tokens) const { return blocks::ffn_time(compute[0], sc.model, tokens, sc.model.ffn_hidden); }
+  compute::Work ffn(double tokens) const { return blocks::ffn_time(compute[0], sc.model, tokens, sc.model.ffn_hidden); }
   // A GPU's replicas, one grouped FFN over their copies (in expert order).
-  Time experts(std::vector<double> copies) const {
+  compute::Work experts(std::vector<double> copies) const {
     return blocks::experts_time(compute[0], sc.model, copies, sc.model.ffn_hidden);
   }
 };

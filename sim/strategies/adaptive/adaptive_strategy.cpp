@@ -154,7 +154,7 @@ MoveCost AdaptiveStrategy::move_cost(const StrategyContext& ctx) const {
   const double slot = std::max(1.0, copies / (static_cast<double>(options_.slots_per_gpu) * n));
   const auto& cm = ctx.compute_of(0);
   const std::vector<double> rows{slot};
-  const Time forward = blocks::experts_time(cm, m, rows, m.ffn_hidden);
+  const Time forward = blocks::experts_time(cm, m, rows, m.ffn_hidden).time;
   c.seconds_per_token = time_to_seconds(forward + cm.backward(forward)) / slot;
   // One replica's weights and optimizer state from one rank to another across the network.
   if (ctx.network && n > 1) {

@@ -245,7 +245,8 @@ schema::Json EpStrategy::describe(const StrategyContext& ctx) const {
   j["all_to_all"] = std::string(network::to_string(options_.all_to_all));
   j["gradient_sync"] = options_.overlap_gradient_sync ? "overlap" : "after_backward";
   const auto& b = ctx.parallel.ep_backend;
-  j["ep_backend"] = {{"name", std::string(parallel::to_string(b.kind))}, {"host_sync_us", time_to_seconds(b.host_sync) * 1e6}};
+  j["ep_backend"] = {{"name", std::string(parallel::to_string(b.kind))}};
+  if (b.host_sync) j["ep_backend"]["host_sync_us"] = time_to_seconds(*b.host_sync) * 1e6;  // else the software's
   if (b.fused()) {
     j["ep_backend"]["sms"] = {b.dispatch_sms, b.combine_sms};
     j["ep_backend"]["non_blocking"] = b.non_blocking;

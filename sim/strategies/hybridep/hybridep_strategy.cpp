@@ -160,12 +160,12 @@ const DomainChoice& HybridEpStrategy::domain(const StrategyContext& ctx) const {
   double backward_factor = 2;
   in.pre_expert_seconds = 0;
   for (const auto& cm : ctx.compute) {
-    const Time attention = blocks::attention_time(cm, m, t);
+    const Time attention = blocks::attention_time(cm, m, t).time;
     const Time dense_between =
         m.moe_layers() > 0 ? static_cast<Time>(std::llround(static_cast<double>(m.layers - m.moe_layers()) / m.moe_layers() *
-                                                            static_cast<double>(attention + blocks::dense_ffn_time(cm, m, tokens))))
+                                                            static_cast<double>(attention + blocks::dense_ffn_time(cm, m, tokens).time)))
                            : 0;
-    const Time pre = attention + blocks::gate_time(cm, m, tokens) + dense_between;
+    const Time pre = attention + blocks::gate_time(cm, m, tokens).time + dense_between;
     if (time_to_seconds(pre) > in.pre_expert_seconds) {
       in.pre_expert_seconds = time_to_seconds(pre);
       backward_factor = pre > 0 ? static_cast<double>(cm.backward(pre)) / static_cast<double>(pre) : 2.0;

@@ -82,15 +82,16 @@ double seconds(Time t) { return time_to_seconds(t); }
 // and the router.
 Time attention_side(const compute::ComputeModel& cm, const StrategyContext& ctx) {
   const double tokens = ctx.training.tokens_per_microbatch();
-  return blocks::combine_time(cm, ctx.model, tokens) + blocks::attention_time(cm, ctx.model, ctx.training) +
-         blocks::gate_time(cm, ctx.model, tokens);
+  return (blocks::combine_time(cm, ctx.model, tokens) + blocks::attention_time(cm, ctx.model, ctx.training) +
+          blocks::gate_time(cm, ctx.model, tokens))
+      .time;
 }
 
 // The experts of one layer for one microbatch: `experts` of them sharing `copies` token copies
 // evenly, as one grouped FFN (blocks::experts_time, what the simulation runs).
 Time experts_of(const compute::ComputeModel& cm, const StrategyContext& ctx, int experts, double copies) {
   const std::vector<double> rows(static_cast<std::size_t>(experts), copies / experts);
-  return blocks::experts_time(cm, ctx.model, rows, ctx.model.ffn_hidden);
+  return blocks::experts_time(cm, ctx.model, rows, ctx.model.ffn_hidden).time;
 }
 
 // What a GPU of each role keeps (workload::memory_footprint's inputs): an attention GPU the
