@@ -55,17 +55,19 @@ double Engine::program_bytes(const Records& held, const Records& written, bool h
 }
 
 double Engine::state_bytes(std::uint32_t gpus, std::size_t streams, std::uint32_t hosts, double added_while_running,
-                           bool reads) {
+                           double pending) {
   const double g = gpus;
   // The constructor gives every GPU a host of its own (rates_ for 2·gpus resources, a list of one
   // GPU each, host_gpus_ grown to gpus lists); set_hosts keeps those capacities and lists each
   // host's GPUs instead.
   const double lists = hosts > 0 ? hosts * heap_block_bytes(sizeof(std::uint32_t) * grown_capacity(g / hosts))
                                  : g * heap_block_bytes(sizeof(std::uint32_t));
-  // A launch thread per GPU; where threads stop at reads, the tasks added while they wait are held
-  // once more, as pending launches (at most those added at once while running).
+  // A launch thread per GPU, each with its pending launches (`pending` tasks over the GPUs, each
+  // thread's vector grown by push_back).
+  const double pending_bytes =
+      pending > 0 ? g * heap_block_bytes(sizeof(Pending) * grown_capacity(std::ceil(pending / g))) : 0.0;
   return g * streams * sizeof(Stream) + 2 * g * sizeof(GpuRate) + g * sizeof(std::uint32_t) +
-         g * sizeof(LaunchThread) + (reads ? grown_capacity(added_while_running) * sizeof(Pending) : 0.0) +
+         g * sizeof(LaunchThread) + pending_bytes +
          grown_capacity(g) * sizeof(std::vector<std::uint32_t>) + lists +
          // Events pending: at most the end of each stream's running task (a collective's end and
          // the network model's timers stand for its members').

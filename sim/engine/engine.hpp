@@ -148,9 +148,10 @@ class Engine {
   std::string describe(TaskId id) const;
   // When the launch thread issued a live task that has not started yet (-1: not yet issued).
   Time issued_at(TaskId id) const;
-  // How long tasks on `gpu`'s computing streams were ready to run (dependencies met, first on
-  // their stream) but not yet issued by its launch thread: the GPU's host-bound time (two tasks on
-  // two computing streams waiting at once for their issue times count twice).
+  // How long kernels on `gpu`'s computing streams were ready to run (dependencies met, first on
+  // their stream) but not yet issued by its launch thread: the GPU's compute held up by its host
+  // (two computing streams waiting at once count twice; a collective whose member is issued late
+  // shows as the compute that waits for it).
   Time launch_wait(std::uint32_t gpu) const { return launchers_[gpu].waited; }
 
   // For the host-memory estimate (simulation/memory_estimate.hpp). A program's records, counted
@@ -166,10 +167,10 @@ class Engine {
   // its streams, its SM share and host of its host streams (`hosts` hosts as set_hosts gives them,
   // 0: none beyond the engine's own one per GPU), a pending event per stream at most, and the
   // tasks added at once while running (`added_while_running`, an iteration written during the
-  // previous one), and, where launch threads stop at reads (`reads`), those tasks held once more
-  // as launches pending while their threads wait.
+  // previous one), and the tasks `pending` over all GPUs their launch threads may hold back at once
+  // (written while the threads wait behind a read: up to every task a run holds).
   static double state_bytes(std::uint32_t gpus, std::size_t streams, std::uint32_t hosts, double added_while_running,
-                            bool reads = false);
+                            double pending = 0);
 
  private:
   // Launch: a task's launch thread has issued it (it was ready before).

@@ -42,7 +42,9 @@ MemoryEstimate estimate_run(const cluster::Topology& topology, const RunShape& r
   e.routing = run.routing;
   // An iteration after the first is added while the one before runs.
   const double added_while_running = run.iterations > 1 ? it.tasks : 0;
-  e.state = engine::Engine::state_bytes(gpus, run.streams, hosts, added_while_running, run.host_reads) +
+  // Launch threads that stop at reads may hold back every task written after a read: the tasks
+  // held at once.
+  e.state = engine::Engine::state_bytes(gpus, run.streams, hosts, added_while_running, run.host_reads ? held.tasks : 0) +
             report::MetricsRecorder::memory_estimate(gpus, held.tasks / gpus) + report::Results::memory_estimate(gpus, hosts) +
             (run.flow_model ? network::FlowExecutor::memory_estimate(topology) : 0.0);
   return e;

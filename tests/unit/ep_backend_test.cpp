@@ -379,6 +379,12 @@ TEST(EpBackend, BlockingDispatchIdlesTheComputeStreamForTheHostRoundTrip) {
   EXPECT_EQ(syncs(doc), 0);
   doc["parallel"] = {{"ep_host_sync", "30us"}};  // nccl syncs for its split sizes
   EXPECT_EQ(syncs(doc), 2 * 4);
+  // Without ep_host_sync the software's sync time applies; without either there is no read.
+  doc["parallel"] = schema::Json::object();
+  doc["software"] = {{"host", {{"sync", "30us"}}}};
+  EXPECT_EQ(syncs(doc), 2 * 4);
+  doc.erase("software");
+  EXPECT_EQ(syncs(doc), 0);
 }
 
 TEST(EpBackend, FusedKernelsHoldTheirSmsWhileTheyRun) {

@@ -3,6 +3,8 @@
 // whole runs that are host-bound because the simulation says so.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "sim/blocks/host_launch.hpp"
 #include "sim/core/error.hpp"
 #include "sim/simulation/simulation.hpp"
@@ -163,6 +165,18 @@ TEST(HostLaunch, AWholeIterationGraphCostsOneReplay) {
   const Time base = iteration(doc);
   doc["software"] = {{"host", {{"graph_launch", "1ms"}}}, {"cuda_graphs", {"full_iteration"}}};
   EXPECT_EQ(iteration(doc) - base, 1 * kMillisecond);
+}
+
+TEST(HostLaunch, EverySoftwarePresetLoadsAndModelsTheHost) {
+  int presets = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(MOESIM_SOURCE_DIR) + "/software")) {
+    if (entry.path().extension() != ".json") continue;
+    const auto s = test::scenario_from(host_bound({{"preset", entry.path().stem().string()}}).dump());
+    EXPECT_FALSE(s.software.name.empty()) << entry.path();
+    EXPECT_TRUE(s.software.models_host()) << entry.path();
+    ++presets;
+  }
+  EXPECT_GE(presets, 4);
 }
 
 TEST(HostLaunch, AFullIterationGraphCannotCaptureADispatchThatReads) {

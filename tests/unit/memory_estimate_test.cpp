@@ -54,9 +54,10 @@ TEST(MemoryEstimate, RunStateIsPerGpuStreamAndHost) {
   // (72 B: its clock, the task it waits for, its resume time, the pending vector and index, its
   // wait statistics) 16·72 = 1152: 38720 B.
   EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 0, 7328), 38720.0);
-  // Where the threads stop at reads, the tasks added while running may be held as pending launches
-  // (24 B each: the id and its Launch): 8192·24 = 196608 B more.
-  EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 0, 7328, true), 38720.0 + 196608);
+  // Where the threads stop at reads, they may hold back as pending launches every task of the two
+  // iterations held (24 B each: the id and its Launch): 14656 over 16 GPUs, 916 each, a vector
+  // grown to 1024 entries (24576 B, a 24592 B heap block) per GPU: 393472 B more.
+  EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 0, 7328, 14656), 38720.0 + 16 * 24592.0);
   // 2 hosts of 8 GPUs: their lists a 48 B block each (8 ids of 4 B and the header); nothing added.
   EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 2, 0), 512.0 + 1280 + 64 + 384 + 2 * 48 + 2048 + 1152);
   // Metrics per GPU: its 152 B here and in the result, the 56 B of its pending lists, and each
