@@ -13,15 +13,23 @@ listed in validation/training.json with the scenario that expresses it (run unca
 `moesim run`; its GPUs, batch sizes, sequence and TP/PP/CP/VP/EP checked against the row) or the
 reason none can; tokens/s/GPU compared.
 
+Archive: every MoE row of realdata 24 (Megatron-Bridge's performance archive, every container from
+25.09 to 26.06.01) as the scenario scripts/archive.py builds from the row, its recipe's settings at
+the container's release and validation/archive.json, or the reason it cannot be; tokens/s/GPU
+compared per row, per system and per container, and the same configuration across containers.
+
     python3 scripts/validate.py [--moesim build/release/moesim] [--data DIR] [--out docs/validation.md]
     python3 scripts/validate.py --check      # exit 1 if a collective row of >= 64 MiB or a training
                                              # row is off by more than its tolerance and its entry
                                              # does not say why (`outside`)
-    python3 scripts/validate.py --only training|collectives   # one part (with --check: the tests)
+    python3 scripts/validate.py --only training|collectives|archive   # one part (with --check: the tests;
+                                             # archive --check: every scenario it builds validates)
     python3 scripts/validate.py --json F     # the collective rows as JSON (scripts/fit-links.py reads them)
 """
 import argparse
+import concurrent.futures
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -193,17 +201,71 @@ def training(moesim, data):
     return spec, rows
 
 
+def archive_results(moesim, data):
+    """Every archive entry (scripts/archive.py), the expressible ones run: simulated tokens/s/GPU,
+    error, iteration time and its shares waiting for launches and for exposed communication."""
+    sys.path.insert(0, str(root / "scripts"))
+    import archive
+    entries = archive.entries()
+
+    def run(e):
+        with tempfile.TemporaryDirectory() as d:
+            path = pathlib.Path(d) / "s.json"
+            path.write_text(json.dumps(e["scenario"]))
+            cmd = [str(moesim), "run", str(path), "--out", str(pathlib.Path(d) / "out"), "--quiet"] + \
+                (["--data", str(data)] if data else [])
+            subprocess.run(cmd, check=True)
+            r = json.loads((pathlib.Path(d) / "out" / "results.json").read_text())
+        measured = float(e["row"]["Tokens / sec / GPU"])
+        simulated = r["tokens_per_second"] / r["cluster"]["gpus"]
+        it = r["iteration_time_ms"]
+        e.update(measured=measured, simulated=simulated, error=simulated / measured - 1, iteration_s=it / 1e3,
+                 launch_wait=r.get("launch_wait_ms", {}).get("mean", 0) / it,
+                 exposed=r["exposed_communication_ms"]["mean"] / it)
+        return e
+
+    runnable = [e for e in entries if "scenario" in e]
+    with concurrent.futures.ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
+        list(pool.map(run, runnable))
+    return entries
+
+
+def archive_check(moesim, data):
+    """Every scenario the archive builds is accepted by `moesim validate` (its schema, layout, memory)."""
+    sys.path.insert(0, str(root / "scripts"))
+    import archive
+    failures = []
+    for e in archive.entries():
+        if "scenario" not in e:
+            continue
+        with tempfile.TemporaryDirectory() as d:
+            path = pathlib.Path(d) / f"{e['scenario']['name']}.json"
+            path.write_text(json.dumps(e["scenario"]))
+            r = subprocess.run([str(moesim), "validate", str(path)] + (["--data", str(data)] if data else []),
+                               capture_output=True, text=True)
+            if r.returncode:
+                failures.append(f"archive row at line {e['row']['line']}: {r.stderr.strip()}")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--moesim", default=root / "build" / "release" / "moesim")
     ap.add_argument("--data")
     ap.add_argument("--out", default=root / "docs" / "validation.md")
     ap.add_argument("--check", action="store_true")
-    ap.add_argument("--only", choices=["collectives", "training"])
+    ap.add_argument("--only", choices=["collectives", "training", "archive"])
     ap.add_argument("--json")
     args = ap.parse_args()
     failures = []
     spec = results = None
+    if args.only == "archive":
+        if not args.check:
+            raise SystemExit("validate: --only needs --check (docs/validation.md is written from every part)")
+        failures = archive_check(args.moesim, args.data)
+        for f in failures:
+            print(f"validate: {f}", file=sys.stderr)
+        return 1 if failures else 0
     if args.only != "training":
         spec = json.loads((root / "validation" / "collectives.json").read_text())
         tol, large = spec["tolerance"], spec["from_bytes"]
@@ -227,7 +289,7 @@ def main():
                                     f"{row['simulated_ms']:.0f} ms simulated vs {row['measured_ms']:g} measured "
                                     f"({row['error']:+.1%}) outside {tol:.0%}")
     train_spec = train_rows = None
-    if args.only != "collectives":
+    if args.only is None or args.only == "training":
         train_spec, train_rows = training(args.moesim, args.data)
         for t in train_rows:
             e = t["entry"]
@@ -243,7 +305,7 @@ def main():
         return 1 if failures else 0
     if args.only:
         raise SystemExit("validate: --only needs --check (docs/validation.md is written from both parts)")
-    write(args.out, spec, results, train_spec, train_rows)
+    write(args.out, spec, results, train_spec, train_rows, archive_results(args.moesim, args.data))
     print(f"wrote {args.out}; {len(failures)} rows outside their tolerance without a reason", file=sys.stderr)
     return 0
 
@@ -282,7 +344,75 @@ def write_training(lines, spec, rows):
     lines.append("")
 
 
-def write(path, spec, results, train_spec, train_rows):
+def write_archive(lines, entries):
+    spec = json.loads((root / "validation" / "archive.json").read_text())
+    goal = spec["goal"]
+    run = [e for e in entries if "error" in e]
+    mean = lambda xs: sum(xs) / len(xs) if xs else 0
+    lines += ["## Megatron-Bridge's performance archive (tests/data/realdata/24)", "",
+              f"Every MoE row of every NeMo container, {len(entries)} in all: {len(run)} run as the scenario",
+              "`scripts/archive.py` builds from the row, its recipe's settings at the container's release",
+              "(`software/sources/megatron-bridge-recipes.json`: CUDA graphs, dispatcher, fusions, recomputation,",
+              "pipeline layout; the software preset of its release) and `validation/archive.json`; the others",
+              "say why they cannot be. `python3 scripts/archive.py --write DIR` writes the scenarios. Each row lists",
+              "the recipe's settings moesim does not model yet; `launch wait` is the share of the iteration the",
+              "GPUs' kernels were ready but not yet issued by the host. No row is held to a tolerance yet",
+              f"(the goal: within {goal:.0%}).", ""]
+    if run:
+        lines += [f"Mean |error| {mean([abs(e['error']) for e in run]):.1%} over {len(run)} rows; "
+                  f"{sum(abs(e['error']) <= goal for e in run)} within {goal:.0%}; "
+                  f"{sum(e['error'] > 0 for e in run)} too fast, {sum(e['error'] < 0 for e in run)} too slow.", ""]
+        lines += ["| by | rows | mean abs error | within goal | too fast |", "|---|---:|---:|---:|---:|"]
+        for key, name in (("System", "system"), ("container", "container")):
+            groups = {}
+            for e in run:
+                groups.setdefault(e["row"][key], []).append(e)
+            for g, es in groups.items():
+                lines.append(f"| {name} {g} | {len(es)} | {mean([abs(e['error']) for e in es]):.1%} | "
+                             f"{sum(abs(e['error']) <= goal for e in es)} | {sum(e['error'] > 0 for e in es)} |")
+        lines.append("")
+        # The same model, system, precision and GPUs in two containers: how the throughput moved.
+        same = {}
+        for e in run:
+            r = e["row"]
+            same.setdefault((r["model"], r["System"], r["Precision"], r["#-GPUs"], r["GBS"]), []).append(e)
+        pairs = []
+        order = list(spec["software"])
+        for key, es in same.items():
+            es = sorted(es, key=lambda e: order.index(e["row"]["container"]), reverse=True)
+            for a, b in zip(es, es[1:]):
+                ma, mb = b["measured"] / a["measured"], b["simulated"] / a["simulated"]
+                if abs(ma - 1) > 0.05 or abs(mb - 1) > 0.05:
+                    pairs.append((key, a, b, ma, mb))
+        if pairs:
+            lines += ["The same configuration in two containers, where either throughput moved by more than 5 %:", "",
+                      "| model | system | from | to | layout from → to | measured ratio | simulated ratio |",
+                      "|---|---|---|---|---|---:|---:|"]
+            for key, a, b, ma, mb in pairs:
+                la = f"MBS {a['row']['MBS']} PP {a['row']['PP']} VP {a['row']['VP']} EP {a['row']['EP']}"
+                lb = f"MBS {b['row']['MBS']} PP {b['row']['PP']} VP {b['row']['VP']} EP {b['row']['EP']}"
+                lines.append(f"| {key[0]} {key[2]} | {key[1]} | {a['row']['container']} | {b['row']['container']} | "
+                             f"{la} → {lb} | {ma:.2f} | {mb:.2f} |")
+            lines.append("")
+    lines += ["| container | model | system | GPUs | layout | measured | simulated | error | launch wait | exposed comm | not modelled, or why not expressible |",
+              "|---|---|---|---|---|---:|---:|---:|---:|---:|---|"]
+    for e in entries:
+        r = e["row"]
+        if "System" not in r:
+            lines.append(f"| {r['container']} | {r['model']} | - | - | - | - | - | - | - | - | {e['reason']} |")
+            continue
+        vp = "-" if r["VP"] == "n/a" else r["VP"]
+        layout = f"TP {r['TP']} PP {r['PP']} VP {vp} EP {r['EP']}, MBS {r['MBS']} GBS {r['GBS']}"
+        head = f"| {r['container']} | {r['model']} {r['Precision']} | {r['System']} | {r['#-GPUs']} | {layout} | {r['Tokens / sec / GPU']} |"
+        if "error" in e:
+            lines.append(f"{head} {e['simulated']:.0f} | {e['error']:+.1%} | {e['launch_wait']:.0%} | {e['exposed']:.0%} | "
+                         f"{'; '.join(e['notes']) or '-'} |")
+        else:
+            lines.append(f"{head} - | - | - | - | not expressible: {e['reason']} |")
+    lines.append("")
+
+
+def write(path, spec, results, train_spec, train_rows, archive_entries):
     tol, large = spec["tolerance"], spec["from_bytes"]
     lines = ["# Validation: moesim against real measurements", "",
              "Generated by `make validate` (`scripts/validate.py`); do not edit by hand. Every figure is",
@@ -290,6 +420,7 @@ def write(path, spec, results, train_spec, train_rows):
              "protocol latencies, per-technology efficiencies), the GPU catalogue's peaks and published",
              "matmul maxima, no profile.", ""]
     write_training(lines, train_spec, train_rows)
+    write_archive(lines, archive_entries)
     lines += ["## Collectives (nccl-tests logs of tests/data/realdata)", "",
              f"Each log is simulated with `moesim collective NAME --cluster PRESET --compare LOG` at its sizes",
              f"and rank count. The test (`tests/validation`) holds every row of {size_text(large)} and more",

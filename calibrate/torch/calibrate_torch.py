@@ -20,6 +20,11 @@ extra libraries, through PyTorch, and write moesim-measurements/1 JSON for `moes
   layer       one training step (forward and backward) of a small stack of MoE transformer layers
               on one GPU (--layer-shapes), whole and part by part, with and without that host
               read, and the fused AdamW step over the same parameters, into --layer-out.
+  launch      what the host spends driving the GPU (moesim's software.host): the CPU time per
+              eager PyTorch op that launches one kernel, per CUDA graph replay of 1 to 1000 kernels,
+              per device-to-host read on an idle GPU, and per kernel of a whole MoE layer step's
+              forward and backward (launches counted with torch.profiler), all timed on the host
+              while the GPU sits behind a long spin, into --launch-out.
 
 Timing as moesim-calibrate-gemm: --warmup launches, then --reps launches each between its own pair
 of CUDA events, queued behind a spin (torch.cuda._sleep) so the events time the GPU and not the
@@ -651,15 +656,126 @@ def measure_layer(torch, warmup, reps, shapes, log):
     return steps, optim
 
 
+def host_seconds(torch, fn, n, spin_cycles=int(4e8)):
+    """The host's time per call of `fn` while the GPU is busy behind a spin (so no call waits for
+    the GPU; n stays well below the launch queue's ~1000 entries)."""
+    import time
+    torch.cuda.synchronize()
+    torch.cuda._sleep(spin_cycles)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / n
+
+
+def measure_launch(torch, reps, log):
+    """Host costs of driving the GPU: eager ops, graph replays, reads, and an MoE layer step."""
+    F = torch.nn.functional
+    bf = torch.bfloat16
+    out = {"eager_ops": [], "graph_replays": [], "reads": [], "layer_steps": []}
+    one = torch.zeros(1, device="cuda")
+    a = torch.randn(4096, 2048, device="cuda", dtype=bf)
+    w = torch.randn(2048, 2048, device="cuda", dtype=bf)
+    ops = {"add_ (in place, 1 element)": lambda: one.add_(1),
+           "add (allocating, 4096x2048 bf16)": lambda: torch.add(a, a),
+           "zeros (1 element)": lambda: torch.zeros(1, device="cuda"),
+           "linear (4096x2048 by 2048x2048 bf16, cuBLAS)": lambda: F.linear(a, w),
+           "empty (no kernel)": lambda: torch.empty(4096, 2048, device="cuda", dtype=bf)}
+    for name, fn in ops.items():
+        for _ in range(3):
+            fn()
+        per = [host_seconds(torch, fn, 200) * 1e6 for _ in range(reps)]
+        out["eager_ops"].append({"op": name, "host_us": spread(per)})
+        log(f"launch: {name}: {statistics.median(per):.2f} us of host time")
+    for kernels in (1, 10, 100, 1000):
+        g = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                one.add_(1)
+            with torch.cuda.graph(g):
+                for _ in range(kernels):
+                    one.add_(1)
+        torch.cuda.synchronize()
+        per = [host_seconds(torch, g.replay, 100) * 1e6 for _ in range(reps)]
+        out["graph_replays"].append({"kernels": kernels, "host_us": spread(per)})
+        log(f"launch: graph of {kernels} kernels: {statistics.median(per):.2f} us of host time per replay")
+        del g
+    import time
+    for name, fn in (("item", lambda: one.item()), ("tolist of 128 int64", lambda: counts.tolist())):
+        counts = torch.zeros(128, device="cuda", dtype=torch.int64)
+        per = []
+        for _ in range(reps * 10):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            per.append((time.perf_counter() - t0) * 1e6)
+        out["reads"].append({"read": name, "idle_gpu_us": spread(per)})
+        log(f"launch: {name} on an idle GPU: {statistics.median(per):.2f} us")
+    attention, experts_impl = layer_tools(torch, log)
+    for name in ("qwen3-30b-a3b-4l-mbs1",):
+        shape = LAYER_SHAPES[name]
+        h, nh, nkv, d, E, f, k, L, S, B = shape
+        forward, params, T = make_layer(torch, shape, attention, experts_impl)
+        x = torch.randn(T, h, device="cuda", dtype=bf, requires_grad=True)
+        gy = torch.randn(T, h, device="cuda", dtype=bf)
+        noop = lambda *args: None
+        state = {}
+
+        def fwd():
+            state["y"] = forward(x, noop, noop)
+
+        def bwd():
+            state["y"].backward(gy)
+
+        for _ in range(3):
+            fwd()
+            bwd()
+        for p in params:
+            p.grad = None
+        from torch.profiler import ProfilerActivity, profile
+        launches = {}
+        for part, fn in (("forward", fwd), ("backward", bwd)):
+            if part == "backward":
+                fwd()
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                fn()
+            torch.cuda.synchronize()
+            launches[part] = sum(1 for e in prof.events() if e.name in (
+                "cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx", "cudaMemsetAsync",
+                "cudaMemcpyAsync"))
+            for p in params:
+                p.grad = None
+        fw, bw = [], []
+        for _ in range(reps):
+            fw.append(host_seconds(torch, fwd, 1) * 1e6)
+            bw.append(host_seconds(torch, bwd, 1) * 1e6)
+            for p in params:
+                p.grad = None
+        out["layer_steps"].append({"shape": name, "layers": L, "tokens": T, "experts": E, "top_k": k,
+                                   "forward_host_us": spread(fw), "backward_host_us": spread(bw),
+                                   "forward_launches": launches["forward"], "backward_launches": launches["backward"],
+                                   "implementation": f"attention {attention[1]}; experts {EXPERT_IMPL[experts_impl]}; "
+                                                     "eager PyTorch, no host read"})
+        log(f"launch: {name}: forward {statistics.median(fw):.0f} us of host for {launches['forward']} launches, "
+            f"backward {statistics.median(bw):.0f} us for {launches['backward']}")
+        del forward, params, x, gy, state
+        torch.cuda.empty_cache()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--what", default="attention,fp8,memory",
-                    help="comma list of attention, fp8, memory, grouped, hostsync, layer")
+                    help="comma list of attention, fp8, memory, grouped, hostsync, layer, launch")
     ap.add_argument("--out", help="measurements JSON (attention and fp8 GeMM entries); needed unless --what is only "
                                   "hostsync and layer")
     ap.add_argument("--memory-out", help="JSON of the memory-bound kernels (with --what memory)")
     ap.add_argument("--hostsync-out", help="JSON of the host-sync bubbles (with --what hostsync)")
     ap.add_argument("--layer-out", help="JSON of the MoE layer steps (with --what layer)")
+    ap.add_argument("--launch-out", help="JSON of the host's launch costs (with --what launch)")
     ap.add_argument("--layer-shapes", default=",".join(LAYER_SHAPES), help="comma list of " + ", ".join(LAYER_SHAPES))
     ap.add_argument("--grid", default="all", choices=["moe", "generic", "all"])
     ap.add_argument("--dtypes", default="bf16", help="attention dtypes: bf16,fp16")
@@ -673,12 +789,13 @@ def main():
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     what = set(args.what.split(","))
-    known = {"attention", "fp8", "memory", "grouped", "hostsync", "layer"}
+    known = {"attention", "fp8", "memory", "grouped", "hostsync", "layer", "launch"}
     if what - known:
         ap.error(f"--what: unknown {sorted(what - known)}; use {', '.join(sorted(known))}")
-    own = {"hostsync": args.hostsync_out, "layer": args.layer_out}
+    own = {"hostsync": args.hostsync_out, "layer": args.layer_out, "launch": args.launch_out}
     if not args.out and (what - set(own) or any(what_ in what and not out for what_, out in own.items())):
-        ap.error("--out is needed (or --hostsync-out / --layer-out for each of hostsync and layer)")
+        ap.error("--out is needed (or --hostsync-out / --layer-out / --launch-out for each of hostsync, layer and "
+                 "launch)")
     shapes = args.layer_shapes.split(",")
     if set(shapes) - set(LAYER_SHAPES):
         ap.error(f"--layer-shapes: unknown {sorted(set(shapes) - set(LAYER_SHAPES))}; use {', '.join(LAYER_SHAPES)}")
@@ -716,6 +833,11 @@ def main():
         ly["layer_step"], ly["optimizer"] = measure_layer(torch, args.warmup, args.reps, shapes, log)
         with open(args.layer_out or args.out.replace(".json", "-layer.json"), "w") as f:
             json.dump(ly, f, indent=1)
+    if "launch" in what:
+        la = dict(base, tool="moesim-calibrate-torch (host launch costs)")
+        la["launch"] = measure_launch(torch, args.reps, log)
+        with open(args.launch_out or args.out.replace(".json", "-launch.json"), "w") as f:
+            json.dump(la, f, indent=1)
     if what & {"memory", "grouped"}:
         mem = {key: value for key, value in doc.items() if key not in ("gemm", "attention")}
         mem["tool"] = "moesim-calibrate-torch (memory-bound kernels, grouped GeMMs)"
