@@ -134,8 +134,6 @@ def pipeline(row, recipe, layers, pp, vp):
 def not_modelled(recipe, shared_experts):
     """The recipe's settings that change its speed and moesim does not model yet."""
     notes = []
-    if setting(recipe, "overlap_moe_expert_parallel_comm"):
-        notes.append("EP all-to-all overlapped with another microbatch's compute")
     if setting(recipe, "delay_wgrad_compute"):
         notes.append("delayed weight-gradient GeMMs")
     if setting(recipe, "fp8_dot_product_attention"):
@@ -193,6 +191,8 @@ def scenario(row, recipe, spec):
         software["cuda_graphs"] = [s for s in (scopes if isinstance(scopes, list) else []) if s in known]
     if setting(recipe, "use_transformer_engine_op_fuser"):
         software["grouped_gemm"] = "grouped"
+    if setting(recipe, "overlap_moe_expert_parallel_comm"):
+        software["ep_overlap"] = True
     if setting(recipe, "moe_router_fusion") is False:
         software["router_kernels"] = 72  # Megatron-LM's DeepSeek-V3 GB200 guide L85: 72 unfused
     dispatcher = setting(recipe, "moe_token_dispatcher_type", "alltoall")

@@ -11,6 +11,7 @@
 #include "sim/cluster/topology.hpp"
 #include "sim/compute/compute_model.hpp"
 #include "sim/parallel/run_state.hpp"
+#include "sim/software/software.hpp"
 #include "sim/workload/model_shape.hpp"
 #include "sim/workload/routing.hpp"
 
@@ -23,6 +24,8 @@ struct Context {
   const workload::RoutingModel& routing;
   // One compute model per GPU kind of the topology (index = Topology::kind_index).
   const std::vector<compute::ComputeModel>& compute;
+  // What trains the model (null: nothing costs the host, no EP overlap).
+  const software::Software* software = nullptr;
 
   const compute::ComputeModel& compute_of(std::uint32_t gpu) const { return compute[topology.kind_index(gpu)]; }
   // What the training keeps and sends per element (BF16 under FP8: cluster::storage_bytes).
@@ -81,10 +84,10 @@ struct Emission {
   // context-parallel group (and over tp inside the sequence-parallel regions, which the blocks say).
   double rank_tokens() const { return ctx.training.tokens_per_microbatch() / plan.context_parallel.size; }
   bool runs_attention(std::uint32_t g) const { return plan.role(g) & parallel::kRunsAttention; }
-  // The software the program runs (its defaults where the builder has none).
+  // The software the program runs (its defaults where the context has none).
   const software::Software& software() const {
     static const software::Software none;
-    return pb.software() ? *pb.software() : none;
+    return ctx.software ? *ctx.software : none;
   }
   bool runs_experts(std::uint32_t g) const { return plan.role(g) & parallel::kRunsExperts; }
 };

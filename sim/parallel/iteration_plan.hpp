@@ -263,6 +263,9 @@ struct PipelinePlan {
   std::vector<std::vector<std::uint32_t>> stage_gpus;  // per stage, in rank order
   FamilyPtr groups;                  // pipeline groups: rank r in stage r (null with one stage)
   double activation_bytes = 0;       // per GPU, microbatch and boundary
+  // Megatron-Core's EP overlap (software::Software::ep_overlap): each forward unit of the steady
+  // state written together with the backward unit after it (schedule/iteration_program.cpp).
+  bool ep_overlap = false;
   int virtual_stages() const { return stages * chunks; }
   int stage_of_virtual(int v) const { return v % stages; }
   // The virtual stage a layer runs on, and its pipeline stage.

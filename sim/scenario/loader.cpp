@@ -241,6 +241,7 @@ software::Software read_software(const Json& doc, const Scenario& s, const std::
   out.router_kernels = sw.at("router_kernels").get<int>();
   out.grouped_gemm = sw.at("grouped_gemm") == "per_expert" ? compute::GroupedGemmKernels::PerExpert
                                                            : compute::GroupedGemmKernels::One;
+  out.ep_overlap = sw.at("ep_overlap").get<bool>();
   const bool moe = s.model.experts > 1;
   if (out.graphs.full_iteration && moe && s.parallel.ep_backend.syncs_host())
     throw InputError(file, "$.software.cuda_graphs",
@@ -644,6 +645,22 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                      fmt::format("strategy {} exchanges its tokens as its paper does, with NCCL", s.strategy->name),
                      fmt::format("remove ep_backend (or set \"nccl\"), or use a strategy that takes one: {}",
                                  fmt::join(takes, ", ")));
+  }
+  if (s.software.ep_overlap) {
+    // Megatron-Core's own conditions (TransformerConfig.__post_init__ with
+    // overlap_moe_expert_parallel_comm), where moesim follows them.
+    if (s.strategy->name != "ep")
+      throw InputError(file, "$.software.ep_overlap",
+                       fmt::format("EP overlap is Megatron-Core's schedule; strategy {} runs its paper's", s.strategy->name),
+                       "remove ep_overlap, or use strategy ep");
+    if (s.training.recompute == workload::Recompute::Full)
+      throw InputError(file, "$.software.ep_overlap", "EP overlap does not run with full recomputation (Megatron-Core refuses it)",
+                       "set training.recompute to \"none\" or \"selective\", or remove ep_overlap");
+    if (s.parallel.sizes.pp > 1 && s.parallel.sizes.vp == 1)
+      throw InputError(file, "$.software.ep_overlap",
+                       "EP overlap with pipeline stages needs virtual stages (Megatron-Core pairs a forward and a backward "
+                       "of different model chunks)",
+                       "set parallel.vp > 1, or remove ep_overlap");
   }
   doc["strategy"] = s.strategy_options;
   // Re-validating puts every key in schema order, so an effective scenario rebuilds identically.

@@ -190,6 +190,11 @@ NodePtr software_schema() {
       optional("router_kernels", integer(1, 100000), 2,
                "kernels the router launches per MoE layer and microbatch in a forward (Megatron-Core: 72, 31 with "
                "moe_router_fusion; moesim's own model: the router GeMM and the top-k)"),
+      optional("ep_overlap", boolean(), false,
+               "Megatron-Core's overlap_moe_expert_parallel_comm: the steady state runs one microbatch's forward and "
+               "another's backward together, layer by layer, each one's EP all-to-alls beside the other's compute "
+               "(strategy ep; with one pipeline stage a second microbatch's forward starts before the first's "
+               "backward)"),
       optional("grouped_gemm", enumeration({"grouped", "per_expert"}), "grouped",
                "how the local experts' GeMMs are launched: one grouped kernel (CUTLASS/cuBLASLt grouped GeMM), or a "
                "GeMM kernel per expert (Transformer Engine's GroupedLinear over cuBLAS)"),

@@ -62,6 +62,15 @@ class Writer {
 
  private:
   void unit(int stage, const Unit& u);
+  // Megatron-Core's EP overlap (combined_1f1b): forward unit `f` and backward unit `b` of one stage
+  // written together, layer by layer.
+  void combined(int stage, const Unit& f, const Unit& b);
+  // A forward and a backward MoE layer interleaved as TransformerLayerSchedulePlan::run does.
+  void overlapped_layers(int forward_layer, int forward_mb, int backward_layer, int backward_mb);
+  // Before a layer's forward: its parameters' all-gather (first microbatch) and FSDP's gather.
+  void forward_prelude(int layer, int mb, Frontier& f);
+  // The routing of MoE layer l for microbatch mb, drawn and kept for its backward.
+  const blocks::LayerRouting& draw_routing(int layer, int mb);
   void vocabulary(Phase phase, Segment segment, int mb, Frontier& f);
   void layer_forward(Phase phase, int layer, int mb, const blocks::LayerRouting* routing, Frontier& f);
   void send(int from_virtual, int to_virtual, int mb, bool forward);
@@ -182,33 +191,8 @@ void Writer::run(const WorkItem& item) {
         vocabulary(Phase::Forward, item.segment, mb, f);
         break;
       }
-      // The layer's first forward waits for its parameters' all-gather (distributed optimizer).
-      if (mb == 0 && !gathered_[l].empty()) wait_for(gathered_[l], Phase::Forward, l, mb, f);
-      fsdp_gather(Phase::Forward, l, mb, f);
-      const blocks::LayerRouting* rt = nullptr;
-      if (moe) {
-        // The routing is drawn here and kept for the backward (and a recomputation); where the
-        // scenario repeats it over microbatches, the layer's first routing is drawn once and its
-        // matrices shared.
-        blocks::LayerRouting drawn;
-        if (em_.ctx.routing.config().repeat_microbatches) {
-          auto [first, fresh] = repeated_.try_emplace(l);
-          if (fresh) first->second = blocks::route_layer(em_.ctx, plan_, *moe, em_.iteration, l, mb);
-          drawn = first->second;
-        } else {
-          drawn = blocks::route_layer(em_.ctx, plan_, *moe, em_.iteration, l, mb);
-        }
-        const blocks::LayerRouting& r = routing_[{mb, l}] = std::move(drawn);
-        outcome_.routed_copies += r.routed_copies;
-        outcome_.dropped_copies += r.dropped_copies;
-        for (auto [into, from] : {std::pair{&outcome_.expert_tokens[l], &r.expert_tokens},
-                                  std::pair{&outcome_.expert_routed[l], &r.expert_routed}}) {
-          into->resize(from->size(), 0.0);
-          for (std::size_t e = 0; e < from->size(); ++e) (*into)[e] += (*from)[e];
-        }
-        rt = &r;
-      }
-      layer_forward(Phase::Forward, l, mb, rt, f);
+      forward_prelude(l, mb, f);
+      layer_forward(Phase::Forward, l, mb, moe ? &draw_routing(l, mb) : nullptr, f);
       break;
     }
     case Work::Backward:
@@ -245,6 +229,36 @@ void Writer::run(const WorkItem& item) {
     case Work::SyncRest: sync_rest(); break;
     case Work::Optimizer: blocks::optimizer_step(em_, end_, sync_.last()); break;
   }
+}
+
+void Writer::forward_prelude(int l, int mb, Frontier& f) {
+  // The layer's first forward waits for its parameters' all-gather (distributed optimizer).
+  if (mb == 0 && !gathered_[l].empty()) wait_for(gathered_[l], Phase::Forward, l, mb, f);
+  fsdp_gather(Phase::Forward, l, mb, f);
+}
+
+// The routing is drawn at the layer's forward and kept for the backward (and a recomputation);
+// where the scenario repeats it over microbatches, the layer's first routing is drawn once and its
+// matrices shared.
+const blocks::LayerRouting& Writer::draw_routing(int l, int mb) {
+  const parallel::MoeLayerPlan& moe = *plan_.moe[l];
+  blocks::LayerRouting drawn;
+  if (em_.ctx.routing.config().repeat_microbatches) {
+    auto [first, fresh] = repeated_.try_emplace(l);
+    if (fresh) first->second = blocks::route_layer(em_.ctx, plan_, moe, em_.iteration, l, mb);
+    drawn = first->second;
+  } else {
+    drawn = blocks::route_layer(em_.ctx, plan_, moe, em_.iteration, l, mb);
+  }
+  const blocks::LayerRouting& r = routing_[{mb, l}] = std::move(drawn);
+  outcome_.routed_copies += r.routed_copies;
+  outcome_.dropped_copies += r.dropped_copies;
+  for (auto [into, from] : {std::pair{&outcome_.expert_tokens[l], &r.expert_tokens},
+                            std::pair{&outcome_.expert_routed[l], &r.expert_routed}}) {
+    into->resize(from->size(), 0.0);
+    for (std::size_t e = 0; e < from->size(); ++e) (*into)[e] += (*from)[e];
+  }
+  return r;
 }
 
 // Each GPU's work waits for `ready` (a zero-length wait task on its compute stream).
@@ -332,11 +346,81 @@ void Writer::unit(int stage, const Unit& u) {
   else send(v, v - 1, mb, false);
 }
 
+void Writer::combined(int stage, const Unit& fu, const Unit& bu) {
+  const auto& p = plan_.pipeline;
+  const int last = p.virtual_stages() - 1;
+  const int vf = fu.chunk * p.stages + stage, vb = bu.chunk * p.stages + stage;
+  const int fmb = fu.microbatch, bmb = bu.microbatch;
+  em_.enter_stage(stage);
+  if (vf == 0) run({Work::Forward, Segment::Embedding, 0, fmb});
+  if (vb == last) run({Work::Backward, Segment::Head, layers_, bmb});
+  // The forward's layers in order, the backward's in reverse; the first min of both in pairs,
+  // the rest alone (Megatron-Core's TransformerModelChunkSchedulePlan.run).
+  std::vector<int> forward, backward;
+  for (int l = p.first_layer[vf]; l < p.first_layer[vf + 1]; ++l) forward.push_back(l);
+  for (int l = p.first_layer[vb + 1] - 1; l >= p.first_layer[vb]; --l) backward.push_back(l);
+  const bool last_microbatch = bmb + 1 == static_cast<int>(front_.size());
+  const auto synced = [&](int l) {
+    if (last_microbatch || plan_.gradients.fsdp) run({Work::SyncLayer, Segment::Layer, l, bmb});
+  };
+  const std::size_t pairs = std::min(forward.size(), backward.size());
+  for (std::size_t i = 0; i < pairs; ++i) {
+    overlapped_layers(forward[i], fmb, backward[i], bmb);
+    synced(backward[i]);
+  }
+  for (std::size_t i = pairs; i < forward.size(); ++i) run({Work::Forward, Segment::Layer, forward[i], fmb});
+  for (std::size_t i = pairs; i < backward.size(); ++i) {
+    run({Work::Backward, Segment::Layer, backward[i], bmb});
+    synced(backward[i]);
+  }
+  if (vf == last) run({Work::Forward, Segment::Head, layers_, fmb});
+  else send(vf, vf + 1, fmb, true);
+  if (vb == 0) run({Work::Backward, Segment::Embedding, 0, bmb});
+  else send(vb, vb - 1, bmb, false);
+}
+
+// TransformerLayerSchedulePlan.run: with the backward layer b and the forward layer f,
+//   communication: b's combine back | f's dispatch, b's dispatch back | f's combine
+//   compute:       f's attention and router | b's experts, f's experts | b's router and attention
+// (the un-permutes at the ends of the exchanges). The streams keep these orders and each piece
+// waits for what it needs, so each exchange runs beside the other microbatch's compute and the
+// SMs a fused backend's kernels hold slow that compute (engine.hpp). A dense layer on either side,
+// or a plan that fetches experts, runs the two layers one after the other.
+void Writer::overlapped_layers(int fl, int fmb, int bl, int bmb) {
+  const parallel::MoeLayerPlan* fmoe = plan_.moe[fl].get();
+  const parallel::MoeLayerPlan* bmoe = plan_.moe[bl].get();
+  if (!fmoe || !bmoe || fmoe->fetch || bmoe->fetch) {
+    run({Work::Forward, Segment::Layer, fl, fmb});
+    run({Work::Backward, Segment::Layer, bl, bmb});
+    return;
+  }
+  Frontier& ff = front_[fmb];
+  Frontier& bf = front_[bmb];
+  forward_prelude(fl, fmb, ff);
+  const blocks::LayerRouting& frt = draw_routing(fl, fmb);
+  fsdp_gather(Phase::Backward, bl, bmb, bf);
+  const auto brt = routing_.find({bmb, bl});
+  Frontier forward_experts;
+  blocks::MoeInFlight b = blocks::MoeInFlight::of(*bmoe, brt->second, Phase::Backward, bl, bmb, nullptr, experts_done_[bl]);
+  blocks::MoeInFlight f = blocks::MoeInFlight::of(*fmoe, frt, Phase::Forward, fl, fmb, nullptr, forward_experts);
+  blocks::moe_open(em_, b, bf, true);
+  blocks::attention(em_, Phase::Forward, fl, fmb, ff);
+  blocks::moe_open(em_, f, ff, true);
+  blocks::moe_return(em_, b);
+  blocks::moe_return(em_, f);
+  blocks::moe_close(em_, b, bf);
+  routing_.erase(brt);
+  attention_backward(bl, bmb, bf);
+  blocks::moe_close(em_, f, ff);
+  for (const std::uint32_t g : em_.active()) end_[g] = bf[g];
+}
+
 void Writer::run_pipeline() {
   const auto& p = plan_.pipeline;
   const int microbatches = static_cast<int>(front_.size());
   std::vector<std::vector<Unit>> orders;
-  for (int s = 0; s < p.stages; ++s) orders.push_back(stage_order(p.schedule, s, p.stages, p.chunks, microbatches));
+  for (int s = 0; s < p.stages; ++s)
+    orders.push_back(stage_order(p.schedule, s, p.stages, p.chunks, microbatches, p.ep_overlap));
   // written[forward][virtual stage][microbatch]
   std::vector<std::vector<std::vector<char>>> written(
       2, std::vector<std::vector<char>>(p.virtual_stages(), std::vector<char>(microbatches, 0)));
@@ -352,7 +436,18 @@ void Writer::run_pipeline() {
     for (int s = 0; s < p.stages; ++s)
       while (next[s] < orders[s].size() && ready(s, orders[s][next[s]])) {
         const Unit& u = orders[s][next[s]++];
-        unit(s, u);
+        // Under EP overlap a forward and the backward after it (of another microbatch) are
+        // written together once both can be; otherwise (or until then) the forward alone.
+        const Unit* partner = p.ep_overlap && u.forward && next[s] < orders[s].size() ? &orders[s][next[s]] : nullptr;
+        if (partner && (partner->forward || partner->microbatch == u.microbatch || !ready(s, *partner))) partner = nullptr;
+        if (partner) {
+          combined(s, u, *partner);
+          written[0][partner->chunk * p.stages + s][partner->microbatch] = 1;
+          ++next[s];
+          --left;
+        } else {
+          unit(s, u);
+        }
         written[u.forward ? 1 : 0][u.chunk * p.stages + s][u.microbatch] = 1;
         progress = true;
         --left;

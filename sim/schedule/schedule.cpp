@@ -4,7 +4,7 @@
 
 namespace moesim::schedule {
 
-std::vector<Unit> stage_order(parallel::PipelineSchedule schedule, int s, int p, int v, int m) {
+std::vector<Unit> stage_order(parallel::PipelineSchedule schedule, int s, int p, int v, int m, bool ep_overlap) {
   std::vector<Unit> out;
   if (schedule == parallel::PipelineSchedule::GPipe) {
     for (int mb = 0; mb < m; ++mb) out.push_back({true, 0, mb});
@@ -19,6 +19,7 @@ std::vector<Unit> stage_order(parallel::PipelineSchedule schedule, int s, int p,
     return Unit{forward, forward ? in_group : v - 1 - in_group, (k / (p * v)) * p + k % p};
   };
   int warmup = schedule == parallel::PipelineSchedule::OneFOneB ? p - s - 1 : (p - s - 1) * 2 + (v - 1) * p;
+  if (ep_overlap && p == 1) warmup = std::max(warmup, 1);
   warmup = std::min(warmup, total);
   if (schedule == parallel::PipelineSchedule::OneFOneB) {
     // One chunk: the k-th unit is microbatch k.

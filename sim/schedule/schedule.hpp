@@ -37,8 +37,11 @@ struct Unit {
   int microbatch = 0;
 };
 
-// Stage `stage`'s units, in the order it runs them.
-std::vector<Unit> stage_order(parallel::PipelineSchedule schedule, int stage, int stages, int chunks, int microbatches);
+// Stage `stage`'s units, in the order it runs them. `ep_overlap` (Megatron-Core's
+// overlap_moe_expert_parallel_comm): with one stage, one forward of warm-up before the first
+// backward, as combined_1f1b_schedule_for_no_pipelining runs forward i + 1 with backward i.
+std::vector<Unit> stage_order(parallel::PipelineSchedule schedule, int stage, int stages, int chunks, int microbatches,
+                              bool ep_overlap = false);
 
 using parallel::Segment;
 using parallel::Work;

@@ -111,7 +111,7 @@ Simulation::Simulation(scenario::Scenario scenario, std::unique_ptr<strategies::
 Simulation::~Simulation() = default;
 
 strategies::StrategyContext Simulation::context() const {
-  return strategies::StrategyContext{{topology_, scenario_.model, scenario_.training, *routing_, compute_},
+  return strategies::StrategyContext{{topology_, scenario_.model, scenario_.training, *routing_, compute_, &scenario_.software},
                                      scenario_.all_reduce,
                                      network_.get(),
                                      scenario_.calibration.get(),

@@ -65,6 +65,10 @@ struct Software {
   // auxiliary losses and their bookkeeping; Megatron-Core: 72 unfused, 31 with moe_router_fusion).
   int router_kernels = 2;
   compute::GroupedGemmKernels grouped_gemm = compute::GroupedGemmKernels::One;
+  // Megatron-Core's overlap_moe_expert_parallel_comm (combined_1f1b): in the steady state a
+  // microbatch's forward and another's backward are written together, layer by layer, each
+  // one's all-to-alls beside the other's compute (schedule/iteration_program.cpp).
+  bool ep_overlap = false;
   // Whether the host's launches are modelled at all: false for a scenario without a software
   // section whose defaults leave every cost 0 (tasks start as soon as the GPU can run them).
   bool models_host() const {

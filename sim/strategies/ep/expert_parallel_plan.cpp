@@ -28,6 +28,7 @@ parallel::PipelinePlan pipeline_of(const StrategyContext& ctx, const parallel::P
   p.chunks = s.vp;
   p.schedule = ctx.parallel.schedule;
   if (s.pp == 1 && s.vp == 1) p.schedule = parallel::PipelineSchedule::OneFOneB;
+  p.ep_overlap = ctx.software && ctx.software->ep_overlap;
   const auto counts = parallel::stage_layers(m.layers, layout.virtual_stages(), ctx.parallel.first_stage_layers,
                                              ctx.parallel.last_stage_layers);
   p.first_layer.assign(1, 0);
@@ -235,7 +236,8 @@ std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n,
   const FusedBuffers buffers = fused_buffers(ctx, tokens, n, per_rank, busiest, busiest_rows);
   std::vector<workload::MemoryFootprint> out(ctx.topology.gpu_count());
   for (int s = 0; s < sizes.pp; ++s) {
-    const auto order = schedule::stage_order(pipeline.schedule, s, pipeline.stages, pipeline.chunks, ctx.training.microbatches);
+    const auto order = schedule::stage_order(pipeline.schedule, s, pipeline.stages, pipeline.chunks,
+                                             ctx.training.microbatches, pipeline.ep_overlap);
     workload::MemoryInputs in;
     in.layers = pipeline.layers_of_stage(s);
     const int moe_layers = moe_layers_of(m, in.layers);
