@@ -37,6 +37,8 @@ import sys
 import tempfile
 
 root = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(root / "scripts"))
+import archive  # noqa: E402  (scripts/archive.py: the archive's rows as scenarios)
 ROW = re.compile(r"^\s*(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+([+-]\d+\.\d)%$")
 
 
@@ -201,26 +203,31 @@ def training(moesim, data):
     return spec, rows
 
 
+def on_archive_scenario(moesim, data, entry, command, *args):
+    """`moesim COMMAND SCENARIO ARGS` on an archive entry's scenario, written to a temporary folder
+    (`{out}` in ARGS: a folder inside it); returns the process and, where it wrote one, results.json."""
+    with tempfile.TemporaryDirectory() as d:
+        path = pathlib.Path(d) / f"{entry['scenario']['name']}.json"
+        path.write_text(json.dumps(entry["scenario"]))
+        out = pathlib.Path(d) / "out"
+        cmd = [str(moesim), command, str(path)] + [a.format(out=out) for a in args] + (["--data", str(data)] if data else [])
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        results = out / "results.json"
+        return proc, json.loads(results.read_text()) if proc.returncode == 0 and results.exists() else None
+
+
 def archive_results(moesim, data):
     """Every archive entry (scripts/archive.py), the expressible ones run: simulated tokens/s/GPU,
     error, iteration time and its shares waiting for launches and for exposed communication."""
-    sys.path.insert(0, str(root / "scripts"))
-    import archive
     entries = archive.entries()
 
     def run(e):
-        with tempfile.TemporaryDirectory() as d:
-            path = pathlib.Path(d) / "s.json"
-            path.write_text(json.dumps(e["scenario"]))
-            cmd = [str(moesim), "run", str(path), "--out", str(pathlib.Path(d) / "out"), "--quiet"] + \
-                (["--data", str(data)] if data else [])
-            run = subprocess.run(cmd, capture_output=True, text=True)
-            if run.returncode == 2:  # refused (out of memory, ...): the row says so
-                e["refused"] = run.stderr.strip().splitlines()[-1].split(": ", 3)[-1]  # after "moesim: cannot run: FILE: "
-                return e
-            if run.returncode:
-                raise SystemExit(f"validate: {e['scenario']['name']}: moesim exited {run.returncode}: {run.stderr}")
-            r = json.loads((pathlib.Path(d) / "out" / "results.json").read_text())
+        proc, r = on_archive_scenario(moesim, data, e, "run", "--out", "{out}", "--quiet")
+        if proc.returncode == 2:  # refused (out of memory, ...): the row says so
+            e["refused"] = proc.stderr.strip().splitlines()[-1].split(": ", 3)[-1]  # after "moesim: cannot run: FILE: "
+            return e
+        if proc.returncode:
+            raise SystemExit(f"validate: {e['scenario']['name']}: moesim exited {proc.returncode}: {proc.stderr}")
         measured = float(e["row"]["Tokens / sec / GPU"])
         simulated = r["tokens_per_second"] / r["cluster"]["gpus"]
         it = r["iteration_time_ms"]
@@ -238,21 +245,15 @@ def archive_results(moesim, data):
 def archive_check(moesim, data):
     """Every scenario the archive builds is accepted by `moesim validate` (its schema and layout; one
     that cannot run, out of GPU memory, is shown as such in docs/validation.md)."""
-    sys.path.insert(0, str(root / "scripts"))
-    import archive
     failures = []
     for e in archive.entries():
         if "scenario" not in e:
             continue
-        with tempfile.TemporaryDirectory() as d:
-            path = pathlib.Path(d) / f"{e['scenario']['name']}.json"
-            path.write_text(json.dumps(e["scenario"]))
-            r = subprocess.run([str(moesim), "validate", str(path)] + (["--data", str(data)] if data else []),
-                               capture_output=True, text=True)
-            # A scenario moesim cannot run (out of GPU memory) is a finding docs/validation.md shows;
-            # bad input is a defect of the archive's scenarios.
-            if r.returncode and "cannot run:" not in r.stderr:
-                failures.append(f"archive row at line {e['row']['line']}: {r.stderr.strip()}")
+        proc, _ = on_archive_scenario(moesim, data, e, "validate")
+        # A scenario moesim cannot run (out of GPU memory) is a finding docs/validation.md shows;
+        # bad input is a defect of the archive's scenarios.
+        if proc.returncode and "cannot run:" not in proc.stderr:
+            failures.append(f"archive row at line {e['row']['line']}: {proc.stderr.strip()}")
     return failures
 
 

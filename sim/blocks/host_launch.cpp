@@ -15,7 +15,8 @@ Time HostLaunch::scaled(std::uint32_t gpu, Time cost) const {
 }
 
 engine::Launch HostLaunch::launch(std::uint32_t gpu, software::Module module, const engine::Label& label, int kernels) {
-  if (!software_ || kernels == 0) return {};
+  // Nothing costs the host (a scenario without a software section): no launch, no graph to track.
+  if (!software_ || !software_->models_host() || kernels == 0) return {};
   const software::Software& sw = *software_;
   // The optimizer step runs eagerly after the graphed forward-backward (Megatron-Core's
   // full_iteration graph wraps forward_backward_func only).
@@ -24,8 +25,7 @@ engine::Launch HostLaunch::launch(std::uint32_t gpu, software::Module module, co
   Graph& open = graph_[gpu];
   if (!captured) {
     open.open = false;
-    const Time per_kernel = label.phase == engine::Phase::Backward ? sw.host.backward_launch : sw.host.launch;
-    return {scaled(gpu, per_kernel * kernels)};
+    return {scaled(gpu, per_kernel(label) * kernels)};
   }
   Graph g{.open = true, .iteration = label.iteration};
   if (!sw.graphs.full_iteration) {
@@ -43,10 +43,11 @@ engine::Launch HostLaunch::read(std::uint32_t gpu, const engine::Label& label, T
   // Never captured: a graph cannot hold a read its host waits for (the scenario loader refuses a
   // full-iteration graph around a dispatch that reads).
   graph_[gpu].open = false;
-  const Time cost = software_ ? (label.phase == engine::Phase::Backward ? software_->host.backward_launch
-                                                                        : software_->host.launch)
-                              : 0;
-  return {software_ ? scaled(gpu, cost) : 0, sync};
+  return {software_ ? scaled(gpu, per_kernel(label)) : 0, sync};
+}
+
+Time HostLaunch::per_kernel(const engine::Label& label) const {
+  return label.phase == engine::Phase::Backward ? software_->host.backward_launch : software_->host.launch;
 }
 
 }  // namespace moesim::blocks

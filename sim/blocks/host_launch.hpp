@@ -37,6 +37,8 @@ class HostLaunch {
     bool operator==(const Graph&) const = default;
   };
   Time scaled(std::uint32_t gpu, Time cost) const;
+  // An eager launch's cost in the label's phase (the software's; not scaled).
+  Time per_kernel(const engine::Label& label) const;
 
   const software::Software* software_ = nullptr;
   const cluster::Topology* topology_ = nullptr;

@@ -62,9 +62,9 @@ class Writer {
 
  private:
   void unit(int stage, const Unit& u);
-  // Megatron-Core's EP overlap (combined_1f1b): forward unit `f` and backward unit `b` of one stage
-  // written together, layer by layer.
-  void combined(int stage, const Unit& f, const Unit& b);
+  // Forward unit `f`, backward unit `b`, or (Megatron-Core's EP overlap, combined_1f1b) both of one
+  // stage written together, layer by layer.
+  void units(int stage, const Unit* f, const Unit* b);
   // A forward and a backward MoE layer interleaved as TransformerLayerSchedulePlan::run does.
   void overlapped_layers(int forward_layer, int forward_mb, int backward_layer, int backward_mb);
   // Before a layer's forward: its parameters' all-gather (first microbatch) and FSDP's gather.
@@ -321,44 +321,26 @@ void Writer::send(int from, int to, int mb, bool forward) {
                              f[group[s]]);
 }
 
-void Writer::unit(int stage, const Unit& u) {
-  const auto& p = plan_.pipeline;
-  const int v = u.chunk * p.stages + stage, last = p.virtual_stages() - 1, mb = u.microbatch;
-  const int first_layer = p.first_layer[v], end_layer = p.first_layer[v + 1];
-  em_.enter_stage(stage);
-  if (u.forward) {
-    if (v == 0) run({Work::Forward, Segment::Embedding, 0, mb});
-    for (int l = first_layer; l < end_layer; ++l) run({Work::Forward, Segment::Layer, l, mb});
-    if (v == last) run({Work::Forward, Segment::Head, layers_, mb});
-    else send(v, v + 1, mb, true);
-    return;
-  }
-  // Every schedule runs a chunk's microbatches in order: its last backward ends its gradients.
-  const bool last_microbatch = mb + 1 == static_cast<int>(front_.size());
-  if (v == last) run({Work::Backward, Segment::Head, layers_, mb});
-  for (int l = end_layer - 1; l >= first_layer; --l) {
-    run({Work::Backward, Segment::Layer, l, mb});
-    // FSDP reduce-scatters every microbatch's gradients (sharded accumulation); the others
-    // reduce once the last microbatch's are in.
-    if (last_microbatch || plan_.gradients.fsdp) run({Work::SyncLayer, Segment::Layer, l, mb});
-  }
-  if (v == 0) run({Work::Backward, Segment::Embedding, 0, mb});
-  else send(v, v - 1, mb, false);
-}
+void Writer::unit(int stage, const Unit& u) { units(stage, u.forward ? &u : nullptr, u.forward ? nullptr : &u); }
 
-void Writer::combined(int stage, const Unit& fu, const Unit& bu) {
+void Writer::units(int stage, const Unit* fu, const Unit* bu) {
   const auto& p = plan_.pipeline;
   const int last = p.virtual_stages() - 1;
-  const int vf = fu.chunk * p.stages + stage, vb = bu.chunk * p.stages + stage;
-  const int fmb = fu.microbatch, bmb = bu.microbatch;
+  const int vf = fu ? fu->chunk * p.stages + stage : -1, vb = bu ? bu->chunk * p.stages + stage : -1;
+  const int fmb = fu ? fu->microbatch : -1, bmb = bu ? bu->microbatch : -1;
   em_.enter_stage(stage);
   if (vf == 0) run({Work::Forward, Segment::Embedding, 0, fmb});
-  if (vb == last) run({Work::Backward, Segment::Head, layers_, bmb});
-  // The forward's layers in order, the backward's in reverse; the first min of both in pairs,
-  // the rest alone (Megatron-Core's TransformerModelChunkSchedulePlan.run).
+  if (bu && vb == last) run({Work::Backward, Segment::Head, layers_, bmb});
+  // The forward's layers in order, the backward's in reverse; together, the first min of both in
+  // pairs and the rest alone (Megatron-Core's TransformerModelChunkSchedulePlan.run).
   std::vector<int> forward, backward;
-  for (int l = p.first_layer[vf]; l < p.first_layer[vf + 1]; ++l) forward.push_back(l);
-  for (int l = p.first_layer[vb + 1] - 1; l >= p.first_layer[vb]; --l) backward.push_back(l);
+  if (fu)
+    for (int l = p.first_layer[vf]; l < p.first_layer[vf + 1]; ++l) forward.push_back(l);
+  if (bu)
+    for (int l = p.first_layer[vb + 1] - 1; l >= p.first_layer[vb]; --l) backward.push_back(l);
+  // Every schedule runs a chunk's microbatches in order: its last backward ends its gradients.
+  // FSDP reduce-scatters every microbatch's gradients (sharded accumulation); the others reduce
+  // once the last microbatch's are in.
   const bool last_microbatch = bmb + 1 == static_cast<int>(front_.size());
   const auto synced = [&](int l) {
     if (last_microbatch || plan_.gradients.fsdp) run({Work::SyncLayer, Segment::Layer, l, bmb});
@@ -373,10 +355,14 @@ void Writer::combined(int stage, const Unit& fu, const Unit& bu) {
     run({Work::Backward, Segment::Layer, backward[i], bmb});
     synced(backward[i]);
   }
-  if (vf == last) run({Work::Forward, Segment::Head, layers_, fmb});
-  else send(vf, vf + 1, fmb, true);
-  if (vb == 0) run({Work::Backward, Segment::Embedding, 0, bmb});
-  else send(vb, vb - 1, bmb, false);
+  if (fu) {
+    if (vf == last) run({Work::Forward, Segment::Head, layers_, fmb});
+    else send(vf, vf + 1, fmb, true);
+  }
+  if (bu) {
+    if (vb == 0) run({Work::Backward, Segment::Embedding, 0, bmb});
+    else send(vb, vb - 1, bmb, false);
+  }
 }
 
 // TransformerLayerSchedulePlan.run: with the backward layer b and the forward layer f,
@@ -441,7 +427,7 @@ void Writer::run_pipeline() {
         const Unit* partner = p.ep_overlap && u.forward && next[s] < orders[s].size() ? &orders[s][next[s]] : nullptr;
         if (partner && (partner->forward || partner->microbatch == u.microbatch || !ready(s, *partner))) partner = nullptr;
         if (partner) {
-          combined(s, u, *partner);
+          units(s, &u, partner);
           written[0][partner->chunk * p.stages + s][partner->microbatch] = 1;
           ++next[s];
           --left;

@@ -2,18 +2,6 @@
 
 namespace moesim::software {
 
-std::string_view to_string(Module m) {
-  switch (m) {
-    case Module::None: return "none";
-    case Module::Attention: return "attn";
-    case Module::Router: return "moe_router";
-    case Module::Experts: return "moe";
-    case Module::DenseMlp: return "mlp";
-    case Module::Count: break;
-  }
-  return "?";
-}
-
 bool parse_graph_scope(std::string_view name, CudaGraphs& graphs) {
   const auto capture = [&](Module m) { graphs.modules |= static_cast<std::uint8_t>(1u << static_cast<int>(m)); };
   if (name == "full_iteration") graphs.full_iteration = true;

@@ -35,10 +35,7 @@ enum class Module : std::uint8_t {
   Router,      // moe_router: the pre-MLP norm, the router and top-k (and the permute written with them)
   Experts,     // moe: the MoE block's exchanges, experts and combine (token-dropping MoE only)
   DenseMlp,    // mlp: a dense FFN block
-  Count
 };
-inline constexpr int kModules = static_cast<int>(Module::Count);
-std::string_view to_string(Module m);
 
 struct HostCosts {
   Time launch = 0;           // per kernel launched eagerly in a forward (and its recomputation, the optimizer)
@@ -54,7 +51,6 @@ struct CudaGraphs {
   // graph; needs a dispatch without a device-to-host read (the read cannot be captured).
   bool preprocess = false;
   bool captures(Module m) const { return full_iteration || (modules >> static_cast<int>(m) & 1); }
-  bool any() const { return full_iteration || modules != 0; }
 };
 
 struct Software {

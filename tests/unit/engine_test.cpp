@@ -276,45 +276,47 @@ TEST(EngineSmSharing, TasksOnHostStreamsShareTheirHostsCpu) {
 
 // The host launches the GPU's work: one launch thread per GPU issues its tasks in the order they
 // are added (engine.hpp).
+namespace {
+// One GPU's chain of kernels of `kernel` each, kernel i launched in launches[i]: the engine run,
+// its log.
+struct Chain {
+  Engine e{1, 1};
+  TaskLog log{e};
+  std::vector<TaskId> k;
+  Chain(Time kernel, const std::vector<Time>& launches) {
+    FixedExecutor fx({});
+    for (const Time launch : launches)
+      k.push_back(e.add_compute(0, 0, kernel, label(WorkKind::OtherCompute), 0, Launch{launch}));
+    e.run(fx);
+  }
+};
+constexpr Time us = kMicrosecond;
+}  // namespace
+
 TEST(EngineLaunch, KernelsShorterThanTheirLaunchRunAtTheLaunchRate) {
   // Five 2 us kernels, each launched in 5 us: kernel i is issued at 5(i + 1) us and starts then
   // (its predecessor ended at 5i + 2): the chain ends at 25 + 2 = 27 us, not at 10 us. The GPU
   // waited 5 us for the first and 3 us for each of the four others: 17 us.
-  Engine e(1, 1);
-  TaskLog log(e);
-  FixedExecutor fx({});
-  std::vector<TaskId> k;
-  for (int i = 0; i < 5; ++i)
-    k.push_back(e.add_compute(0, 0, 2 * kMicrosecond, label(WorkKind::OtherCompute), 0, Launch{5 * kMicrosecond}));
-  e.run(fx);
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(log.tasks()[k[i]].start, 5 * (i + 1) * kMicrosecond) << i;
-  EXPECT_EQ(e.makespan(), 27 * kMicrosecond);
-  EXPECT_EQ(e.launch_wait(0), 17 * kMicrosecond);
+  const Chain c(2 * us, {5 * us, 5 * us, 5 * us, 5 * us, 5 * us});
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(c.log.tasks()[c.k[i]].start, 5 * (i + 1) * kMicrosecond) << i;
+  EXPECT_EQ(c.e.makespan(), 27 * kMicrosecond);
+  EXPECT_EQ(c.e.launch_wait(0), 17 * kMicrosecond);
 }
 
 TEST(EngineLaunch, AGraphReplayIssuesEveryKernelAtOnce) {
   // The same five kernels captured in one CUDA graph: the replay costs 10 us and issues all of
   // them; they then run back to back, 10-20 us. The GPU waited 10 us, for the replay.
-  Engine e(1, 1);
-  TaskLog log(e);
-  FixedExecutor fx({});
-  e.add_compute(0, 0, 2 * kMicrosecond, label(WorkKind::OtherCompute), 0, Launch{10 * kMicrosecond});
-  for (int i = 1; i < 5; ++i) e.add_compute(0, 0, 2 * kMicrosecond, label(WorkKind::OtherCompute), 0, Launch{0});
-  e.run(fx);
-  EXPECT_EQ(e.makespan(), 20 * kMicrosecond);
-  EXPECT_EQ(e.launch_wait(0), 10 * kMicrosecond);
+  const Chain c(2 * us, {10 * us, 0, 0, 0, 0});
+  EXPECT_EQ(c.e.makespan(), 20 * kMicrosecond);
+  EXPECT_EQ(c.e.launch_wait(0), 10 * kMicrosecond);
 }
 
 TEST(EngineLaunch, KernelsLongerThanTheirLaunchHideAllButTheFirst) {
   // Three 10 us kernels launched in 4 us each are issued at 4, 8 and 12 us; each after the first
   // was issued before its predecessor ended: 4-14, 14-24, 24-34 us; only the first launch shows.
-  Engine e(1, 1);
-  FixedExecutor fx({});
-  for (int i = 0; i < 3; ++i)
-    e.add_compute(0, 0, 10 * kMicrosecond, label(WorkKind::Expert), 0, Launch{4 * kMicrosecond});
-  e.run(fx);
-  EXPECT_EQ(e.makespan(), 34 * kMicrosecond);
-  EXPECT_EQ(e.launch_wait(0), 4 * kMicrosecond);
+  const Chain c(10 * us, {4 * us, 4 * us, 4 * us});
+  EXPECT_EQ(c.e.makespan(), 34 * kMicrosecond);
+  EXPECT_EQ(c.e.launch_wait(0), 4 * kMicrosecond);
 }
 
 TEST(EngineLaunch, ASyncStopsTheLaunchThreadUntilTheReadReturns) {
