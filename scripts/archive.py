@@ -131,7 +131,7 @@ def pipeline(row, recipe, layers, pp, vp):
     return vp, out
 
 
-def not_modelled(recipe, shared_experts):
+def not_modelled(recipe):
     """The recipe's settings that change its speed and moesim does not model yet."""
     notes = []
     if setting(recipe, "delay_wgrad_compute"):
@@ -143,13 +143,10 @@ def not_modelled(recipe, shared_experts):
     if (setting(recipe, "mtp_num_layers") or 0) > 0:
         notes.append("MTP layer")
     modules = setting(recipe, "recompute_modules") or []
-    extra = [m for m in modules if m != "core_attn"]
-    if setting(recipe, "recompute_granularity") == "selective" and extra:
-        notes.append("recompute of " + ", ".join(extra))
+    if setting(recipe, "recompute_granularity") == "selective" and "moe" in modules:
+        notes.append("recompute of the whole MoE layer")
     if setting(recipe, "fine_grained_activation_offloading") or setting(recipe, "cpu_offloading"):
         notes.append("activation offloading")
-    if shared_experts and not setting(recipe, "moe_shared_expert_overlap"):
-        notes.append("shared experts not overlapped (moesim overlaps them)")
     return notes
 
 
@@ -163,7 +160,7 @@ def scenario(row, recipe, spec):
     if recipe is None:
         raise NotExpressible("no recipe found for this row")
     preset = spec["models"][model]
-    layers, experts, top_k, shared = layers_of(preset)
+    layers, experts, top_k, _ = layers_of(preset)
     system = spec["systems"].get(row["System"])
     if system is None:
         raise NotExpressible(f"no system {row['System']}")
@@ -193,6 +190,8 @@ def scenario(row, recipe, spec):
         software["grouped_gemm"] = "grouped"
     if setting(recipe, "overlap_moe_expert_parallel_comm"):
         software["ep_overlap"] = True
+    if setting(recipe, "moe_shared_expert_overlap"):
+        software["shared_expert_overlap"] = True
     if setting(recipe, "moe_router_fusion") is False:
         software["router_kernels"] = 72  # Megatron-LM's DeepSeek-V3 GB200 guide L85: 72 unfused
     dispatcher = setting(recipe, "moe_token_dispatcher_type", "alltoall")
@@ -206,7 +205,7 @@ def scenario(row, recipe, spec):
             parallel["ep_sms"] = sms
     elif dispatcher != "alltoall":
         raise NotExpressible(f"the {dispatcher} token dispatcher is not modelled")
-    notes = not_modelled(recipe, shared)
+    notes = not_modelled(recipe)
     if impl == "full_iteration":
         # The recipe's paged stash sizes each rank's expert buffers 1.5x the balanced share
         # (moe_expert_rank_capacity_factor) without a device-to-host read: non-blocking HybridEP
@@ -220,7 +219,10 @@ def scenario(row, recipe, spec):
     recompute = setting(recipe, "recompute_granularity")
     training = {"sequence_length": int(row["Sequence Length"]), "micro_batch_size": int(row["MBS"]),
                 "global_batch_size": int(row["GBS"]), "dtype": dtype,
-                "recompute": "full" if recompute == "full" else "none"}
+                "recompute": recompute if recompute in ("full", "selective") else "none"}
+    if recompute == "selective":
+        # Megatron-Core's recompute_modules (default core_attn); the whole MoE layer is not modelled.
+        training["recompute_modules"] = [m for m in setting(recipe, "recompute_modules", ["core_attn"]) if m != "moe"]
     sc = {"name": "mb-{}-{}-{}-{}-{}".format(row["container"], preset, row["System"].lower(), row["Precision"].lower(), row["GBS"]),
           "description": f"Megatron-Bridge {row['container']} performance archive, line {row['line']} of "
                          f"tests/data/realdata/{spec['source']} ({row['Tokens / sec / GPU']} tokens/s/GPU measured); "

@@ -74,25 +74,3 @@ void attention(Emission& em, engine::Phase direction, int layer, int mb, Frontie
 }
 
 }  // namespace moesim::blocks
-
-namespace moesim::blocks {
-
-void recompute_attention_core(Emission& em, int layer, int mb, Frontier& f) {
-  const auto& m = em.ctx.model;
-  if (!m.attention) return;
-  const auto& t = em.ctx.training;
-  const int tp = em.plan.tensor_parallel.size;
-  const int cp = em.plan.context_parallel.size;
-  const auto label = em.label(engine::Phase::Recompute, engine::WorkKind::Attention, "attention_core", layer, mb);
-  const ProgramBuilder::InModule in(em.pb, software::Module::Attention);
-  for (const std::uint32_t g : em.active()) {
-    if (!em.runs_attention(g) || em.ctx.topology.gpu(g).flash_attention) continue;
-    // The rank's share of the core: its s/cp queries against every key. With context parallelism
-    // the ring is not replayed (Transformer Engine runs CP only with fused attention, where
-    // selective recomputation adds nothing: such GPUs do not get here).
-    const compute::Work core = attention_core_time(em.ctx.compute_of(g), m, t, tp);
-    f[g] = em.pb.compute(g, compute::Work{core.time / cp, core.kernels}, label, f[g]);
-  }
-}
-
-}  // namespace moesim::blocks

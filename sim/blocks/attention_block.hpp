@@ -12,7 +12,4 @@
 namespace moesim::blocks {
 
 void attention(Emission& em, engine::Phase direction, int layer, int microbatch, Frontier& f);
-// Selective recomputation (Korthikanti et al. 2022 §5): the attention core's forward again before
-// its backward, on GPUs without FlashAttention (whose backward recomputes it anyway).
-void recompute_attention_core(Emission& em, int layer, int microbatch, Frontier& f);
 }  // namespace moesim::blocks

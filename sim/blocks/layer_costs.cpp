@@ -45,15 +45,23 @@ compute::Work grouped_ffn_time(const compute::ComputeModel& cm, const workload::
     if (t > 0) copies += t;
   if (copies <= 0) return {};
   const bool gated = m.ffn_gemms() == 3;
-  // The activation over every copy: SwiGLU reads the gate and up halves (2·ffn) and writes ffn;
-  // an MLP's GeLU reads ffn and writes ffn: (3 or 2)·copies·ffn·a (its FP8 output for fc2 is
-  // written instead of the BF16 one).
-  const compute::Work activation = compute::kernel(cm.memory_bound((gated ? 3.0 : 2.0) * copies * ffn * act(cm)));
   const compute::Work fc1 = grouped_gemm(cm, tokens, (gated ? 2 : 1) * ffn, m.hidden);
   const compute::Work cast = cast_input ? fp8_cast(cm, copies * m.hidden, fc1.kernels) : compute::Work{};
-  return cast + fc1 + activation + grouped_gemm(cm, tokens, m.hidden, ffn);
+  return cast + fc1 + expert_activation_time(cm, m, copies, ffn) + grouped_gemm(cm, tokens, m.hidden, ffn);
 }
 }  // namespace
+
+compute::Work expert_activation_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double copies,
+                                     double ffn) {
+  if (copies <= 0) return {};
+  // SwiGLU reads the gate and up halves (2·ffn) and writes ffn; an MLP's GeLU reads ffn and writes
+  // ffn: (3 or 2)·copies·ffn·a (its FP8 output for fc2 is written instead of the BF16 one).
+  return compute::kernel(cm.memory_bound((m.ffn_gemms() == 3 ? 3.0 : 2.0) * copies * ffn * act(cm)));
+}
+
+compute::Work norm_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
+  return norm(cm, tokens, m.hidden);
+}
 
 compute::Work experts_time(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
                            double ffn) {
@@ -72,14 +80,20 @@ compute::Work qkv_projection_time(const compute::ComputeModel& cm, const workloa
   // MLA: the down projections whole on every rank, each latent normed, the up projections of this
   // rank's heads.
   const workload::LatentAttention& a = *m.mla;
+  const compute::Work q_down =
+      a.q_lora_rank > 0 ? gemm(cm, tokens, a.q_lora_rank, m.hidden) + norm(cm, tokens, a.q_lora_rank) : compute::Work{};
+  const compute::Work kv_down =
+      gemm(cm, tokens, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden) + norm(cm, tokens, a.kv_lora_rank);
+  return q_down + kv_down + mla_up_projection_time(cm, m, tokens, tp) + pre_norm;
+}
+
+compute::Work mla_up_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
+                                     int tp) {
+  if (!m.attention || !m.mla) return {};
+  const workload::LatentAttention& a = *m.mla;
   const double heads = m.heads / static_cast<double>(tp);
-  const compute::Work q = a.q_lora_rank > 0 ? gemm(cm, tokens, a.q_lora_rank, m.hidden) + norm(cm, tokens, a.q_lora_rank) +
-                                                  gemm(cm, tokens, heads * m.qk_head_dim(), a.q_lora_rank)
-                                            : gemm(cm, tokens, heads * m.qk_head_dim(), m.hidden);
-  const compute::Work kv = gemm(cm, tokens, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden) +
-                           norm(cm, tokens, a.kv_lora_rank) +
-                           gemm(cm, tokens, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank);
-  return q + kv + pre_norm;
+  return gemm(cm, tokens, heads * m.qk_head_dim(), a.q_lora_rank > 0 ? a.q_lora_rank : m.hidden) +
+         gemm(cm, tokens, heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank);
 }
 
 compute::Work output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {

@@ -38,6 +38,16 @@ compute::Work attention_backward_time(const compute::ComputeModel& cm, const wor
 compute::Work qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 // The output projection and the residual add after it.
 compute::Work output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
+// The RMSNorm before the attention or the MLP, over `tokens` tokens.
+compute::Work norm_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens);
+// MLA's up projections (DeepSeek-V2 §2.1): the query's from its latent (or from the hidden state
+// without a query latent) and the keys' and values' from theirs, this rank's heads; none without MLA.
+compute::Work mla_up_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
+                                     int tp = 1);
+// The experts' activation (SwiGLU or GeLU) over `copies` token copies of FFN size `ffn`: the
+// kernel experts_time runs between its grouped GeMMs.
+compute::Work expert_activation_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double copies,
+                                     double ffn);
 // The attention core (QK^T, softmax, PV) of a microbatch's whole sequence, heads split over tp,
 // forward and backward.
 compute::Work attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,

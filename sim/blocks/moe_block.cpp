@@ -232,6 +232,12 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
     if (x.backward && x.recompute_locally)
       cur[g] = em.pb.compute(g, ef + regroup,
                              em.label(Phase::Recompute, WorkKind::Expert, "experts", x.layer, x.microbatch, c), cur[g]);
+    // Selective recomputation of the experts' activation (moe_act, recompute_block.hpp): its
+    // kernel again over the chunk's copies, just before their backward.
+    if (x.backward && !x.routing->expert_activation.empty() && x.routing->expert_activation[g].time > 0)
+      cur[g] = em.pb.compute(g, x.routing->expert_activation[g],
+                             em.label(Phase::Recompute, WorkKind::Expert, "expert_activation", x.layer, x.microbatch, c),
+                             cur[g]);
     const TaskId e = em.pb.compute(g, t, le, cur[g]);
     if (x.fetched) em.pb.depend((*x.fetched)[g], e);
     cur[g] = (*x.experts_done)[g] = e;
@@ -259,6 +265,35 @@ void chunk_return(Emission& em, MoeInFlight& x, int c) {
   run_steps(em, steps_at(p, pass.after_exchange), x.phase, x.layer, x.microbatch, cur);
 }
 
+// The shared experts: one FFN of the rank's tokens, as wide as all of them (Megatron-Core's
+// SharedExpertMLP), its columns split over tp, after `chain` on each GPU that runs attention (its
+// tensor-parallel collectives on `stream`); under selective recomputation of shared_experts their
+// forward runs again, collectives included, before their backward.
+void shared_experts(Emission& em, const MoeInFlight& x, Frontier& chain, StreamRole stream) {
+  const auto& m = em.ctx.model;
+  const int layer = x.layer, mb = x.microbatch;
+  const auto ls = em.label(x.phase, WorkKind::Expert, "shared_expert", layer, mb);
+  const auto shared_ffn = [&](const compute::ComputeModel& cm) {
+    return ffn_time(cm, m, em.rank_tokens(), m.shared_experts * m.ffn_hidden / em.plan.tensor_parallel.size);
+  };
+  if (x.backward && em.ctx.training.recomputes(workload::RecomputeModule::SharedExperts)) {
+    auto again = PerKind(em.ctx, shared_ffn);
+    const auto lr = em.label(Phase::Recompute, WorkKind::Expert, "shared_expert", layer, mb);
+    tensor_parallel_enter(em, Phase::Recompute, layer, mb, chain, stream);
+    for (const std::uint32_t g : em.active())
+      if (em.runs_attention(g)) chain[g] = em.pb.compute(g, again(g), lr, chain[g]);
+    tensor_parallel_exit(em, Phase::Recompute, layer, mb, chain, stream);
+  }
+  tensor_parallel_enter(em, x.phase, layer, mb, chain, stream);
+  auto cost = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
+    const compute::Work t = shared_ffn(cm);
+    return x.backward ? cm.backward(t) : t;
+  });
+  for (const std::uint32_t g : em.active())
+    if (em.runs_attention(g)) chain[g] = em.pb.compute(g, cost(g), ls, chain[g]);
+  tensor_parallel_exit(em, x.phase, layer, mb, chain, stream);
+}
+
 }  // namespace
 
 void moe_open(Emission& em, MoeInFlight& x, Frontier& f, bool defer) {
@@ -270,6 +305,14 @@ void moe_open(Emission& em, MoeInFlight& x, Frontier& f, bool defer) {
   const int layer = x.layer, mb = x.microbatch;
   auto kernel = edge_kernel(em, p, forward, pass.first_is_gate);
   run_steps(em, steps_at(p, pass.before), x.phase, layer, mb, f);
+  // Without the overlap, the shared experts run first, on the compute stream (MoELayer's
+  // shared_experts_compute before its router; in moe_router's CUDA graph, as Megatron-Core's
+  // --cuda-graph-scope says of them): nothing runs beside them.
+  if (m.shared_experts > 0 && !em.software().shared_expert_overlap) {
+    const ProgramBuilder::InModule in(em.pb, software::Module::Router);
+    shared_experts(em, x, f, StreamRole::Count);
+    x.shared = f;
+  }
   const auto l_first = em.label(x.phase, pass.first_kind, pass.first_name, layer, mb);
   {
     // The router opens the forward (its own graph under moe_router); the un-permute's gradient
@@ -281,21 +324,11 @@ void moe_open(Emission& em, MoeInFlight& x, Frontier& f, bool defer) {
   if (!x.backward) run_steps(em, steps_at(p, MoePoint::AfterGate), x.phase, layer, mb, f);
   host_sync(em, x, f);
   const ProgramBuilder::InModule in(em.pb, software::Module::Experts);
-  // The shared experts beside the exchanges (Megatron-Core's moe_shared_expert_overlap): a
-  // tensor-parallel MLP over the rank's tokens, its collectives on the side stream.
-  if (m.shared_experts > 0) {
+  // The shared experts beside the exchanges (Megatron-Core's moe_shared_expert_overlap), their
+  // collectives on the side stream.
+  if (m.shared_experts > 0 && em.software().shared_expert_overlap) {
     x.shared = f;
-    const auto ls = em.label(x.phase, WorkKind::Expert, "shared_expert", layer, mb);
-    tensor_parallel_enter(em, x.phase, layer, mb, x.shared, StreamRole::Side);
-    // The shared experts: one FFN of the rank's tokens, as wide as all of them (Megatron-Core's
-    // SharedExpertMLP), its columns split over tp.
-    auto cost = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
-      const compute::Work t = ffn_time(cm, m, em.rank_tokens(), m.shared_experts * m.ffn_hidden / em.plan.tensor_parallel.size);
-      return forward ? t : cm.backward(t);
-    });
-    for (const std::uint32_t g : em.active())
-      if (em.runs_attention(g)) x.shared[g] = em.pb.compute(g, cost(g), ls, x.shared[g]);
-    tensor_parallel_exit(em, x.phase, layer, mb, x.shared, StreamRole::Side);
+    shared_experts(em, x, x.shared, StreamRole::Side);
   }
   const Frontier before = f;
   x.experts_done->assign(gpus, engine::kNone);

@@ -18,6 +18,22 @@ namespace moesim::blocks {
 
 namespace {
 
+// Sizes LayerRouting::expert_activation: one entry per GPU where the training recomputes the
+// experts' activation, none otherwise.
+void size_activations(const Context& ctx, LayerRouting& out) {
+  if (ctx.training.recomputes(workload::RecomputeModule::MoeAct)) out.expert_activation.assign(ctx.topology.gpu_count(), {});
+}
+
+// The activation GPU g's experts recompute over `rows` token copies per local expert (FFN size
+// `ffn`), where the training recomputes it.
+compute::Work recomputed_activation(const Context& ctx, std::uint32_t g, std::span<const double> rows, double ffn) {
+  if (!ctx.training.recomputes(workload::RecomputeModule::MoeAct)) return {};
+  double copies = 0;
+  for (const double r : rows)
+    if (r > 0) copies += r;
+  return expert_activation_time(ctx.compute_of(g), ctx.model, copies, ffn);
+}
+
 // Each rank's replicas as (expert, share), in expert order.
 using RankReplicas = std::vector<std::vector<std::pair<int, double>>>;
 RankReplicas by_rank(const parallel::ReplicaTable& table, std::size_t ranks) {
@@ -281,6 +297,7 @@ LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, 
   LayerRouting out;
   out.expert_forward.assign(ctx.topology.gpu_count(), {});
   out.expert_regroup.assign(ctx.topology.gpu_count(), {});
+  size_activations(ctx, out);
   std::map<std::size_t, network::TrafficPtr> even;  // by group size
   for (const auto& g : lp.dispatch) {
     auto& traffic = even[g.gpus.size()];
@@ -297,6 +314,7 @@ LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, 
     std::optional<compute::Work>& t = by_kind[ctx.topology.kind_index(g)];
     if (!t) t = experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden);
     out.expert_forward[g] = *t;
+    if (!out.expert_activation.empty()) out.expert_activation[g] = recomputed_activation(ctx, g, rows, lp.expert_ffn_hidden);
   }
   // Capacity drops of this layer's routing (the padded exchanges do not change with them): the
   // share a gate over gate_tokens tokens drops above capacity.
@@ -355,6 +373,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
   LayerRouting out;
   out.expert_forward.assign(gpus, {});
   out.expert_regroup.assign(gpus, {});
+  size_activations(ctx, out);
   out.expert_tokens.assign(m.experts, 0.0);
   out.expert_routed.assign(m.experts, 0.0);
   const std::vector<double> popularity = ctx.routing.popularity(it, layer);
@@ -393,14 +412,15 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
   };
   // Its expert compute (`dropped`: the copies its permuted buffer dropped) and its regroup.
   struct GpuExperts {
-    compute::Work forward, regroup;
+    compute::Work forward, regroup, activation;
   };
   const auto gpu_experts = [&](std::uint32_t g, const RankReplicas& rr, std::size_t rank, const std::vector<double>& received,
                                double& dropped) {
     dropped = 0;
     if (!(ip.role(g) & parallel::kRunsExperts)) return GpuExperts{};
     dropped = local_copies(rr, rank, received);
-    return GpuExperts{experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden), regroup(g, rr.size())};
+    return GpuExperts{experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden), regroup(g, rr.size()),
+                      recomputed_activation(ctx, g, rows, lp.expert_ffn_hidden)};
   };
   // A fused backend de-duplicates per rank: each rank's share of a source's copies (`per_expert`
   // over `total`, spread over the replicas) gives its distinct tokens per copy.
@@ -454,6 +474,8 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
         if (ip.role(g) & parallel::kRunsExperts) {
           out.expert_forward[g] = experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden);
           out.expert_regroup[g] = regroup(g, rr.size());
+          if (!out.expert_activation.empty())
+            out.expert_activation[g] = recomputed_activation(ctx, g, rows, lp.expert_ffn_hidden);
         }
       auto [found, fresh] = exchanges.try_emplace(brought, gather.size());
       if (fresh) {
@@ -529,6 +551,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
         }
         out.expert_forward[g] = sh.by_kind_rank[i].forward;
         out.expert_regroup[g] = sh.by_kind_rank[i].regroup;
+        if (!out.expert_activation.empty()) out.expert_activation[g] = sh.by_kind_rank[i].activation;
         out.dropped_copies += sh.dropped_by_kind_rank[i];
       }
       out.add(sh.traffic);
@@ -757,6 +780,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
           const GpuExperts x = gpu_experts(group.gpus[r], rr, r, received, dropped);
           out.expert_forward[group.gpus[r]] = x.forward;
           out.expert_regroup[group.gpus[r]] = x.regroup;
+          if (!out.expert_activation.empty()) out.expert_activation[group.gpus[r]] = x.activation;
           out.dropped_copies += dropped;
         }
       for (int e = 0; e < m.experts; ++e) out.expert_tokens[e] += received[e];

@@ -40,6 +40,9 @@ struct LayerRouting {
   // Per GPU, one chunk: the regroup of its received copies into local-expert order and back
   // (regroup_time), where the backend does not permute in its dispatch; the same forward and backward.
   std::vector<compute::Work> expert_regroup;
+  // Per GPU, one chunk: the experts' activation alone, which they run again before their backward
+  // where the training recomputes it (workload::RecomputeModule::MoeAct); empty where it does not.
+  std::vector<compute::Work> expert_activation;
   std::vector<double> expert_tokens;                   // per expert: token copies received over all groups
   std::vector<double> expert_routed;                   // per expert: copies the routers sent it, before drops
   double routed_copies = 0;                            // token copies routed by all sources (top-k counted k times)

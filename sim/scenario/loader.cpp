@@ -228,6 +228,36 @@ parallel::EpBackend read_ep_backend(const Json& p, const std::string& file) {
   return b;
 }
 
+// training.recompute_modules (workload::RecomputeModule), given: under selective recomputation
+// only; Megatron's "moe" is not modelled, and mla_up_proj needs MLA.
+std::uint8_t read_recompute_modules(const Json& t, const Scenario& s, const std::string& file) {
+  if (s.training.recompute != workload::Recompute::Selective)
+    throw InputError(file, "$.training.recompute_modules",
+                     "recompute_modules chooses what selective recomputation recomputes, but training.recompute is " +
+                         t.at("recompute").get<std::string>(),
+                     "set training.recompute to \"selective\", or remove recompute_modules");
+  static const std::pair<const char*, workload::RecomputeModule> names[] = {
+      {"core_attn", workload::RecomputeModule::CoreAttn},     {"layernorm", workload::RecomputeModule::Layernorm},
+      {"mla_up_proj", workload::RecomputeModule::MlaUpProj},  {"moe_act", workload::RecomputeModule::MoeAct},
+      {"mlp", workload::RecomputeModule::Mlp},                {"shared_experts", workload::RecomputeModule::SharedExperts}};
+  std::uint8_t bits = 0;
+  for (const Json& j : t.at("recompute_modules")) {
+    const std::string name = j.get<std::string>();
+    if (name == "moe")
+      throw InputError(file, "$.training.recompute_modules",
+                       "recomputing the whole MoE layer with its all-to-alls (Megatron's \"moe\") is not modelled",
+                       "use training.recompute \"full\" (whole layers), or the MoE layer's parts: moe_act, shared_experts, "
+                       "layernorm");
+    if (name == "mla_up_proj" && !s.model.mla)
+      throw InputError(file, "$.training.recompute_modules",
+                       fmt::format("mla_up_proj recomputes MLA's up projections, and model {} has no MLA", s.model.name),
+                       "remove mla_up_proj, or give the model an \"mla\" section");
+    for (const auto& [key, module] : names)
+      if (name == key) bits |= static_cast<std::uint8_t>(1u << static_cast<int>(module));
+  }
+  return bits;
+}
+
 // The software section (software/software.hpp). A full-iteration CUDA graph cannot hold the
 // device-to-host read of a blocking EP dispatch (Megatron-Core refuses to capture it).
 software::Software read_software(const Json& doc, const Scenario& s, const std::string& file) {
@@ -242,6 +272,7 @@ software::Software read_software(const Json& doc, const Scenario& s, const std::
   out.grouped_gemm = sw.at("grouped_gemm") == "per_expert" ? compute::GroupedGemmKernels::PerExpert
                                                            : compute::GroupedGemmKernels::One;
   out.ep_overlap = sw.at("ep_overlap").get<bool>();
+  out.shared_expert_overlap = sw.at("shared_expert_overlap").get<bool>();
   const bool moe = s.model.experts > 1;
   if (out.graphs.full_iteration && moe && s.parallel.ep_backend.syncs_host())
     throw InputError(file, "$.software.cuda_graphs",
@@ -541,6 +572,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.training.recompute = t.at("recompute") == "full"        ? workload::Recompute::Full
                          : t.at("recompute") == "selective" ? workload::Recompute::Selective
                                                             : workload::Recompute::None;
+  if (t.contains("recompute_modules")) s.training.recompute_modules = read_recompute_modules(t, s, file);
   if (s.training.optimizer_on_host && !s.hosts)
     throw InputError(file, "$.training.optimizer",
                      "the optimizer steps on the host, but the cluster describes no hosts (memory, CPU optimizer rate, "

@@ -195,6 +195,10 @@ NodePtr software_schema() {
                "another's backward together, layer by layer, each one's EP all-to-alls beside the other's compute "
                "(strategy ep; with one pipeline stage a second microbatch's forward starts before the first's "
                "backward)"),
+      optional("shared_expert_overlap", boolean(), true,
+               "Megatron-Core's moe_shared_expert_overlap: the shared experts run beside the dispatch all-to-all on "
+               "a side stream; false (Megatron-Core's default, and its presets'): before the router, on the compute "
+               "stream, with nothing beside them"),
       optional("grouped_gemm", enumeration({"grouped", "per_expert"}), "grouped",
                "how the local experts' GeMMs are launched: one grouped kernel (CUTLASS/cuBLASLt grouped GeMM), or a "
                "GeMM kernel per expert (Transformer Engine's GroupedLinear over cuBLAS)"),
@@ -218,6 +222,12 @@ NodePtr scenario_schema() {
                "activation recomputation: none; selective (the attention core, Korthikanti et al. 2022; free with "
                "FlashAttention, which recomputes it anyway); full (each layer's forward, its all-to-alls included, "
                "run again before its backward; only layer inputs kept)"),
+      optional("recompute_modules",
+               array_of(enumeration({"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "shared_experts", "moe"})),
+               nullptr,
+               "under selective recomputation, the modules recomputed, as Megatron-Core's recompute_modules (default "
+               "[\"core_attn\"]): each frees the activations its forward keeps and runs that forward again before "
+               "its backward; \"moe\" (the whole MoE layer) is not modelled"),
       optional("optimizer", enumeration({"gpu", "host"}), "gpu",
                "where the optimizer state lives and steps: on each GPU, or on its host's CPU (ZeRO-Offload: "
                "gradients copied over PCIe, CPU Adam, weights copied back; needs cluster.hosts)"),

@@ -12,6 +12,7 @@
 #include "sim/blocks/gradient_sync.hpp"
 #include "sim/blocks/moe_block.hpp"
 #include "sim/blocks/optimizer_step.hpp"
+#include "sim/blocks/recompute_block.hpp"
 #include "sim/blocks/vocabulary_block.hpp"
 #include "sim/core/error.hpp"
 #include "sim/schedule/schedule.hpp"
@@ -173,7 +174,7 @@ void Writer::close_block(int mb, Frontier& f) {
 
 // The attention's part of layer l's backward, after its FFN or MoE block's.
 void Writer::attention_backward(int l, int mb, Frontier& f) {
-  if (em_.ctx.training.recompute == workload::Recompute::Selective) blocks::recompute_attention_core(em_, l, mb, f);
+  blocks::recompute_before_attention_backward(em_, l, mb, f);
   blocks::attention(em_, Phase::Backward, l, mb, f);
   attention_done_[l] = f;
 }
@@ -205,6 +206,7 @@ void Writer::run(const WorkItem& item) {
         // A layer-major MoE block recomputes each side's part locally (moe_block.hpp).
         if (em_.ctx.training.recompute == workload::Recompute::Full && !(moe && layer_major_))
           layer_forward(Phase::Recompute, l, mb, rt, f);
+        blocks::recompute_before_mlp_backward(em_, l, mb, moe != nullptr, f);
         if (moe && layer_major_) {
           open_block(Phase::Backward, l, mb, it->second, f);
           break;
@@ -385,6 +387,7 @@ void Writer::overlapped_layers(int fl, int fmb, int bl, int bmb) {
   forward_prelude(fl, fmb, ff);
   const blocks::LayerRouting& frt = draw_routing(fl, fmb);
   fsdp_gather(Phase::Backward, bl, bmb, bf);
+  blocks::recompute_before_mlp_backward(em_, bl, bmb, true, bf);
   const auto brt = routing_.find({bmb, bl});
   Frontier forward_experts;
   blocks::MoeInFlight b = blocks::MoeInFlight::of(*bmoe, brt->second, Phase::Backward, bl, bmb, nullptr, experts_done_[bl]);

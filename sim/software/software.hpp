@@ -65,6 +65,10 @@ struct Software {
   // microbatch's forward and another's backward are written together, layer by layer, each
   // one's all-to-alls beside the other's compute (schedule/iteration_program.cpp).
   bool ep_overlap = false;
+  // Megatron-Core's moe_shared_expert_overlap: the shared experts run beside the dispatch
+  // all-to-all (on a side stream), not before the router on the compute stream. moesim's default
+  // overlaps them; Megatron-Core's (and the presets of its recipes) does not.
+  bool shared_expert_overlap = true;
   // Whether the host's launches are modelled at all: false for a scenario without a software
   // section whose defaults leave every cost 0 (tasks start as soon as the GPU can run them).
   bool models_host() const {

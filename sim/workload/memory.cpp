@@ -1,6 +1,7 @@
 #include "sim/workload/memory.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace moesim::workload {
 
@@ -20,9 +21,9 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   // these bytes, for the backward (an approximation: norms and softmax keep BF16 inputs).
   const double scale = cluster::dtype_bytes(t.dtype) / 2.0;
   const double sbh = in.tokens * m.hidden;
-  // The attention scores (5·a·s²·b) are kept unless FlashAttention or selective recomputation
-  // recomputes them in the backward.
-  const bool keep_scores = !in.flash_attention && t.recompute == Recompute::None;
+  // The attention scores (5·a·s²·b) are kept unless FlashAttention or recomputation of the
+  // attention core (selective, core_attn) recomputes them in the backward.
+  const bool keep_scores = !in.flash_attention && t.recompute != Recompute::Full && !t.recomputes(RecomputeModule::CoreAttn);
   const double scores = keep_scores ? 5.0 * m.heads * t.sequence_length * in.tokens : 0.0;
   // Korthikanti's 11·sbh of attention, by what it keeps per token: the QKV projection's input
   // (2h), Q, K and V (2 bytes per column each), the output projection's input (2 per column) and
@@ -42,25 +43,51 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   // Dense MLP (19·sbh for a 4h FFN: input 2, fc1 out 8, activation 8, dropout mask 1), written
   // for FFN size d: 2h + 4d + h per token, plus 2d more for the gate of SwiGLU.
   const auto mlp_per_token = [&](double d) { return 3.0 * m.hidden + (m.ffn_gemms() == 3 ? 6.0 : 4.0) * d; };
-  // One microbatch's activations of layer l (bytes).
-  const auto layer_bytes = [&](int l) {
-    double a = attention_and_norms;
+  // What the recomputed modules (TrainingConfig::recompute_modules) do not keep, per token of one
+  // layer: layernorm the norms' outputs (the QKV projection's input, 2h of the attention's, split
+  // like it; a dense FFN's or the shared experts' input, 2h); mla_up_proj the up projections'
+  // Q, K and V; moe_act each routed copy's activation output (2·ffn); mlp a dense FFN's
+  // activations but its input; shared_experts the shared experts' likewise. The router's input,
+  // the pre-MLP norm's output, is not counted here (it shares its storage with the shared experts'
+  // input, and a layer without shared experts keeps only it).
+  const auto recomputes = [&](RecomputeModule r) { return t.recomputes(r); };
+  const double attention_freed =
+      !m.attention ? 0.0
+                   : ((recomputes(RecomputeModule::Layernorm) ? 2.0 * m.hidden : 0.0) +
+                      (m.mla && recomputes(RecomputeModule::MlaUpProj)
+                           ? 2.0 * (m.query_width() + m.key_width() + m.value_width())
+                           : 0.0)) * in.tokens / tp;
+  const double ffn_input = recomputes(RecomputeModule::Layernorm) ? 2.0 * m.hidden : 0.0;
+  // One microbatch's activations of layer l and, of them, the bytes its recomputed modules do not
+  // keep (bytes).
+  const auto layer_bytes = [&](int l) -> std::pair<double, double> {
+    double a = attention_and_norms, freed = attention_freed;
     if (m.is_moe(l)) {
       a += in.expert_tokens_per_layer * mlp_per_token(expert_ffn);
       a += m.shared_experts * in.tokens * mlp_per_token(m.ffn_hidden);
       a += 2.0 * in.tokens * m.experts;  // router logits
-      return a * scale + in.moe_buffer_bytes;
+      if (recomputes(RecomputeModule::MoeAct)) freed += in.expert_tokens_per_layer * 2.0 * expert_ffn;
+      if (m.shared_experts > 0) {
+        const double shared = m.shared_experts * in.tokens * (mlp_per_token(m.ffn_hidden) - 2.0 * m.hidden);
+        freed += recomputes(RecomputeModule::SharedExperts) ? shared : 0.0;
+        freed += in.tokens * ffn_input;
+      }
+      return {a * scale + in.moe_buffer_bytes, freed * scale};
     }
-    return (a + in.tokens * mlp_per_token(m.dense_ffn_hidden)) * scale;
+    a += in.tokens * mlp_per_token(m.dense_ffn_hidden);
+    freed += in.tokens * (recomputes(RecomputeModule::Mlp) ? mlp_per_token(m.dense_ffn_hidden) - 2.0 * m.hidden : 0.0);
+    freed += in.tokens * ffn_input;
+    return {a * scale, freed * scale};
   };
   std::vector<int> all;
   if (in.layers.empty())
     for (int l = 0; l < m.layers; ++l) all.push_back(l);
-  double layers_total = 0, largest = 0;
+  double layers_total = 0, largest = 0, largest_freed = 0;
   for (const int l : in.layers.empty() ? all : in.layers) {
-    const double bytes = layer_bytes(l);
-    layers_total += bytes;
+    const auto [bytes, freed] = layer_bytes(l);
+    layers_total += bytes - freed;
     largest = std::max(largest, bytes);
+    largest_freed = std::max(largest_freed, freed);
   }
   if (t.recompute == Recompute::Full) {
     // Each layer keeps its input, 2·sbh (split over tp with sequence parallelism), for every
@@ -72,7 +99,8 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
     const double expert_inputs = 2.0 * in.kept_expert_inputs * m.hidden * scale;
     f.activations = in.in_flight * (held * inputs + moe_held * expert_inputs) + largest;
   } else {
-    f.activations = in.in_flight * layers_total;
+    // The recomputed modules' activations live again during one layer's backward at a time.
+    f.activations = in.in_flight * layers_total + largest_freed;
   }
   if (m.vocab > 0) {
     // The embedding keeps its tokens' ids (8 bytes each) and dropout mask (1 byte per element)

@@ -7,7 +7,9 @@
 // the widths of Q, K, V and the output projection (GQA, explicit head_dim, MLA's latents). MoE blocks replace the MLP term by
 // the expert activations of the tokens a GPU actually receives. A pipeline stage holds its own
 // layers' activations for as many microbatches as its schedule keeps in flight. Recomputation
-// (§5): selective drops the scores; full keeps each layer's input (2·sbh) and one layer whole. With the optimizer on the host
+// (§5): selective drops the scores, and what each of Megatron-Core's recompute_modules does not
+// keep (TrainingConfig::recompute_modules; one layer's of them live again during its backward);
+// full keeps each layer's input (2·sbh) and one layer whole. With the optimizer on the host
 // (ZeRO-Offload) its state and a copy of the gradients live in host memory instead. The
 // vocabulary's ends as Megatron-LM's theoretical memory estimate counts them
 // (megatron/training/theoretical_memory_usage.py): the embedding's token ids and dropout mask,

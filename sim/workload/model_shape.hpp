@@ -79,6 +79,16 @@ struct ModelShape {
 // forward run again before its backward: Megatron's --recompute-granularity full, uniform, 1 layer).
 enum class Recompute : std::uint8_t { None, Selective, Full };
 
+// Selective recomputation by module, as Megatron-Core names them (TransformerConfig.recompute_modules,
+// megatron/core/transformer/transformer_config.py; default core_attn): each frees the activations its
+// forward keeps and runs that forward again just before its backward. core_attn: the attention core
+// (the scores above; nothing to do with FlashAttention); layernorm: the input and pre-MLP norms'
+// outputs (the GeMM inputs they feed); mla_up_proj: MLA's up projections, their Q, K, V; moe_act:
+// the routed experts' activation output; mlp: a dense layer's FFN from its input; shared_experts:
+// the shared experts from theirs. Megatron's "moe" (the whole MoE layer, exchanges included) is
+// not modelled: training.recompute "full" recomputes whole layers.
+enum class RecomputeModule : std::uint8_t { CoreAttn, Layernorm, MlaUpProj, MoeAct, Mlp, SharedExperts, Count };
+
 struct TrainingConfig {
   int sequence_length = 1;
   int micro_batch_size = 1;  // sequences per GPU per microbatch
@@ -87,9 +97,14 @@ struct TrainingConfig {
   cluster::Dtype dtype = cluster::Dtype::bf16;
   double capacity_factor = 0;  // 0: no capacity limit (dropless)
   bool causal = true;
-  bool optimizer_on_host = false;
-  Recompute recompute = Recompute::None;  // the optimizer state lives and steps on the host (ZeRO-Offload)
+  bool optimizer_on_host = false;  // the optimizer state lives and steps on the host (ZeRO-Offload)
+  Recompute recompute = Recompute::None;
+  // Under Recompute::Selective, the modules recomputed (bits by RecomputeModule).
+  std::uint8_t recompute_modules = 1u << static_cast<int>(RecomputeModule::CoreAttn);
   double tokens_per_microbatch() const { return static_cast<double>(sequence_length) * micro_batch_size; }
+  bool recomputes(RecomputeModule m) const {
+    return recompute == Recompute::Selective && (recompute_modules >> static_cast<int>(m) & 1u);
+  }
 };
 
 }  // namespace moesim::workload

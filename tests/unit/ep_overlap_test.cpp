@@ -3,6 +3,8 @@
 // and the configurations Megatron-Core refuses, refused here too.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "sim/core/error.hpp"
 #include "sim/simulation/simulation.hpp"
 #include "test_support.hpp"
@@ -38,12 +40,13 @@ TEST(EpOverlap, AForwardsExchangeRunsBesideAnotherMicrobatchsBackwardCompute) {
   // microbatch 0's experts (backward), microbatch 1's experts, microbatch 0's router (backward); and
   // microbatch 1's dispatch all-to-all runs while microbatch 0's expert backward computes. Each
   // exchange then hides behind the other microbatch's compute: the iteration is shorter, and the
-  // stage holds two microbatches' activations instead of one.
+  // stage, of one layer, holds two microbatches' activations instead of one (a layer's more).
   simulation::Simulation plain(test::scenario_from(overlap_case(false).dump()));
   plain.run(test::with_task_log());
   simulation::Simulation over(test::scenario_from(overlap_case(true).dump()));
   over.run(test::with_task_log());
   EXPECT_LT(over.mean_iteration_time(), plain.mean_iteration_time());
+  // One layer: the forward's layer is whole before the backward frees the other microbatch's.
   EXPECT_DOUBLE_EQ(over.memory()[0].activations, 2 * plain.memory()[0].activations);
 
   const auto& names = over.engine().names();
@@ -95,4 +98,32 @@ TEST(EpOverlap, WhatMegatronCoreRefusesIsRefused) {
   auto parm = overlap_case(true);
   parm["strategy"] = {{"name", "parm"}};
   refused(parm, "another strategy");
+}
+
+TEST(SharedExpertOverlap, OffTheSharedExpertsRunBeforeTheRouterWithNothingBesideThem) {
+  // One MoE layer with attention and a shared expert, EP 2. Megatron-Core's default
+  // (moe_shared_expert_overlap off): the shared expert's forward ends before the router starts,
+  // so the dispatch, which waits for the router, starts after it; nothing of the dispatch runs
+  // beside it. On: it runs after the router, beside the dispatch, which starts before it ends.
+  const auto run = [](bool overlap) {
+    auto doc = overlap_case(false);
+    doc["model"] = {{"layers", 1}, {"hidden", 2048}, {"ffn_hidden", 4096}, {"experts", 2}, {"top_k", 1},
+                    {"shared_experts", 1}, {"heads", 16}, {"vocab", 0}};
+    doc["software"] = {{"shared_expert_overlap", overlap}};
+    simulation::Simulation sim(test::scenario_from(doc.dump()));
+    sim.run(test::with_task_log());
+    std::map<std::string, std::pair<Time, Time>> first;  // name -> (start, end) of microbatch 0's forward
+    for (const auto& t : sim.task_log().tasks()) {
+      if (t.end < 0 || t.gpu != 0 || t.label.phase != engine::Phase::Forward || t.label.microbatch != 0) continue;
+      first.try_emplace(sim.engine().names()[t.label.name], t.start, t.end);
+    }
+    return first;
+  };
+  auto off = run(false), on = run(true);
+  for (const auto* seen : {&off, &on})
+    for (const char* name : {"shared_expert", "gate", "dispatch"}) ASSERT_TRUE(seen->contains(name)) << name;
+  EXPECT_LE(off["shared_expert"].second, off["gate"].first);
+  EXPECT_GE(off["dispatch"].first, off["shared_expert"].second);
+  EXPECT_GE(on["shared_expert"].first, on["gate"].second);
+  EXPECT_LT(on["dispatch"].first, on["shared_expert"].second);
 }

@@ -153,8 +153,17 @@ ProgramSize program_per_iteration(const StrategyContext& ctx, int chunks,
   // Per microbatch: forward and backward, the recomputed forward, FSDP's gathers before each and
   // its reduce-scatter after the backward.
   const double passes = 2 + (t.recompute == workload::Recompute::Full ? 1 : 0);
-  const P extra = (t.recompute == workload::Recompute::Selective ? P::kernels(1) : P{}) +
-                  (fsdp ? P::collective(3, dense_group) : P{});
+  const P extra = fsdp ? P::collective(3, dense_group) : P{};
+  // Selective recomputation's tasks (recompute_block.hpp): the attention side's (the norm and up
+  // projections in one, the core), the pre-MLP norm, a dense FFN with its collectives, the shared
+  // experts with theirs, each chunk's expert activation.
+  using workload::RecomputeModule;
+  const auto again = [&](RecomputeModule r) { return t.recomputes(r) ? 1.0 : 0.0; };
+  const P recomputed = P::kernels(std::max(again(RecomputeModule::Layernorm), again(RecomputeModule::MlaUpProj)) +
+                                  again(RecomputeModule::CoreAttn) + again(RecomputeModule::Layernorm));
+  const P recomputed_dense = recomputed + again(RecomputeModule::Mlp) * (P::kernels(1) + tp);
+  const P recomputed_moe = recomputed + (m.shared_experts > 0 ? again(RecomputeModule::SharedExperts) * (P::kernels(1) + tp) : P{}) +
+                           P::kernels(again(RecomputeModule::MoeAct) * chunks);
   // The optimizer step and its waits; on the host two of them are the copies to and from it.
   const P optimizer = t.optimizer_on_host ? P::kernels(2) + P::host_copies(2) : P::kernels(4);
   P total;
@@ -162,7 +171,7 @@ ProgramSize program_per_iteration(const StrategyContext& ctx, int chunks,
     const std::vector<int> layers = pipeline.layers_of_stage(st);
     P per_microbatch, per_iteration = optimizer;
     for (const int l : layers) {
-      per_microbatch += passes * (m.is_moe(l) ? moe : dense) + extra;
+      per_microbatch += passes * (m.is_moe(l) ? moe : dense) + extra + (m.is_moe(l) ? recomputed_moe : recomputed_dense);
       // Gradient sync (dense, and the experts' over edp), and the distributed optimizer's gathers.
       per_iteration += P::collective(sharded ? 2 : 1, dense_group);
       if (m.is_moe(l) && layout.edp() > 1) per_iteration += P::collective(sharded ? 2 : 1, layout.edp());
