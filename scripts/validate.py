@@ -367,10 +367,12 @@ def write_archive(lines, entries):
               "say why they cannot be. `python3 scripts/archive.py --write DIR` writes the scenarios. Each row lists",
               "the recipe's settings moesim does not model yet; `launch wait` is the share of the iteration the",
               "GPUs' kernels were ready but not yet issued by the host. No row is held to a tolerance yet",
-              f"(the goal: within {goal:.0%}). {len(refused)} expressible rows are refused by moesim: out of GPU memory",
-              "where the real run fit (EP overlap keeps two microbatches' activations on one stage, counted whole",
-              "after Korthikanti et al.; the recipes' paged stash and Transformer Engine's own savings are not",
-              "modelled yet).", ""]
+              f"(the goal: within {goal:.0%})."]
+    if refused:
+        lines += [f"{len(refused)} expressible rows are refused by moesim: out of GPU memory where the real run fit",
+                  "(activations counted whole after Korthikanti et al.; the recipes' paged stash and Transformer",
+                  "Engine's own savings are not modelled yet)."]
+    lines += [""]
     if run:
         lines += [f"Mean |error| {mean([abs(e['error']) for e in run]):.1%} over {len(run)} rows; "
                   f"{sum(abs(e['error']) <= goal for e in run)} within {goal:.0%}; "

@@ -40,9 +40,16 @@ std::vector<Unit> stage_order(parallel::PipelineSchedule schedule, int s, int p,
   return out;
 }
 
-int peak_in_flight(const std::vector<Unit>& order) {
-  int now = 0, peak = 0;
-  for (const Unit& u : order) {
+double peak_in_flight(const std::vector<Unit>& order, bool ep_overlap, double layer) {
+  double now = 0, peak = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const Unit& u = order[i];
+    const Unit* next = i + 1 < order.size() ? &order[i + 1] : nullptr;
+    if (ep_overlap && u.forward && next && !next->forward && next->microbatch != u.microbatch) {
+      peak = std::max(peak, now + layer);
+      ++i;
+      continue;
+    }
     now += u.forward ? 1 : -1;
     peak = std::max(peak, now);
   }

@@ -48,8 +48,12 @@ using parallel::Work;
 using parallel::WorkItem;
 
 // The most units stage `order` holds activations for at once (a forward adds one, a backward
-// frees one): under 1F1B stage s of p holds min(p − s, m) microbatches.
-int peak_in_flight(const std::vector<Unit>& order);
+// frees one): under 1F1B stage s of p holds min(p − s, m) microbatches. `ep_overlap`: a forward
+// and the backward after it (of another microbatch) are written together, layer by layer, the
+// forward's ascending and the backward's descending (iteration_program.cpp), so the backward
+// frees a layer as the forward adds one: the pair holds at most `layer` (one layer's share of a
+// unit) more than before it, and as much after it.
+double peak_in_flight(const std::vector<Unit>& order, bool ep_overlap = false, double layer = 0);
 
 // The layer-major order of one stage holding every layer.
 std::vector<WorkItem> layer_major(int layers, int microbatches);

@@ -95,6 +95,21 @@ TEST(Pipeline, OneFOneBHoldsPMinusIMicrobatchesOnStageI) {
   EXPECT_EQ(schedule::peak_in_flight(schedule::stage_order(parallel::PipelineSchedule::Interleaved, 3, p, 2, m)), 5);
 }
 
+TEST(Pipeline, UnderEpOverlapAForwardWrittenWithABackwardHoldsOneLayerMore) {
+  // One stage, 4 microbatches under EP overlap: F0, then F1 with B0, F2 with B1, F3 with B2, then
+  // B3. Each pair runs the forward's layers ascending beside the backward's descending, a layer
+  // freed as one is added: after F0 one unit is held, during a pair at most one layer more (a
+  // quarter of a unit for 4 layers), never the two units the order alone would count.
+  const auto order = schedule::stage_order(parallel::PipelineSchedule::OneFOneB, 0, 1, 1, 4, true);
+  EXPECT_DOUBLE_EQ(schedule::peak_in_flight(order), 2.0);
+  EXPECT_DOUBLE_EQ(schedule::peak_in_flight(order, true, 0.25), 1.25);
+  // Interleaved, p = 2, v = 2, 4 microbatches, stage 0: the warm-up forwards (2·1 + 2 = 4 and
+  // one more) are held whole; in the steady state each pair adds a layer at most.
+  const auto interleaved = schedule::stage_order(parallel::PipelineSchedule::Interleaved, 0, 2, 2, 4, true);
+  const double plain = schedule::peak_in_flight(interleaved);
+  EXPECT_DOUBLE_EQ(schedule::peak_in_flight(interleaved, true, 0.5), plain - 1 + 0.5);
+}
+
 TEST(Pipeline, EachStageKeepsTheActivationsOfItsMicrobatchesInFlight) {
   // Stages of 2 equal layers: under 1F1B stage i holds p − i microbatches (4, 3, 2, 1), under
   // GPipe every stage holds all m = 8; weights are each stage's 2 layers, a quarter of the model.
