@@ -140,8 +140,6 @@ def not_modelled(recipe):
         notes.append("FP8 attention core (BF16 here)")
     if setting(recipe, "use_transformer_engine_op_fuser"):
         notes.append("CuTe-DSL fused grouped MLP (timed as moesim's grouped GeMM)")
-    if (setting(recipe, "mtp_num_layers") or 0) > 0:
-        notes.append("MTP layer")
     modules = setting(recipe, "recompute_modules") or []
     if setting(recipe, "recompute_granularity") == "selective" and "moe" in modules:
         notes.append("recompute of the whole MoE layer")
@@ -216,6 +214,9 @@ def scenario(row, recipe, spec):
         parallel["ep_non_blocking"] = True
         parallel["ep_capacity_factor"] = min(1.0, 1.5 * top_k / (ep * min(top_k, local)))
         notes.append("paged stash (as non-blocking HybridEP at 1.5x the balanced capacity)")
+    model = {"preset": preset}
+    if (setting(recipe, "mtp_num_layers") or 0) > 0:
+        model["mtp_layers"] = setting(recipe, "mtp_num_layers")
     recompute = setting(recipe, "recompute_granularity")
     training = {"sequence_length": int(row["Sequence Length"]), "micro_batch_size": int(row["MBS"]),
                 "global_batch_size": int(row["GBS"]), "dtype": dtype,
@@ -227,7 +228,7 @@ def scenario(row, recipe, spec):
           "description": f"Megatron-Bridge {row['container']} performance archive, line {row['line']} of "
                          f"tests/data/realdata/{spec['source']} ({row['Tokens / sec / GPU']} tokens/s/GPU measured); "
                          f"recipe {recipe['file']} at {recipe['ref']}",
-          "cluster": cluster(system, gpus), "model": {"preset": preset}, "training": training,
+          "cluster": cluster(system, gpus), "model": model, "training": training,
           "routing": {"sampling": "expected" if setting(recipe, "moe_router_force_load_balancing", False) else "sampled"},
           "parallel": parallel, "software": software, "strategy": {"name": "ep"}}
     return sc, notes

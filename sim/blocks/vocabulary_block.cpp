@@ -17,25 +17,55 @@ void on_token_holders(Emission& em, engine::Phase direction, std::string_view na
   for (const std::uint32_t g : em.active())
     if (em.runs_attention(g)) f[g] = em.pb.compute(g, duration(g), label, f[g]);
 }
-}  // namespace
 
-void embedding(Emission& em, engine::Phase direction, int mb, Frontier& f) {
+// The embedding lookup of the rank's tokens, labelled `name` at `layer`.
+void lookup(Emission& em, engine::Phase direction, std::string_view name, int layer, int mb, Frontier& f) {
   const double tokens = em.rank_tokens();
   const bool backward = direction == engine::Phase::Backward;
-  if (backward) tensor_parallel_enter(em, direction, 0, mb, f);
-  on_token_holders(em, direction, "embedding", 0, mb, f,
+  if (backward) tensor_parallel_enter(em, direction, layer, mb, f);
+  on_token_holders(em, direction, name, layer, mb, f,
                    [&](const compute::ComputeModel& cm) { return embedding_time(cm, em.ctx.model, tokens); });
-  if (!backward) tensor_parallel_exit(em, direction, 0, mb, f);
+  if (!backward) tensor_parallel_exit(em, direction, layer, mb, f);
 }
 
-void lm_head(Emission& em, engine::Phase direction, int mb, Frontier& f) {
+// The LM head and its softmax over the rank's tokens, labelled `name` at `layer`.
+void head(Emission& em, engine::Phase direction, std::string_view name, int layer, int mb, Frontier& f) {
   const double tokens = em.rank_tokens();
-  const int tp = em.plan.tensor_parallel.size, layer = em.ctx.model.layers;
+  const int tp = em.plan.tensor_parallel.size;
   const bool backward = direction == engine::Phase::Backward;
   if (!backward) tensor_parallel_enter(em, direction, layer, mb, f);
-  on_token_holders(em, direction, "lm_head", layer, mb, f,
+  on_token_holders(em, direction, name, layer, mb, f,
                    [&](const compute::ComputeModel& cm) { return lm_head_time(cm, em.ctx.model, tokens, tp); });
   if (backward) tensor_parallel_exit(em, direction, layer, mb, f);
+}
+}  // namespace
+
+void embedding(Emission& em, engine::Phase direction, int mb, Frontier& f) { lookup(em, direction, "embedding", 0, mb, f); }
+
+void lm_head(Emission& em, engine::Phase direction, int mb, Frontier& f) {
+  head(em, direction, "lm_head", em.ctx.model.layers, mb, f);
+}
+
+void mtp_input(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f) {
+  const double tokens = em.rank_tokens();
+  const auto& m = em.ctx.model;
+  // The two norms and the projection M of [norm(h); norm(emb)] (2h → h; Megatron-Core's eh_proj
+  // is column-parallel: its columns split over tp).
+  const auto projection = [&](const compute::ComputeModel& cm) {
+    return norm_time(cm, m, tokens) + norm_time(cm, m, tokens) +
+           compute::kernel(cm.gemm(tokens, m.hidden / em.plan.tensor_parallel.size, 2 * m.hidden));
+  };
+  if (direction == engine::Phase::Backward) {
+    on_token_holders(em, direction, "mtp_projection", layer, mb, f, projection);
+    lookup(em, direction, "mtp_embedding", layer, mb, f);
+  } else {
+    lookup(em, direction, "mtp_embedding", layer, mb, f);
+    on_token_holders(em, direction, "mtp_projection", layer, mb, f, projection);
+  }
+}
+
+void mtp_head(Emission& em, engine::Phase direction, int layer, int mb, Frontier& f) {
+  head(em, direction, "mtp_head", layer, mb, f);
 }
 
 }  // namespace moesim::blocks

@@ -16,4 +16,12 @@ namespace moesim::blocks {
 void embedding(Emission& em, engine::Phase direction, int microbatch, Frontier& f);
 void lm_head(Emission& em, engine::Phase direction, int microbatch, Frontier& f);
 
+// A multi-token prediction module's ends (DeepSeek-V3 §2.2, Megatron-Core's
+// MultiTokenPredictionLayer), around its layer `layer`: before it, the embedding of the tokens one
+// step further (the shared embedding, looked up as above), the RMSNorms of that embedding and of
+// the hidden state, and the projection of their concatenation (2h → h); after it, the shared LM
+// head and its loss once more. Backward in reverse.
+void mtp_input(Emission& em, engine::Phase direction, int layer, int microbatch, Frontier& f);
+void mtp_head(Emission& em, engine::Phase direction, int layer, int microbatch, Frontier& f);
+
 }  // namespace moesim::blocks

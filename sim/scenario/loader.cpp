@@ -303,6 +303,9 @@ parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string
                                                 : parallel::PipelineSchedule::OneFOneB;
   c.first_stage_layers = p.value("first_stage_layers", -1);
   c.last_stage_layers = p.value("last_stage_layers", -1);
+  // The MTP modules follow the last stage's decoder layers there (Megatron-Core places them on
+  // the last pipeline stage).
+  if (c.last_stage_layers >= 0) c.last_stage_layers += s.model.mtp_layers;
   c.ep_backend = read_ep_backend(p, file);
   const auto& m = s.model;
   const std::uint64_t gpus = s.gpu_count();
@@ -531,6 +534,14 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.model.kv_heads = m.at("kv_heads").get<int>();
   s.model.vocab = m.at("vocab").get<double>();
   s.model.attention = m.at("attention").get<bool>();
+  // The MTP modules are layers after the decoder's (ModelShape::is_mtp).
+  s.model.mtp_layers = m.at("mtp_layers").get<int>();
+  s.model.layers += s.model.mtp_layers;
+  if (s.model.mtp_layers > 0 && (s.model.vocab <= 0 || !s.model.attention))
+    throw InputError(file, "$.model.mtp_layers",
+                     "multi-token prediction embeds the next tokens and predicts them through the LM head, and this "
+                     "model has no vocabulary or no attention",
+                     "give the model a vocab and attention, or remove mtp_layers");
   if (s.model.top_k > s.model.experts)
     throw InputError(file, "$.model.top_k", fmt::format("top_k {} exceeds the {} experts", s.model.top_k, s.model.experts),
                      "use top_k <= experts");
@@ -678,6 +689,12 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                      fmt::format("remove ep_backend (or set \"nccl\"), or use a strategy that takes one: {}",
                                  fmt::join(takes, ", ")));
   }
+  if (s.model.mtp_layers > 0 && s.strategy->name != "ep")
+    throw InputError(file, "$.model.mtp_layers",
+                     fmt::format("multi-token prediction is modelled in Megatron-Core's schedule (strategy ep); strategy "
+                                 "{} runs its paper's",
+                                 s.strategy->name),
+                     "remove mtp_layers, or use strategy ep");
   if (s.software.ep_overlap) {
     // Megatron-Core's own conditions (TransformerConfig.__post_init__ with
     // overlap_moe_expert_parallel_comm), where moesim follows them.

@@ -147,6 +147,11 @@ NodePtr model_schema() {
       optional("source", string(), nullptr, "where the shape comes from"),
       required("layers", integer(1, 65536), "transformer blocks"),
       optional("dense_layers", integer(0, 65536), 0, "leading blocks with a dense FFN instead of MoE"),
+      optional("mtp_layers", integer(0, 64), 0,
+               "multi-token prediction modules after the last block (DeepSeek-V3 section 2.2, Megatron-Core's "
+               "mtp_num_layers): each an MoE block with the embedding of the next tokens, two norms and a 2H x H "
+               "projection before it and a second pass of the LM head and loss after it, on the last pipeline "
+               "stage (strategy ep; not counted in layers)"),
       required("hidden", integer(1, 1 << 20), "hidden size H"),
       required("ffn_hidden", integer(1, 1 << 22), "expert FFN size M"),
       optional("dense_ffn_hidden", integer(1, 1 << 22), nullptr, "FFN size of dense blocks (default: ffn_hidden)"),

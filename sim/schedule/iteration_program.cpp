@@ -132,15 +132,20 @@ void Writer::vocabulary(Phase phase, Segment segment, int mb, Frontier& f) {
 // layer) or the dense FFN.
 void Writer::layer_forward(Phase phase, int l, int mb, const blocks::LayerRouting* rt, Frontier& f) {
   const parallel::MoeLayerPlan* moe = plan_.moe[l].get();
+  // A multi-token prediction module's input projection and second head around its layer (their
+  // outputs are kept: a recomputation runs the layer alone).
+  const bool mtp = phase == Phase::Forward && em_.ctx.model.is_mtp(l);
+  if (mtp) blocks::mtp_input(em_, phase, l, mb, f);
   blocks::attention(em_, phase, l, mb, f);
   if (!moe) {
     blocks::dense_ffn(em_, phase, l, mb, f);
-    return;
+  } else {
+    if (phase == Phase::Forward && moe->fetch && !moe->fetch->at_iteration_start && mb == 0)
+      blocks::fetch_layer(em_, *moe, l, f, fetched_[l]);
+    if (layer_major_ && phase == Phase::Forward) open_block(phase, l, mb, *rt, f);
+    else blocks::moe_forward(em_, *moe, l, mb, *rt, moe->fetch ? &fetched_[l] : nullptr, f, phase);
   }
-  if (phase == Phase::Forward && moe->fetch && !moe->fetch->at_iteration_start && mb == 0)
-    blocks::fetch_layer(em_, *moe, l, f, fetched_[l]);
-  if (layer_major_ && phase == Phase::Forward) open_block(phase, l, mb, *rt, f);
-  else blocks::moe_forward(em_, *moe, l, mb, *rt, moe->fetch ? &fetched_[l] : nullptr, f, phase);
+  if (mtp) blocks::mtp_head(em_, phase, l, mb, f);
 }
 
 // Opens layer l's MoE block of microbatch mb (forward or backward) and leaves it open: its
@@ -206,6 +211,8 @@ void Writer::run(const WorkItem& item) {
         // A layer-major MoE block recomputes each side's part locally (moe_block.hpp).
         if (em_.ctx.training.recompute == workload::Recompute::Full && !(moe && layer_major_))
           layer_forward(Phase::Recompute, l, mb, rt, f);
+        const bool mtp = em_.ctx.model.is_mtp(l);
+        if (mtp) blocks::mtp_head(em_, Phase::Backward, l, mb, f);
         blocks::recompute_before_mlp_backward(em_, l, mb, moe != nullptr, f);
         if (moe && layer_major_) {
           open_block(Phase::Backward, l, mb, it->second, f);
@@ -218,6 +225,7 @@ void Writer::run(const WorkItem& item) {
           blocks::dense_ffn(em_, Phase::Backward, l, mb, f);
         }
         attention_backward(l, mb, f);
+        if (mtp) blocks::mtp_input(em_, Phase::Backward, l, mb, f);
       }
       for (const std::uint32_t g : em_.active()) end_[g] = f[g];
       break;
@@ -372,12 +380,13 @@ void Writer::units(int stage, const Unit* fu, const Unit* bu) {
 //   compute:       f's attention and router | b's experts, f's experts | b's router and attention
 // (the un-permutes at the ends of the exchanges). The streams keep these orders and each piece
 // waits for what it needs, so each exchange runs beside the other microbatch's compute and the
-// SMs a fused backend's kernels hold slow that compute (engine.hpp). A dense layer on either side,
-// or a plan that fetches experts, runs the two layers one after the other.
+// SMs a fused backend's kernels hold slow that compute (engine.hpp). A dense layer or an MTP
+// module on either side, or a plan that fetches experts, runs the two layers one after the other.
 void Writer::overlapped_layers(int fl, int fmb, int bl, int bmb) {
   const parallel::MoeLayerPlan* fmoe = plan_.moe[fl].get();
   const parallel::MoeLayerPlan* bmoe = plan_.moe[bl].get();
-  if (!fmoe || !bmoe || fmoe->fetch || bmoe->fetch) {
+  const auto& m = em_.ctx.model;
+  if (!fmoe || !bmoe || fmoe->fetch || bmoe->fetch || m.is_mtp(fl) || m.is_mtp(bl)) {
     run({Work::Forward, Segment::Layer, fl, fmb});
     run({Work::Backward, Segment::Layer, bl, bmb});
     return;

@@ -62,6 +62,9 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   // keep (bytes).
   const auto layer_bytes = [&](int l) -> std::pair<double, double> {
     double a = attention_and_norms, freed = attention_freed;
+    // An MTP module's input: its two norms' inputs (the embedding and the hidden state, 2h each)
+    // and the projection's input, their concatenation (4h).
+    if (m.is_mtp(l)) a += 8.0 * m.hidden * in.tokens;
     if (m.is_moe(l)) {
       a += in.expert_tokens_per_layer * mlp_per_token(expert_ffn);
       a += m.shared_experts * in.tokens * mlp_per_token(m.ffn_hidden);
@@ -113,7 +116,10 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
     if (in.lm_head) {
       const double inputs = 4.0 * sbh * scale / (in.sequence_parallel ? tp : 1.0);
       const double logits = 4.0 * in.tokens * m.vocab / tp;
-      f.activations += (in.lm_head_in_flight >= 0 ? in.lm_head_in_flight : in.in_flight) * (inputs + logits);
+      // Each MTP module on this GPU runs the head once more, with its own loss (DeepSeek-V3 §2.2).
+      double heads = 1;
+      for (const int l : in.layers.empty() ? all : in.layers) heads += m.is_mtp(l) ? 1 : 0;
+      f.activations += (in.lm_head_in_flight >= 0 ? in.lm_head_in_flight : in.in_flight) * heads * (inputs + logits);
     }
   }
   return f;

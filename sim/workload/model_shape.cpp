@@ -16,7 +16,8 @@ double ModelShape::attention_params() const {
 double ModelShape::replicated_params() const {
   const double per_layer = attention_params() + norm_params();
   const double moe_extra = gate_params() + shared_experts * expert_params();
-  return layers * per_layer + moe_layers() * moe_extra + dense_layers * dense_ffn_params() + embedding_params();
+  return layers * per_layer + moe_layers() * moe_extra + dense_layers * dense_ffn_params() + embedding_params() +
+         mtp_layers * mtp_extra_params();
 }
 
 }  // namespace moesim::workload

@@ -41,6 +41,11 @@ struct ModelShape {
   double vocab = 0;
   // false: a bare MoE layer without attention (the layer benchmarks of Parm Table III, FasterMoE).
   bool attention = true;
+  // Multi-token prediction (DeepSeek-V3 §2.2; Megatron-Core's mtp_num_layers): the last mtp_layers
+  // of `layers` are MTP modules, each an MoE layer after the decoder's last with, before it, the
+  // embedding of the tokens one step further, two RMSNorms and a 2h → h projection, and after it
+  // a second pass of the shared LM head and its loss.
+  int mtp_layers = 0;
 
   double explicit_head_dim = 0;  // 0: hidden / heads (Qwen3 MoE uses 128 with hidden 2048 and 32 heads)
   std::optional<LatentAttention> mla;  // multi-head latent attention instead of (grouped-query) multi-head
@@ -58,6 +63,10 @@ struct ModelShape {
   int ffn_gemms() const { return expert_kind == ExpertKind::SwiGlu ? 3 : 2; }
   int moe_layers() const { return layers - dense_layers; }
   bool is_moe(int layer) const { return layer >= dense_layers; }
+  bool is_mtp(int layer) const { return layer >= layers - mtp_layers; }
+  // An MTP module's own parameters besides its layer's: the projection M (2h × h) and the norms of
+  // the embedding, of the previous depth's hidden state and of its output.
+  double mtp_extra_params() const { return 2 * hidden * hidden + 3 * hidden; }
 
   double expert_params() const { return ffn_gemms() * hidden * ffn_hidden; }  // P_E of HybridEP
   // Q, K, V projections (GQA: kv_heads key/value heads; MLA: down and up projections and the

@@ -172,6 +172,9 @@ ProgramSize program_per_iteration(const StrategyContext& ctx, int chunks,
     P per_microbatch, per_iteration = optimizer;
     for (const int l : layers) {
       per_microbatch += passes * (m.is_moe(l) ? moe : dense) + extra + (m.is_moe(l) ? recomputed_moe : recomputed_dense);
+      // An MTP module's embedding, projection and head, forward and backward, with the TP
+      // collectives of the embedding and the head.
+      if (m.is_mtp(l)) per_microbatch += 2 * (P::kernels(3) + (s.tp > 1 ? P::collective(2, s.tp) : P{}));
       // Gradient sync (dense, and the experts' over edp), and the distributed optimizer's gathers.
       per_iteration += P::collective(sharded ? 2 : 1, dense_group);
       if (m.is_moe(l) && layout.edp() > 1) per_iteration += P::collective(sharded ? 2 : 1, layout.edp());

@@ -70,7 +70,7 @@ parallel::ContextParallel context_parallel_of(const StrategyContext& ctx, const 
 }
 
 double dense_layer_params(const workload::ModelShape& m, int layer, int tp, double extra_moe) {
-  const double per_layer = m.attention_params() / tp + m.norm_params();
+  const double per_layer = m.attention_params() / tp + m.norm_params() + (m.is_mtp(layer) ? m.mtp_extra_params() : 0);
   return per_layer + (m.is_moe(layer) ? m.gate_params() + m.shared_experts * m.expert_params() / tp + extra_moe
                                       : m.dense_ffn_params() / tp);
 }
@@ -83,8 +83,9 @@ double dense_params_on_stage(const workload::ModelShape& m, const parallel::Pipe
   const double per_layer = m.attention_params() / tp + m.norm_params();
   const double moe_extra = m.gate_params() + m.shared_experts * m.expert_params() / tp;
   const double vocabulary = m.embedding_params() / 2 / tp;
+  const auto mtp = static_cast<double>(std::count_if(held.begin(), held.end(), [&](int l) { return m.is_mtp(l); }));
   return layers * per_layer + moe * moe_extra + dense * (m.dense_ffn_params() / tp) + (first ? vocabulary : 0) +
-         (last ? vocabulary : 0);
+         (last ? vocabulary : 0) + mtp * m.mtp_extra_params();
 }
 
 int permute_alignment(const StrategyContext& ctx) {
