@@ -134,8 +134,8 @@ def pipeline(row, recipe, layers, pp, vp):
 def not_modelled(recipe):
     """The recipe's settings that change its speed and moesim does not model yet."""
     notes = []
-    if setting(recipe, "delay_wgrad_compute"):
-        notes.append("delayed weight-gradient GeMMs")
+    if setting(recipe, "delay_wgrad_compute") and not setting(recipe, "overlap_moe_expert_parallel_comm"):
+        notes.append("delayed weight-gradient GeMMs without EP overlap")
     if setting(recipe, "fp8_dot_product_attention"):
         notes.append("FP8 attention core (BF16 here)")
     if setting(recipe, "use_transformer_engine_op_fuser"):
@@ -188,6 +188,8 @@ def scenario(row, recipe, spec):
         software["grouped_gemm"] = "grouped"
     if setting(recipe, "overlap_moe_expert_parallel_comm"):
         software["ep_overlap"] = True
+        if setting(recipe, "delay_wgrad_compute"):
+            software["delay_wgrad"] = True
     if setting(recipe, "moe_shared_expert_overlap"):
         software["shared_expert_overlap"] = True
     if setting(recipe, "moe_router_fusion") is False:

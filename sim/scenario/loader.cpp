@@ -273,6 +273,12 @@ software::Software read_software(const Json& doc, const Scenario& s, const std::
                                                            : compute::GroupedGemmKernels::One;
   out.ep_overlap = sw.at("ep_overlap").get<bool>();
   out.shared_expert_overlap = sw.at("shared_expert_overlap").get<bool>();
+  out.delay_wgrad = sw.at("delay_wgrad").get<bool>();
+  if (out.delay_wgrad && !out.ep_overlap)
+    throw InputError(file, "$.software.delay_wgrad",
+                     "delaying the experts' weight gradients needs EP overlap (Megatron-Core's delay_wgrad_compute "
+                     "requires overlap_moe_expert_parallel_comm)",
+                     "set \"ep_overlap\": true, or remove delay_wgrad");
   const bool moe = s.model.experts > 1;
   if (out.graphs.full_iteration && moe && s.parallel.ep_backend.syncs_host())
     throw InputError(file, "$.software.cuda_graphs",

@@ -200,6 +200,9 @@ NodePtr software_schema() {
                "another's backward together, layer by layer, each one's EP all-to-alls beside the other's compute "
                "(strategy ep; with one pipeline stage a second microbatch's forward starts before the first's "
                "backward)"),
+      optional("delay_wgrad", boolean(), false,
+               "Megatron-Core's delay_wgrad_compute (needs ep_overlap): the experts' backward computes the data "
+               "gradients first, so that the all-to-all back leaves with them, and the weight gradients beside it"),
       optional("shared_expert_overlap", boolean(), true,
                "Megatron-Core's moe_shared_expert_overlap: the shared experts run beside the dispatch all-to-all on "
                "a side stream; false (Megatron-Core's default, and its presets'): before the router, on the compute "

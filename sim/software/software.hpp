@@ -65,6 +65,9 @@ struct Software {
   // microbatch's forward and another's backward are written together, layer by layer, each
   // one's all-to-alls beside the other's compute (schedule/iteration_program.cpp).
   bool ep_overlap = false;
+  // Megatron-Core's delay_wgrad_compute (with ep_overlap): an expert backward computes its data
+  // gradients first, the exchange back leaves with them, and its weight gradients run beside it.
+  bool delay_wgrad = false;
   // Megatron-Core's moe_shared_expert_overlap: the shared experts run beside the dispatch
   // all-to-all (on a side stream), not before the router on the compute stream. moesim's default
   // overlaps them; Megatron-Core's (and the presets of its recipes) does not.

@@ -57,7 +57,7 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
                       (m.mla && recomputes(RecomputeModule::MlaUpProj)
                            ? 2.0 * (m.query_width() + m.key_width() + m.value_width())
                            : 0.0)) * in.tokens / tp;
-  const double ffn_input = recomputes(RecomputeModule::Layernorm) ? 2.0 * m.hidden : 0.0;
+  const double ffn_input = m.attention && recomputes(RecomputeModule::Layernorm) ? 2.0 * m.hidden : 0.0;
   // One microbatch's activations of layer l and, of them, the bytes its recomputed modules do not
   // keep (bytes).
   const auto layer_bytes = [&](int l) -> std::pair<double, double> {

@@ -828,5 +828,39 @@ TEST_F(BadInput, ZebraWithAGlobalBatch) {
       {"$.training.global_batch_size", "attention GPUs only", "training.microbatches"});
 }
 
+// (issue 44) The software's switches and the recomputation modules, where Megatron-Core refuses
+// them or moesim does not model them.
+TEST_F(BadInput, RecomputeModulesWithoutSelective) {
+  expect_rejected_by_run_and_validate(
+      "modules-full.json",
+      scenario_text(kTwoNodes, R"({"preset": "gpt-medium-moe"})",
+                    R"({"sequence_length": 1024, "recompute": "full", "recompute_modules": ["moe_act"]})", R"({"name": "ep"})"),
+      {"$.training.recompute_modules", "training.recompute is full", "\"selective\""});
+}
+
+TEST_F(BadInput, RecomputeModuleNotModelled) {
+  expect_rejected_by_run_and_validate(
+      "modules-moe.json",
+      scenario_text(kTwoNodes, R"({"preset": "gpt-medium-moe"})",
+                    R"({"sequence_length": 1024, "recompute": "selective", "recompute_modules": ["moe"]})",
+                    R"({"name": "ep"})"),
+      {"$.training.recompute_modules", "not modelled", "moe_act"});
+}
+
+TEST_F(BadInput, DelayedWeightGradientsWithoutEpOverlap) {
+  std::string text = scenario_text(kTwoNodes, R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})",
+                                   R"({"name": "ep"})");
+  text.insert(text.rfind('}'), R"(, "software": {"delay_wgrad": true})");
+  expect_rejected_by_run_and_validate("delay-wgrad.json", text, {"$.software.delay_wgrad", "\"ep_overlap\": true"});
+}
+
+TEST_F(BadInput, MultiTokenPredictionOutsideMegatronsSchedule) {
+  expect_rejected_by_run_and_validate(
+      "mtp-parm.json",
+      scenario_text(kTwoNodes, R"({"preset": "gpt-medium-moe", "mtp_layers": 1})", R"({"sequence_length": 1024})",
+                    R"({"name": "parm"})"),
+      {"$.model.mtp_layers", "strategy ep"});
+}
+
 }  // namespace
 }  // namespace moesim_cli

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 
 #include "sim/core/error.hpp"
 #include "sim/simulation/simulation.hpp"
@@ -126,4 +127,40 @@ TEST(SharedExpertOverlap, OffTheSharedExpertsRunBeforeTheRouterWithNothingBeside
   EXPECT_GE(off["dispatch"].first, off["shared_expert"].second);
   EXPECT_GE(on["shared_expert"].first, on["gate"].second);
   EXPECT_LT(on["dispatch"].first, on["shared_expert"].second);
+}
+
+TEST(EpOverlap, DelayedWeightGradientsRunBesideTheExchangeBack) {
+  // Megatron-Core's delay_wgrad_compute: microbatch 0's expert backward becomes its data gradients,
+  // then its weight gradients (half the backward's GeMM work each; the two together as long as the
+  // undelayed backward). The exchange back (the backward's second all-to-all, "dispatch") leaves
+  // when the data gradients end instead of after both, so it runs beside the weight gradients,
+  // and the iteration is not longer.
+  const auto run = [](bool delay) {
+    auto doc = overlap_case(true);
+    doc["software"]["delay_wgrad"] = delay;
+    auto sim = std::make_unique<simulation::Simulation>(test::scenario_from(doc.dump()));
+    sim->run(test::with_task_log());
+    return sim;
+  };
+  const auto plain = run(false), delayed = run(true);
+  const auto find = [](const simulation::Simulation& sim, const std::string& name) {
+    for (const auto& t : sim.task_log().tasks())
+      if (t.end >= 0 && t.gpu == 0 && t.label.phase == engine::Phase::Backward && t.label.microbatch == 0 &&
+          sim.engine().names()[t.label.name] == name)
+        return std::pair{t.start, t.end};
+    return std::pair<Time, Time>{-1, -1};
+  };
+  const auto whole = find(*plain, "experts"), dgrad = find(*delayed, "experts"), wgrad = find(*delayed, "experts_wgrad");
+  const auto back = find(*delayed, "dispatch"), plain_back = find(*plain, "dispatch");
+  ASSERT_GE(wgrad.first, 0);
+  EXPECT_EQ((dgrad.second - dgrad.first) + (wgrad.second - wgrad.first), whole.second - whole.first);
+  EXPECT_EQ(wgrad.first, dgrad.second);
+  EXPECT_EQ(back.first, dgrad.second);
+  EXPECT_LT(back.first, wgrad.second);
+  EXPECT_EQ(plain_back.first, whole.second);
+  EXPECT_LE(delayed->mean_iteration_time(), plain->mean_iteration_time());
+  // Without EP overlap Megatron-Core refuses it.
+  auto alone = overlap_case(false);
+  alone["software"]["delay_wgrad"] = true;
+  EXPECT_THROW(test::scenario_from(alone.dump()), InputError);
 }
