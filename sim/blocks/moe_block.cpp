@@ -238,20 +238,18 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
       cur[g] = em.pb.compute(g, x.routing->expert_activation[g],
                              em.label(Phase::Recompute, WorkKind::Expert, "expert_activation", x.layer, x.microbatch, c),
                              cur[g]);
-    if (x.backward && em.software().delay_wgrad) {
-      // Delayed weight gradients: the data gradients (half the backward's GeMM work, and the
-      // regroup) end the chunk's part before the exchange back; the weight gradients (the other
-      // half) follow on the compute stream beside it, and end the experts' gradients.
-      const compute::Work bwd = cm.backward(ef);
-      const compute::Work wgrad{bwd.time / 2, bwd.kernels / 2};
-      cur[g] = em.pb.compute(g, compute::Work{t.time - wgrad.time, t.kernels - wgrad.kernels}, le, cur[g]);
-      (*x.experts_done)[g] =
-          em.pb.compute(g, wgrad, em.label(x.phase, WorkKind::Expert, "experts_wgrad", x.layer, x.microbatch, c), cur[g]);
-      continue;
-    }
-    const TaskId e = em.pb.compute(g, t, le, cur[g]);
+    // Delayed weight gradients: the data gradients (half the backward's GeMM work, and the
+    // regroup) end the chunk's part before the exchange back; the weight gradients (the other
+    // half) follow on the compute stream beside it, and end the experts' gradients.
+    const bool delay = x.backward && em.software().delay_wgrad;
+    const compute::Work bwd = delay ? cm.backward(ef) : compute::Work{};
+    const compute::Work wgrad{bwd.time / 2, bwd.kernels / 2};
+    const TaskId e = em.pb.compute(g, compute::Work{t.time - wgrad.time, t.kernels - wgrad.kernels}, le, cur[g]);
     if (x.fetched) em.pb.depend((*x.fetched)[g], e);
     cur[g] = (*x.experts_done)[g] = e;
+    if (delay)
+      (*x.experts_done)[g] =
+          em.pb.compute(g, wgrad, em.label(x.phase, WorkKind::Expert, "experts_wgrad", x.layer, x.microbatch, c), e);
   }
 }
 

@@ -70,6 +70,9 @@ class Writer {
   void overlapped_layers(int forward_layer, int forward_mb, int backward_layer, int backward_mb);
   // Before a layer's forward: its parameters' all-gather (first microbatch) and FSDP's gather.
   void forward_prelude(int layer, int mb, Frontier& f);
+  // Before a layer's backward: FSDP's gather, its recomputation (a full one, unless a layer-major
+  // MoE block recomputes locally; the modules before its MLP's backward) and an MTP module's head.
+  void backward_prelude(int layer, int mb, const blocks::LayerRouting* routing, Frontier& f);
   // The routing of MoE layer l for microbatch mb, drawn and kept for its backward.
   const blocks::LayerRouting& draw_routing(int layer, int mb);
   void vocabulary(Phase phase, Segment segment, int mb, Frontier& f);
@@ -177,11 +180,13 @@ void Writer::close_block(int mb, Frontier& f) {
   }
 }
 
-// The attention's part of layer l's backward, after its FFN or MoE block's.
+// The attention's part of layer l's backward, after its FFN or MoE block's (and an MTP module's
+// input projection after it).
 void Writer::attention_backward(int l, int mb, Frontier& f) {
   blocks::recompute_before_attention_backward(em_, l, mb, f);
   blocks::attention(em_, Phase::Backward, l, mb, f);
   attention_done_[l] = f;
+  if (em_.ctx.model.is_mtp(l)) blocks::mtp_input(em_, Phase::Backward, l, mb, f);
 }
 
 void Writer::run(const WorkItem& item) {
@@ -207,13 +212,7 @@ void Writer::run(const WorkItem& item) {
       } else {
         const auto it = routing_.find({mb, l});
         const blocks::LayerRouting* rt = moe ? &it->second : nullptr;
-        fsdp_gather(Phase::Backward, l, mb, f);  // for the recomputation too
-        // A layer-major MoE block recomputes each side's part locally (moe_block.hpp).
-        if (em_.ctx.training.recompute == workload::Recompute::Full && !(moe && layer_major_))
-          layer_forward(Phase::Recompute, l, mb, rt, f);
-        const bool mtp = em_.ctx.model.is_mtp(l);
-        if (mtp) blocks::mtp_head(em_, Phase::Backward, l, mb, f);
-        blocks::recompute_before_mlp_backward(em_, l, mb, moe != nullptr, f);
+        backward_prelude(l, mb, rt, f);
         if (moe && layer_major_) {
           open_block(Phase::Backward, l, mb, it->second, f);
           break;
@@ -225,7 +224,6 @@ void Writer::run(const WorkItem& item) {
           blocks::dense_ffn(em_, Phase::Backward, l, mb, f);
         }
         attention_backward(l, mb, f);
-        if (mtp) blocks::mtp_input(em_, Phase::Backward, l, mb, f);
       }
       for (const std::uint32_t g : em_.active()) end_[g] = f[g];
       break;
@@ -245,6 +243,16 @@ void Writer::forward_prelude(int l, int mb, Frontier& f) {
   // The layer's first forward waits for its parameters' all-gather (distributed optimizer).
   if (mb == 0 && !gathered_[l].empty()) wait_for(gathered_[l], Phase::Forward, l, mb, f);
   fsdp_gather(Phase::Forward, l, mb, f);
+}
+
+void Writer::backward_prelude(int l, int mb, const blocks::LayerRouting* rt, Frontier& f) {
+  const bool moe = plan_.moe[l] != nullptr;
+  fsdp_gather(Phase::Backward, l, mb, f);  // for the recomputation too
+  // A layer-major MoE block recomputes each side's part locally (moe_block.hpp).
+  if (em_.ctx.training.recompute == workload::Recompute::Full && !(moe && layer_major_))
+    layer_forward(Phase::Recompute, l, mb, rt, f);
+  if (em_.ctx.model.is_mtp(l)) blocks::mtp_head(em_, Phase::Backward, l, mb, f);
+  blocks::recompute_before_mlp_backward(em_, l, mb, moe, f);
 }
 
 // The routing is drawn at the layer's forward and kept for the backward (and a recomputation);
@@ -395,9 +403,8 @@ void Writer::overlapped_layers(int fl, int fmb, int bl, int bmb) {
   Frontier& bf = front_[bmb];
   forward_prelude(fl, fmb, ff);
   const blocks::LayerRouting& frt = draw_routing(fl, fmb);
-  fsdp_gather(Phase::Backward, bl, bmb, bf);
-  blocks::recompute_before_mlp_backward(em_, bl, bmb, true, bf);
   const auto brt = routing_.find({bmb, bl});
+  backward_prelude(bl, bmb, &brt->second, bf);
   Frontier forward_experts;
   blocks::MoeInFlight b = blocks::MoeInFlight::of(*bmoe, brt->second, Phase::Backward, bl, bmb, nullptr, experts_done_[bl]);
   blocks::MoeInFlight f = blocks::MoeInFlight::of(*fmoe, frt, Phase::Forward, fl, fmb, nullptr, forward_experts);

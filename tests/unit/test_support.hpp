@@ -5,12 +5,15 @@
 #include <sstream>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "calibrate/fit/nccl_tests_log.hpp"
 #include "calibrate/fit/profile_builder.hpp"
 #include "sim/blocks/layer_costs.hpp"
 #include "sim/blocks/token_routing.hpp"
 #include "sim/cluster/link_graph.hpp"
 #include "sim/cluster/topology.hpp"
+#include "sim/core/error.hpp"
 #include "sim/engine/task_log.hpp"
 #include "sim/network/analytic_executor.hpp"
 #include "sim/network/flow_executor.hpp"
@@ -134,6 +137,17 @@ inline scenario::Loader loader() { return scenario::Loader(MOESIM_SOURCE_DIR); }
 inline scenario::Scenario scenario_from(const std::string& json, const std::string& file = "test.json") {
   const auto l = loader();
   return l.build(l.resolve(schema::Json::parse(json), file), file);
+}
+
+// Expects loading `doc` to be refused at JSON path `path`, with a fix.
+inline void expect_refused_at(const schema::Json& doc, const std::string& path) {
+  try {
+    scenario_from(doc.dump());
+    ADD_FAILURE() << "accepted, expected a refusal at " << path;
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), path) << e.what();
+    EXPECT_FALSE(e.fix().empty()) << e.what();
+  }
 }
 
 // One MoE layer's routing under a hand-written plan, on a scenario's cluster, model and routing
