@@ -185,8 +185,9 @@ void Writer::close_block(int mb, Frontier& f) {
 void Writer::attention_backward(int l, int mb, Frontier& f) {
   blocks::recompute_before_attention_backward(em_, l, mb, f);
   blocks::attention(em_, Phase::Backward, l, mb, f);
-  attention_done_[l] = f;
   if (em_.ctx.model.is_mtp(l)) blocks::mtp_input(em_, Phase::Backward, l, mb, f);
+  // The layer's dense gradients (an MTP module's projection's among them) are ready.
+  attention_done_[l] = f;
 }
 
 void Writer::run(const WorkItem& item) {
