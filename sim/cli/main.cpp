@@ -183,10 +183,13 @@ int cmd_run(const Common& c) {
   struct Cleanup {
     const fs::path& folder;
     bool armed;
+    RemovedOnSignal on_signal;  // a run stopped by a signal removes it too
     ~Cleanup() {
       if (armed) remove_if_empty(folder);
     }
-  } cleanup{out, created};
+  } cleanup{out, created, created ? RemovedOnSignal(out, true) : RemovedOnSignal()};
+  // Released (its file removed) before the cleanup above looks at the folder.
+  const OutputFolderLock lock(out, out_flag, fmt::format("pid {}: moesim run {}", ::getpid(), c.scenario.string()));
   simulation::RunOptions options;
   options.trace = c.trace;
   options.trace_gpus = traced;
@@ -204,9 +207,13 @@ int cmd_run(const Common& c) {
   if (shown) std::cerr << "\n";
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Everything succeeded: now write, results.json last (its presence says the run is complete).
-  if (c.trace) write_file(out / "trace.json", [&](std::ostream& o) { sim.write_trace(o); });
-  write_file(out / "scenario.effective.json", sim.scenario().effective.dump(2) + "\n");
-  write_file(out / "results.json", [&](std::ostream& o) { report::write_json(o, sim.results()); });
+  // All three or none: results.json is never beside another run's trace or scenario.
+  std::vector<std::pair<fs::path, OutputWriter>> files;
+  if (c.trace) files.emplace_back(out / "trace.json", [&](std::ostream& o) { sim.write_trace(o); });
+  const std::string effective = sim.scenario().effective.dump(2) + "\n";
+  files.emplace_back(out / "scenario.effective.json", [&](std::ostream& o) { o << effective; });
+  files.emplace_back(out / "results.json", [&](std::ostream& o) { report::write_json(o, sim.results()); });
+  write_files(files);
   cleanup.armed = false;
   if (!c.quiet) {
     rusage usage{};
@@ -306,6 +313,7 @@ int cmd_presets(const Common& c) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  install_output_signal_handlers();
   if (args.empty()) {
     std::cerr << kUsage;
     return 2;

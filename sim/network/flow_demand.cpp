@@ -22,7 +22,10 @@ void FlowDemands::add(std::uint32_t link, double bytes) const {
 void FlowDemands::collect(FlowPhase& out) const {
   out.demand.reserve(touched_.size());
   for (std::uint32_t l : touched_) {
-    out.demand.push_back({l, scratch_[l] * drain_[links_.tier(l)]});
+    // A calibrated tier whose measured segment has β = 0 (latency only: nccl-tests' smallest
+    // sizes) drains its bytes in no time: no demand on its links, only the latency.
+    const double bytes = scratch_[l] * drain_[links_.tier(l)];
+    if (bytes > 0) out.demand.push_back({l, bytes});
     scratch_[l] = 0;
   }
   touched_.clear();

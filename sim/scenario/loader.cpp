@@ -341,6 +341,11 @@ parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string
   if (c.schedule != parallel::PipelineSchedule::Interleaved && c.sizes.vp > 1)
     throw InputError(file, "$.parallel.vp", fmt::format("vp {} needs the interleaved schedule, not {}", c.sizes.vp, schedule),
                      "use \"schedule\": \"interleaved_1f1b\" or vp 1");
+  // Megatron-Core refuses it too (parallel_state.initialize_model_parallel: "pipeline-model-parallel
+  // size should be greater than 1 with interleaved schedule").
+  if (c.sizes.vp > 1 && c.sizes.pp == 1)
+    throw InputError(file, "$.parallel.vp", fmt::format("vp {} needs pipeline stages, but pp is 1", c.sizes.vp),
+                     "set parallel.pp above 1, or vp 1");
   std::string why;
   if (parallel::stage_layers(m.layers, c.sizes.pp * c.sizes.vp, c.first_stage_layers, c.last_stage_layers, &why).empty())
     throw InputError(file, "$.parallel.pp",

@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <unistd.h>
 #include <utility>
 
 #include "sim/core/error.hpp"
@@ -156,7 +158,10 @@ class Writer {
     const std::size_t points = table.points();
     const std::string effective = table.base_effective().dump(2) + "\n";
     // Nothing is written before every point validated and the folder proved writable.
-    prepare_output_folder(csv_.parent_path().empty() ? fs::path(".") : csv_.parent_path(), "--out");
+    const fs::path folder = csv_.parent_path().empty() ? fs::path(".") : csv_.parent_path();
+    prepare_output_folder(folder, "--out");
+    // Before the CSV is read: a second sweep on the folder is refused, not interleaved.
+    lock_.emplace(folder, "--out", fmt::format("pid {}: moesim sweep into {}", ::getpid(), csv_.string()));
     std::error_code exists_error;
     if (fs::exists(csv_, exists_error)) {
       const std::string text = read_text(csv_);
@@ -191,11 +196,19 @@ class Writer {
       }
     } else {
       // Both written whole or not at all: a CSV exists only with its header and its scenario beside it.
-      if (!options.effective.empty()) write_file(options.effective, effective);
-      write_file(csv_, header + "\n");
+      std::vector<std::pair<fs::path, OutputWriter>> files;
+      if (!options.effective.empty()) files.emplace_back(options.effective, [&](std::ostream& o) { o << effective; });
+      files.emplace_back(csv_, [&](std::ostream& o) { o << header << "\n"; });
+      write_files(files);
     }
-    out_ = std::fopen(csv_.string().c_str(), "ab");
-    if (!out_) throw OutputError(fmt::format("cannot append to {}: {}", csv_.string(), std::strerror(errno)));
+    // Appended to the file itself, never through a link planted in its place.
+    const int fd = ::open(csv_.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    out_ = fd >= 0 ? ::fdopen(fd, "ab") : nullptr;
+    if (!out_) {
+      const int err = errno;
+      if (fd >= 0) ::close(fd);
+      throw OutputError(fmt::format("cannot append to {}: {}", csv_.string(), std::strerror(err)));
+    }
     std::error_code size_error;
     good_size_ = fs::file_size(csv_, size_error);
     committed_ = done_;
@@ -260,6 +273,7 @@ class Writer {
 
  private:
   fs::path csv_;
+  std::optional<OutputFolderLock> lock_;
   bool progress_ = false;
   std::FILE* out_ = nullptr;
   mutable std::mutex mu_;

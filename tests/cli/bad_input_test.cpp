@@ -708,6 +708,13 @@ TEST_F(BadInput, LayersThatDoNotSplitOverTheVirtualStages) {
        "first_stage_layers"});
 }
 
+TEST_F(BadInput, VirtualStagesWithoutPipelineStages) {
+  // Regression (issue 45, class 1): vp 2 with pp 1 was valid to `validate` and crashed `run` with
+  // SIGSEGV. Megatron-Core refuses it (an interleaved schedule needs pipeline-model-parallel > 1).
+  expect_rejected_by_run_and_validate("layout-vp-pp1.json", layout_scenario(R"({"vp": 2})"),
+                                      {"$.parallel.vp", "vp 2 needs pipeline stages, but pp is 1", "set parallel.pp above 1"});
+}
+
 TEST_F(BadInput, InterleavedScheduleWithMicrobatchesNotAMultipleOfPp) {
   expect_rejected_by_run_and_validate("layout-mb.json",
                                       layout_scenario(R"({"pp": 4, "vp": 3})", R"({"sequence_length": 1024, "microbatches": 6})"),

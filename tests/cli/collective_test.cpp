@@ -94,6 +94,21 @@ TEST_F(Collective, ComparesWithARealLog) {
   EXPECT_NE(r.out.find("over the 9 sizes of 64 MiB and more"), std::string::npos) << r.out;
 }
 
+TEST_F(Collective, AProfileSegmentOfLatencyOnlyCostsItsLatency) {
+  // Regression (issue 45, class 2): the shipped B200 profile fits its 8-rank all-reduce below 32
+  // bytes with beta = 0 (nccl-tests' smallest sizes are latency only). On a DGX H100 the flow
+  // model gave that phase's flows no bytes to drain and aborted ("a flow got no bandwidth"). Now
+  // an 8-byte all-reduce costs the segment's alpha, 19.4363 us, under every algorithm.
+  const std::string profile = (kSourceDir / "calibrations" / "b200-vultr-nccl-tests.json").string();
+  for (const std::string algorithm : {"auto", "ring", "tree", "nvls", "hierarchical"})
+    for (const std::string network : {"flow", "analytic"}) {
+      const Result r = moesim({"collective", "all_reduce", "--cluster", "dgx-h100", "--profile", profile, "-b", "8", "-e", "8",
+                               "--algorithm", algorithm, "--network", network});
+      ASSERT_EQ(r.code, 0) << algorithm << " " << network << "\n" << describe(r);
+      EXPECT_NEAR(std::stod(rows(r.out).at(0).at(2)), 19.44, 0.011) << algorithm << " " << network << "\n" << r.out;
+    }
+}
+
 TEST_F(Collective, BadInputExits2) {
   const fs::path s = flat();
   Result r = moesim({"collective", "broadcast", "--cluster", s.string()});
