@@ -183,6 +183,16 @@ calibration::Profile build_profile(const std::vector<Measurements>& inputs, cons
     const auto it = o.dtype_as.find(dtype);
     return it == o.dtype_as.end() ? dtype : it->second;
   };
+  // A rule FROM=TO where the inputs measure TO as well would merge two tables into one: refused.
+  std::map<std::string, std::string> measured_in;  // dtype as measured → a file measuring it
+  for (const auto& m : inputs)
+    for (const GemmSample& g : m.gemm) measured_in.emplace(g.dtype, m.file);
+  for (const auto& [from, to] : o.dtype_as)
+    if (from != to && measured_in.count(from) && measured_in.count(to))
+      throw InputError("--dtype-as", from + "=" + to,
+                       fmt::format("the inputs measure {} GeMMs too ({}): filing {} under {} would merge two tables", to,
+                                   measured_in.at(to), from, to),
+                       "drop the rule, or the input that measures " + to);
   for (const auto& m : inputs)
     for (const GemmSample& g : m.gemm) {
       gemm[filed_as(g.dtype)][{g.m, g.n, g.k}].push_back(2 * g.m * g.n * g.k / g.seconds);

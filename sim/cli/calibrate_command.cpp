@@ -95,6 +95,9 @@ int cmd_calibrate(const std::vector<std::string>& args) {
     const std::string from = rule.substr(0, eq), to = eq == std::string::npos ? "" : rule.substr(eq + 1);
     if (!cluster::parse_dtype(from) || !cluster::parse_dtype(to))
       throw po::error(fmt::format("--dtype-as {}: expected FROM=TO with dtypes fp32, tf32, fp16, bf16, fp8 or mxfp8, e.g. fp32=tf32", rule));
+    if (build.dtype_as.count(from))
+      throw po::error(fmt::format("--dtype-as {}: {} is already filed as {}; give one rule per dtype", rule, from,
+                                  build.dtype_as.at(from)));
     build.dtype_as[from] = to;
   }
   std::vector<calibrate::Measurements> measured;

@@ -85,6 +85,11 @@ int cmd_collective(const std::vector<std::string>& args) {
       algorithm != "nvls" && algorithm != "direct")
     throw po::error("--algorithm is auto, ring, hierarchical, tree, nvls or direct (NCCL_ALGO's all-reduce choices)");
   if (!(factor > 1 && factor <= 1024)) throw po::error("--stepfactor must be above 1 (nccl-tests' -f)");
+  // What reads a log only means something with one to read.
+  for (const char* flag : {"table", "gpus-per-node"})
+    if (vm.count(flag) && compare.empty()) throw po::error(fmt::format("--{} reads the log of --compare; give --compare LOG", flag));
+  if (vm.count("table") && table < 1) throw po::error("--table counts from 1");
+  if (vm.count("gpus-per-node") && gpus_per_node < 1) throw po::error("--gpus-per-node must be at least 1");
   const scenario::Scenario sc = load(cluster, network, algorithm, profile, data.empty() ? scenario::Loader::default_data_dir() : fs::path(data));
   const simulation::Simulation sim(sc);
   const auto all = static_cast<int>(sim.topology().gpu_count());

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <optional>
 #include <iostream>
+#include <map>
+#include <set>
 #include <sys/resource.h>
 #include <thread>
 #include <unistd.h>
@@ -63,11 +65,13 @@ commands:
                                             FROM=TO files one dtype's tables under another
                                             (fp32=tf32 for XLA's f32 matmuls)
 
-common options:
-  --data DIR    folder holding models/ and topologies/ (default: $MOESIM_DATA or the source tree)
-  --threads N   threads for the per-source routing draws of EP groups above 2048 GPUs (default:
-                all cores; a sweep: its cores divided among its jobs); results do not depend on it
-  --quiet       no summary on stdout
+options (a command refuses those it does not take):
+  --data DIR    run, validate, sweep, presets, collective: folder holding models/ and topologies/
+                (default: $MOESIM_DATA or the source tree)
+  --threads N   run, sweep: threads for the per-source routing draws of EP groups above 2048 GPUs
+                (default: all cores; a sweep: its cores divided among its jobs); results do not
+                depend on it
+  --quiet       run, validate, sweep, calibrate fit: no summary on stdout (the exit code says)
 )";
 
 // Parses "0-7,16" into a per-GPU mask; a bad list is a usage error.
@@ -133,7 +137,14 @@ struct Common {
   std::optional<std::size_t> stop_after;
 };
 
-Common parse(const std::vector<std::string>& args, bool needs_scenario) {
+// The options each command takes: any other is refused, never accepted and ignored.
+const std::map<std::string, std::set<std::string>> kCommandOptions{
+    {"run", {"scenario", "out", "data", "trace", "trace-gpus", "quiet", "threads"}},
+    {"validate", {"scenario", "data", "quiet"}},
+    {"sweep", {"scenario", "out", "data", "jobs", "threads", "quiet", "stop-after"}},
+    {"presets", {"data"}}};
+
+Common parse(const std::string& command, const std::vector<std::string>& args, bool needs_scenario) {
   Common c;
   std::string data, out;
   po::options_description opts;
@@ -146,6 +157,10 @@ Common parse(const std::vector<std::string>& args, bool needs_scenario) {
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
   po::notify(vm);
+  for (const auto& [option, value] : vm)
+    if (!value.defaulted() && !kCommandOptions.at(command).count(option))
+      throw po::error(option == "scenario" ? fmt::format("{} takes no SCENARIO.json", command)
+                                           : fmt::format("{} does not take --{}", command, option));
   if (needs_scenario && !vm.count("scenario")) throw po::error("missing SCENARIO.json");
   if (vm.count("scenario")) c.scenario = vm["scenario"].as<std::string>();
   if (vm.count("jobs")) c.jobs = static_cast<unsigned>(count_flag("--jobs", jobs, 1024, "worker threads, e.g. --jobs 2"));
@@ -228,6 +243,7 @@ int cmd_validate(const Common& c) {
   scenario::Loader loader(c.data);
   const sweep::Validation v = sweep::validate(loader, loader.read_json(c.scenario), c.scenario.string());
   print_warnings(v.warnings);
+  if (c.quiet) return 0;
   const std::string run = fmt::format("run memory about {} ({})", format_bytes(v.host_bytes), v.host_terms);
   // The peak a run reaches: what this process holds already (binary, libraries, data) and the run's.
   const std::string host = fmt::format("{}; peak memory about {} with the {} moesim holds", run,
@@ -257,7 +273,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
     sweep::agree(
         ranks.get(),
         [&] {
-          c = parse(args, true);
+          c = parse("sweep", args, true);
           loader.emplace(c.data);
           resolved = loader->resolve(loader->read_json(c.scenario), c.scenario.string());
           const scenario::Scenario base = loader->build(resolved, c.scenario.string());
@@ -329,14 +345,14 @@ int main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   try {
-    if (command == "run") return cmd_run(parse(args, true));
-    if (command == "validate") return cmd_validate(parse(args, true));
+    if (command == "run") return cmd_run(parse(command, args, true));
+    if (command == "validate") return cmd_validate(parse(command, args, true));
     if (command == "sweep") return cmd_sweep(args);
-    if (command == "presets") return cmd_presets(parse(args, false));
+    if (command == "presets") return cmd_presets(parse(command, args, false));
     if (command == "calibrate") return cli::cmd_calibrate(args);
     if (command == "collective") return cli::cmd_collective(args);
     std::cerr << "moesim: error: unknown command \"" << command
-              << "\"; use run, validate, sweep, presets or calibrate (`moesim --help` shows the usage)\n";
+              << "\"; use run, validate, sweep, presets, collective or calibrate (`moesim --help` shows the usage)\n";
     return 2;
   } catch (...) {
     return exit_code(std::current_exception(), true);
@@ -348,7 +364,7 @@ namespace {
 // The exit code of a failure, its message printed on stderr when `print`.
 int exit_code(const std::exception_ptr& failure, bool print) {
   const auto say = [&](const std::string& line) {
-    if (print) std::cerr << line << "\n";
+    if (print) std::cerr << one_line(line) << "\n";
   };
   try {
     std::rethrow_exception(failure);

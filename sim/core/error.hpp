@@ -6,8 +6,13 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace moesim {
+
+// `s` on one line whatever it holds: control characters (a newline in a key, a tab in a value)
+// written as escapes (\n, \t, \xHH). Every error message passes through it.
+std::string one_line(std::string_view s);
 
 class InputError : public std::runtime_error {
  public:

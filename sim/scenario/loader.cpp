@@ -391,14 +391,15 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.file = file;
   s.name = doc.at("name").get<std::string>();
   // The name is the default output folder's last component (out/NAME): never a path.
-  const bool component = !s.name.empty() && s.name.size() <= 128 && s.name.find("..") == std::string::npos &&
-                         std::none_of(s.name.begin(), s.name.end(), [](char ch) {
-                           return ch == '/' || ch == '\\' || static_cast<unsigned char>(ch) < 0x20;
-                         });
+  // A letter or digit first: not ".", not a hidden folder, not an option ("-rf") to a shell tool.
+  const auto plain = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) != 0; };
+  const bool component = !s.name.empty() && s.name.size() <= 128 && plain(s.name.front()) &&
+                         s.name.find("..") == std::string::npos &&
+                         std::all_of(s.name.begin(), s.name.end(), [&](char ch) { return plain(ch) || ch == '-' || ch == '_' || ch == '.'; });
   if (!component)
     throw InputError(file, "$.name", fmt::format("{} is not a file name", schema::show(Json(s.name))),
-                     "name the scenario with up to 128 letters, digits, '-', '_' or '.' (no '/' and no '..'): it is the "
-                     "default output folder out/NAME");
+                     "name the scenario with up to 128 letters, digits, '-', '_' or '.', a letter or digit first (no "
+                     "'..'): it is the default output folder out/NAME");
   s.seed = doc.at("seed").get<std::uint64_t>();
 
   // GPU kinds: the catalogue plus the scenario's own.

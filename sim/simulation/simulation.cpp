@@ -80,6 +80,17 @@ class ProgressReporter {
   Progress progress_;
 };
 
+// A strategy names the JSON path of a bad option, not the file: the scenario's.
+template <typename F>
+decltype(auto) naming_the_file(const std::string& file, F&& f) {
+  try {
+    return f();
+  } catch (const InputError& e) {
+    if (!e.file().empty()) throw;
+    throw InputError(file, e.path(), e.problem(), e.fix());
+  }
+}
+
 }  // namespace
 
 Simulation::Simulation(scenario::Scenario scenario) : Simulation(std::move(scenario), nullptr) {}
@@ -88,7 +99,8 @@ Simulation::Simulation(scenario::Scenario scenario, std::unique_ptr<strategies::
     : scenario_(std::move(scenario)), topology_(scenario_.topology()) {
   // The strategy first: a profile's group entries are bound where its groups sit.
   scenario_strategy_ = !strategy;
-  strategy_ = strategy ? std::move(strategy) : scenario_.strategy->make(scenario_.strategy_options);
+  strategy_ = strategy ? std::move(strategy)
+                      : naming_the_file(scenario_.file, [&] { return scenario_.strategy->make(scenario_.strategy_options); });
   graph_ = std::make_unique<cluster::LinkGraph>(topology_);
   auto params = network::AlphaBetaTable::from_topology(topology_, *graph_);
   if (const auto* profile = scenario_.calibration.get()) {
@@ -200,11 +212,7 @@ RunShape Simulation::shape_of(const strategies::Strategy& strategy, strategies::
 
 void Simulation::check() {
   const auto ctx = context();
-  try {
-    strategy_->check(ctx);
-  } catch (const InputError& e) {
-    throw InputError(scenario_.file, e.path(), e.problem(), e.fix());
-  }
+  naming_the_file(scenario_.file, [&] { strategy_->check(ctx); });
   memory_ = strategy_->memory(ctx);
   for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g) {
     const double need = memory_[g].total();

@@ -543,7 +543,8 @@ TEST_F(BadInput, DurationsPastTheClock) {
 
 TEST_F(BadInput, NameThatWouldLeaveTheOutputFolder) {
   OrderedJson doc = quickstart();
-  for (const std::string name : {"../../x", "/tmp/abs", "a/b", ".."}) {
+  // "." wrote straight into out/; " ", "~" and "-rf" were accepted (issue 45).
+  for (const std::string name : {"../../x", "/tmp/abs", "a/b", "..", ".", " ", "~", "-rf", ".hidden", "a b", "a\nb"}) {
     doc["name"] = name;
     // Without --out: the default out/NAME must not become a path outside out/.
     const fs::path file = scenario("escape.json", doc.dump(2));
@@ -554,6 +555,23 @@ TEST_F(BadInput, NameThatWouldLeaveTheOutputFolder) {
     EXPECT_EQ(listing(work_), std::set<std::string>{"escape.json"}) << describe(r);
     EXPECT_EQ(listing(root_), (std::set<std::string>{"cap", "work"})) << describe(r);
   }
+}
+
+TEST_F(BadInput, ControlCharactersArePrintedAsEscapesOnOneLine) {
+  // A newline in a key was printed raw, the error spread over several lines (issue 45).
+  OrderedJson doc = quickstart();
+  doc["trai\nning"] = 1;
+  const std::string err = expect_rejected_by_run_and_validate("newline.json", doc.dump(2), {"$.trai\\nning", "unknown key \"trai\\nning\""});
+  EXPECT_EQ(err.find('\n'), err.size() - 1);
+}
+
+TEST_F(BadInput, AStrategyOptionErrorNamesTheScenarioFile) {
+  // A zebra option the strategy itself parses ("asym_ea": "x") was reported with an empty file
+  // name ("moesim: error: : $.strategy.asym_ea").
+  OrderedJson doc = OrderedJson::parse(read_text(kSourceDir / "scenarios" / "hetermoe-c1.json"));
+  doc.erase("sweep");
+  doc["strategy"]["asym_ea"] = "x";
+  expect_rejected_by_run_and_validate("asym.json", doc.dump(2), {"asym.json: $.strategy.asym_ea: asym_ea \"x\" is not an option"});
 }
 
 // A 5000-character string where a preset is named was a "File name too long" filesystem error.
@@ -594,7 +612,7 @@ TEST_F(BadInput, OutThatCannotBeWritten) {
   write_text(file, "x");
   const std::vector<std::pair<fs::path, std::string>> cases{{file, "exists and is not a folder"},
                                                            {file / "sub", "cannot create the folder: Not a directory"},
-                                                           {"/proc/moesim-out", "cannot create the folder"}};
+                                                           {"/proc/moesim-out", "is the root folder or a folder of the system itself"}};
   for (const auto& [out, problem] : cases) {
     for (const std::string command : {"run", "sweep"}) {
       const fs::path scenario_file = command == "run" ? kQuickstart : kSourceDir / "scenarios" / "sweep-interdc.json";

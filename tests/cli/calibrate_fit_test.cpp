@@ -121,5 +121,21 @@ TEST_F(CalibrateFit, BadGemmTableExits2AndWritesNothing) {
   EXPECT_EQ(listing(work_), (std::set<std::string>{"cells.csv"}));
 }
 
+TEST_F(CalibrateFit, DtypeRulesThatClashAreRefused) {
+  // XLA's table measures bf16 and f32: filing f32 under bf16 silently merged the two tables, and a
+  // repeated rule kept the last (issue 45). Both exit 2 and write nothing.
+  fs::create_directories(work_);
+  const fs::path out = work_ / "p.json";
+  const std::string table = (kLogs / "20_xla_h100_sm90_bf16_f32_gemm_flops_grid.csv").string();
+  Result r = moesim({"calibrate", "fit", table, "--dtype-as", "fp32=bf16", "--out", out.string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("moesim: error: --dtype-as: fp32=bf16: the inputs measure bf16 GeMMs too"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("would merge two tables; drop the rule"), std::string::npos) << r.err;
+  r = moesim({"calibrate", "fit", table, "--dtype-as", "fp32=tf32", "--dtype-as", "fp32=fp16", "--out", out.string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("--dtype-as fp32=fp16: fp32 is already filed as tf32; give one rule per dtype"), std::string::npos) << r.err;
+  EXPECT_TRUE(listing(work_).empty());
+}
+
 }  // namespace
 }  // namespace moesim_cli

@@ -99,7 +99,7 @@ TEST_F(Commands, UnknownCommandExits2) {
   const Result r = moesim({"frobnicate"});
   EXPECT_EQ(r.code, 2) << describe(r);
   EXPECT_EQ(r.out, "") << describe(r);
-  EXPECT_EQ(r.err, "moesim: error: unknown command \"frobnicate\"; use run, validate, sweep, presets or calibrate "
+  EXPECT_EQ(r.err, "moesim: error: unknown command \"frobnicate\"; use run, validate, sweep, presets, collective or calibrate "
                    "(`moesim --help` shows the usage)\n");
   EXPECT_TRUE(listing(work_).empty());
 }
@@ -108,6 +108,27 @@ TEST_F(Commands, RunWithoutScenarioExits2) {
   const Result r = moesim({"run"});
   EXPECT_EQ(r.code, 2) << describe(r);
   EXPECT_NE(r.err.find("missing SCENARIO.json"), std::string::npos) << describe(r);
+  EXPECT_TRUE(listing(work_).empty());
+}
+
+TEST_F(Commands, AFlagTheCommandDoesNotTakeIsRefused) {
+  // Accepted and ignored before (issue 45): run --jobs, validate --out, sweep --trace, collective
+  // --table without a log to read.
+  const std::string q = kQuickstart.string(), sweep = (kSourceDir / "scenarios" / "sweep-interdc.json").string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"run", q, "--jobs", "2"}, "run does not take --jobs"},
+      {{"validate", q, "--out", "x"}, "validate does not take --out"},
+      {{"validate", q, "--trace"}, "validate does not take --trace"},
+      {{"sweep", sweep, "--trace"}, "sweep does not take --trace"},
+      {{"presets", q}, "presets takes no SCENARIO.json"},
+      {{"collective", "all_reduce", "--cluster", "dgx-h100", "--table", "0"}, "--table reads the log of --compare; give --compare LOG"},
+      {{"collective", "all_reduce", "--cluster", "dgx-h100", "--gpus-per-node", "4"}, "--gpus-per-node reads the log of --compare; give --compare LOG"}};
+  for (const auto& [args, message] : cases) {
+    const Result r = moesim(args);
+    EXPECT_EQ(r.code, 2) << describe(r);
+    EXPECT_EQ(r.err, fmt::format("moesim: error: {}; `moesim --help` shows the usage\n", message)) << describe(r);
+    EXPECT_EQ(r.out, "");
+  }
   EXPECT_TRUE(listing(work_).empty());
 }
 
