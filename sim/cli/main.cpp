@@ -218,7 +218,12 @@ int cmd_run(const Common& c) {
       std::cerr << "\r" << progress_line(p) << "   " << std::flush;
     };
   }
-  sim.run(options);
+  try {
+    sim.run(options);
+  } catch (const InfeasibleError& e) {  // found while simulating: which scenario
+    if (shown) std::cerr << "\n";
+    throw InfeasibleError(fmt::format("{}: {}", c.scenario.string(), e.what()));
+  }
   if (shown) std::cerr << "\n";
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Everything succeeded: now write, results.json last (its presence says the run is complete).
@@ -251,9 +256,13 @@ int cmd_validate(const Common& c) {
   std::cout << fmt::format("{}: valid ({} on {} GPUs, {}, {} iteration(s); peak GPU memory {}, {})\n", c.scenario.string(),
                            v.strategy, v.gpus, v.model, v.iterations, format_bytes(v.peak_gpu_bytes), host);
   for (const auto& r : v.refused) std::cout << "  " << r << "\n";
+  if (v.refused_count > v.refused.size())
+    std::cout << fmt::format("  ... and {} more points would be refused\n", v.refused_count - v.refused.size());
+  if (v.warnings_unlisted) std::cout << fmt::format("  ... and {} more warnings of sweep points\n", v.warnings_unlisted);
   if (v.points)
-    std::cout << fmt::format("  sweep: {} points, {} can run, {} would be refused\n", v.points, v.points - v.refused.size(),
-                             v.refused.size());
+    std::cout << fmt::format("  sweep: {} points, {} can run, {} would be refused; planning and checking the grid took "
+                             "{:.1f} s and about {} here (a sweep pays it before its first point)\n",
+                             v.points, v.points - v.refused_count, v.refused_count, v.plan_seconds, format_bytes(v.plan_bytes));
   return 0;
 }
 

@@ -237,6 +237,16 @@ NodePtr time() {
   n->max = 86400e12;
   return n;
 }
+NodePtr latency() {
+  // A link's latency: light crosses the Earth in 70 ms and a geostationary hop takes 0.25 s; ten
+  // seconds is no network, but a unit typed wrong ("86400s"), and its sum over a step's hops
+  // would pass the clock mid-run.
+  auto n = std::make_shared<Node>();
+  n->type = Type::Time;
+  n->min = 0;
+  n->max = 10e12;
+  return n;
+}
 NodePtr bandwidth() {
   // At least 1 Mbps: slower links move a training step's bytes in weeks (and "1bps" is a typo).
   auto n = std::make_shared<Node>();

@@ -48,6 +48,7 @@ NodePtr boolean();
 NodePtr string();
 NodePtr enumeration(std::vector<std::string> choices);
 NodePtr time();
+NodePtr latency();  // a time up to 10 s
 NodePtr bandwidth();  // must be > 0
 NodePtr bytes();
 NodePtr flops();      // must be > 0

@@ -47,7 +47,7 @@ NodePtr gpu_schema() {
                "fraction of peak its backward reaches (default: 0.80 × the forward's, as measured on an H100)"),
       optional("flash_attention", boolean(), true, "whether FlashAttention runs on this GPU"),
       optional("host_link", object({required("bandwidth", bandwidth(), "per direction, e.g. \"32GB/s\""),
-                                    required("latency", time(), "e.g. \"2us\"")}),
+                                    required("latency", latency(), "e.g. \"2us\"")}),
                nullptr, "the PCIe link to the host"),
       optional("host_launch_factor", number(0, std::nullopt, true), 1.0,
                "host time to issue a kernel on this GPU's system relative to a DGX H100's Xeon Platinum 8480C "
@@ -62,15 +62,15 @@ NodePtr gpu_schema() {
 
 NodePtr link_schema() {
   static const NodePtr protocol = object({
-      required("base_latency", time(), "once per collective, e.g. \"8.4us\""),
-      required("hop_latency", time(), "per step of the algorithm over the link, e.g. \"3.4us\""),
+      required("base_latency", latency(), "once per collective, e.g. \"8.4us\""),
+      required("hop_latency", latency(), "per step of the algorithm over the link, e.g. \"3.4us\""),
       required("efficiency", number(0, 1, true), "fraction of the line rate the protocol moves"),
   });
   static const NodePtr s = object({
       required("name", string(), "what the link is, e.g. \"NVLink 4 through NVSwitch 3\""),
       required("ll", protocol, "NCCL's LL protocol over the link"),
       required("simple", protocol, "NCCL's Simple protocol over the link"),
-      optional("nvls", object({required("latency", time(), "once per all-reduce"),
+      optional("nvls", object({required("latency", latency(), "once per all-reduce"),
                                required("efficiency", number(0, 1, true), "fraction of the line rate")}),
                nullptr, "NVLink SHARP all-reduce in the NVSwitch (NVSwitch 3 and later)"),
       optional("exchange_factor", number(0, 1, true), 1.0,
@@ -86,7 +86,7 @@ NodePtr cluster_schema() {
       required("count", integer(1, 1 << 20), "workers of this level inside one worker of the level above"),
       optional("fabric", enumeration({"switch", "full_mesh", "ring"}), "switch", "how the level's workers are joined"),
       required("bandwidth", bandwidth(), "per-worker link bandwidth, e.g. \"10Gbps\" or \"450GB/s\""),
-      required("latency", time(), "one-way GPU-to-GPU latency across this level, e.g. \"5us\""),
+      required("latency", latency(), "one-way GPU-to-GPU latency across this level, e.g. \"5us\""),
       optional("oversubscription", number(1), 1.0, "switch oversubscription ratio (>= 1)"),
       optional("link", string(), nullptr,
                "the link technology from topologies/links.json (e.g. \"nvlink4\", \"ib-ndr\"): NCCL's protocols "
@@ -98,7 +98,7 @@ NodePtr cluster_schema() {
                               required("size", integer(1), "consecutive workers of the level that share its fabric"),
                               required("bandwidth", bandwidth(), "each GPU's own link between domains, per direction, "
                                                                  "e.g. \"64GB/s\" for PCIe Gen5 x16"),
-                              required("latency", time(), "one-way GPU-to-GPU latency between domains"),
+                              required("latency", latency(), "one-way GPU-to-GPU latency between domains"),
                               optional("link", string(), nullptr, "the link technology between domains (topologies/links.json)"),
                           }),
                nullptr, "NVLink domains smaller than the level: workers of different domains reach each other through "
@@ -117,7 +117,7 @@ NodePtr cluster_schema() {
                "CPU-Adam stepping an 11.6B-parameter GPT-2 in 8.2 s (deepspeedai/DeepSpeed PR #735)"),
       optional("pcie_switches", integer(1), 1, "PCIe switches per host; its GPUs (and NICs) spread evenly over them"),
       required("switch_uplink", object({required("bandwidth", bandwidth(), "per direction, e.g. \"64GB/s\""),
-                                        required("latency", time(), "e.g. \"1us\"")}),
+                                        required("latency", latency(), "e.g. \"1us\"")}),
                "each PCIe switch's link to the CPU"),
       optional("source", string(), nullptr, "where the figures come from"),
   });

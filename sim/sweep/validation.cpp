@@ -1,6 +1,7 @@
 #include "sim/sweep/validation.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <fmt/format.h>
 
 #include "sim/core/memory_limit.hpp"
@@ -18,9 +19,13 @@ Validation validate(const scenario::Loader& loader, const schema::Json& raw, con
   v.gpus = sc.gpu_count();
   v.iterations = sc.training.iterations;
   v.warnings = sc.warnings;
+  const std::size_t own_warnings = v.warnings.size();
   const auto add_warnings = [&](const std::vector<std::string>& ws) {
     for (const auto& w : ws)
-      if (std::find(v.warnings.begin(), v.warnings.end(), w) == v.warnings.end()) v.warnings.push_back(w);
+      if (std::find(v.warnings.begin(), v.warnings.end(), w) == v.warnings.end()) {
+        if (v.warnings.size() < own_warnings + Validation::kListed) v.warnings.push_back(w);
+        else ++v.warnings_unlisted;  // counted once per point that says it
+      }
   };
   simulation::Simulation sim(std::move(sc));
   sim.check();
@@ -29,6 +34,8 @@ Validation validate(const scenario::Loader& loader, const schema::Json& raw, con
   v.host_terms = simulation::describe(sim.memory_estimate());
   v.resident_bytes = resident_bytes();
   if (resolved.contains("sweep")) {
+    const double before = resident_bytes();
+    const auto t0 = std::chrono::steady_clock::now();
     const auto plan = plan_sweep(loader, resolved, file, points);
     v.points = plan.scenarios.size();
     for (std::size_t p = 0; p < plan.scenarios.size(); ++p) {
@@ -37,9 +44,13 @@ Validation validate(const scenario::Loader& loader, const schema::Json& raw, con
         simulation::Simulation point(plan.scenarios[p]);
         point.check();
       } catch (const std::runtime_error& e) {  // InfeasibleError or InputError
-        v.refused.push_back(fmt::format("sweep point {} would be refused: {}", p, e.what()));
+        if (v.refused.size() < Validation::kListed)
+          v.refused.push_back(fmt::format("sweep point {} would be refused: {}", p, e.what()));
+        ++v.refused_count;
       }
     }
+    v.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    v.plan_bytes = std::max(0.0, resident_bytes() - before);
   }
   return v;
 }

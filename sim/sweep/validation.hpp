@@ -22,8 +22,17 @@ struct Validation {
   std::string host_terms;        // its terms in words (simulation::describe)
   double resident_bytes = 0;     // what the process held before (binary, libraries, data)
   std::size_t points = 0;        // sweep points (0: no sweep block)
-  std::vector<std::string> refused;  // "sweep point P would be refused: why"
-  std::vector<std::string> warnings;  // plausibility, of the scenario and (once each) of its points
+  // "sweep point P would be refused: why", the first kListed of them; how many in all.
+  std::vector<std::string> refused;
+  std::size_t refused_count = 0;
+  // Plausibility warnings of the scenario and, once each, of its points: the first kListed of the
+  // points'; how many more differed.
+  std::vector<std::string> warnings;
+  std::size_t warnings_unlisted = 0;
+  // What planning and checking the grid took here: what a sweep pays before its first point runs.
+  double plan_seconds = 0;
+  double plan_bytes = 0;  // the growth of the process's resident memory meanwhile
+  static constexpr std::size_t kListed = 10;
 };
 
 // Throws InputError or InfeasibleError for the scenario itself. `points` bounds the sweep points

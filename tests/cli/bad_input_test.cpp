@@ -537,6 +537,12 @@ TEST_F(BadInput, DurationsPastTheClock) {
   doc["cluster"]["levels"][0]["bandwidth"] = "400Gbps";
   doc["cluster"]["levels"][0]["latency"] = "1e30s";
   expect_rejected_by_run_and_validate("late.json", doc.dump(2), {"$.cluster.levels[0].latency", "out of range"});
+  fs::remove(work_ / "late.json");
+  // A day's latency was valid and `run` then said "cannot run" naming neither file nor field
+  // (issue 45): a link's latency is at most 10 s.
+  doc["cluster"]["levels"][0]["latency"] = "86400s";
+  expect_rejected_by_run_and_validate("day.json", doc.dump(2),
+                                      {"$.cluster.levels[0].latency", "\"86400s\" is out of range; use a value between \"0 ps\" and \"10 s\""});
 }
 
 // --- Paths: the name is a file name; presets are names; inputs are regular files. ---
