@@ -205,6 +205,10 @@ int cmd_run(const Common& c) {
   } cleanup{out, created, created ? RemovedOnSignal(out, true) : RemovedOnSignal()};
   // Released (its file removed) before the cleanup above looks at the folder.
   const OutputFolderLock lock(out, out_flag, fmt::format("pid {}: moesim run {}", ::getpid(), c.scenario.string()));
+  // A sweep's folder keeps its scenario beside its CSV for resuming: a run must not replace it.
+  if (std::error_code ec; fs::exists(out / "results.csv", ec))
+    throw InputError(out_flag, out.string(), "holds a sweep's results.csv, whose scenario.effective.json the run would replace",
+                     "give another folder");
   simulation::RunOptions options;
   options.trace = c.trace;
   options.trace_gpus = traced;

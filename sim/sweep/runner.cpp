@@ -195,6 +195,10 @@ class Writer {
         if (ec) throw OutputError(fmt::format("cannot cut the partial last row of {}: {}", csv_.string(), ec.message()));
       }
     } else {
+      if (fs::exists(folder / "results.json", exists_error))
+        throw InputError("--out", folder.string(),
+                         "holds a run's results.json, whose scenario.effective.json the sweep would replace",
+                         "give another folder");
       // Both written whole or not at all: a CSV exists only with its header and its scenario beside it.
       std::vector<std::pair<fs::path, OutputWriter>> files;
       if (!options.effective.empty()) files.emplace_back(options.effective, [&](std::ostream& o) { o << effective; });

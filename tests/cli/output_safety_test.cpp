@@ -64,6 +64,21 @@ TEST_F(OutputSafety, AFolderAnotherMoesimWritesIsRefused) {
   EXPECT_EQ(listing(out), (std::set<std::string>{"results.csv", "scenario.effective.json"}));
 }
 
+TEST_F(OutputSafety, ARunAndASweepDoNotShareAFolder) {
+  // Both keep scenario.effective.json beside their results: a run into a sweep's folder replaced
+  // the sweep's, and its resume was then refused. Each refuses the other's folder, exit 2.
+  const fs::path swept = root_ / "swept", ran = root_ / "ran";
+  ASSERT_EQ(moesim({"sweep", scenario("sweep.json", two_point_sweep()).string(), "--out", swept.string(), "--quiet"}).code, 0);
+  Result r = moesim({"run", kQuickstart.string(), "--out", swept.string(), "--quiet"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("holds a sweep's results.csv"), std::string::npos) << describe(r);
+  ASSERT_EQ(moesim({"run", kQuickstart.string(), "--out", ran.string(), "--quiet"}).code, 0);
+  r = moesim({"sweep", (work_ / "sweep.json").string(), "--out", ran.string(), "--quiet"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("holds a run's results.json"), std::string::npos) << describe(r);
+  EXPECT_EQ(listing(ran), (std::set<std::string>{"results.json", "scenario.effective.json"}));
+}
+
 TEST_F(OutputSafety, PlantedLinksAreNeverWrittenThrough) {
   const fs::path victim = root_ / "victim.txt";
   write_text(victim, "keep\n");
