@@ -63,6 +63,32 @@ compute::Work norm_time(const compute::ComputeModel& cm, const workload::ModelSh
   return norm(cm, tokens, m.hidden);
 }
 
+ExpertsWork experts_work(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
+                         double ffn) {
+  ExpertsWork w;
+  w.forward = grouped_ffn_time(cm, m, tokens, ffn, true);
+  if (w.forward.time == 0 && w.forward.kernels == 0) return w;
+  if (cm.options().backward_factor) {  // the scenario's factor for every kernel
+    w.backward = cm.backward(w.forward);
+    w.wgrad = {w.backward.time / 2, w.backward.kernels / 2};
+    return w;
+  }
+  double copies = 0;
+  for (const double t : tokens)
+    if (t > 0) copies += t;
+  const bool gated = m.ffn_gemms() == 3;
+  const double width = (gated ? 2 : 1) * ffn;  // fc1's output
+  const compute::Work fc2_dgrad = grouped_gemm(cm, tokens, ffn, m.hidden);
+  const compute::Work fc2_wgrad{cm.grouped_gemm_wgrad(tokens, m.hidden, ffn), cm.grouped_gemm_kernels(tokens)};
+  const compute::Work fc1_dgrad = grouped_gemm(cm, tokens, m.hidden, width);
+  const compute::Work fc1_wgrad{cm.grouped_gemm_wgrad(tokens, width, m.hidden), cm.grouped_gemm_kernels(tokens)};
+  const compute::Work activation = compute::kernel(cm.memory_bound((gated ? 5.0 : 3.0) * copies * ffn * act(cm)));
+  const compute::Work cast = fp8_cast(cm, copies * m.hidden, fc2_dgrad.kernels);
+  w.wgrad = fc2_wgrad + fc1_wgrad;
+  w.backward = cast + fc2_dgrad + activation + fc1_dgrad + w.wgrad;
+  return w;
+}
+
 compute::Work experts_time(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
                            double ffn) {
   return grouped_ffn_time(cm, m, tokens, ffn, true);

@@ -1,6 +1,7 @@
 // Compute durations of the pieces of an MoE transformer layer on one GPU kind, forward (backward
 // through the compute model's backward factor, except the attention core whose backward has its
-// own measured throughput when a calibration table gives it), kernel by kernel as Megatron-Core
+// own measured throughput when a calibration table gives it, and the experts, whose gradients
+// are GeMMs of their own shapes: experts_work), kernel by kernel as Megatron-Core
 // runs them: attention with its projections, norm and residual add, the router, the local experts
 // as grouped GeMMs, the combine, dense FFN blocks, embedding, LM head. Attention, dense FFN and LM
 // head split over a tensor-parallel group of `tp` GPUs as Megatron-LM does (heads, projection
@@ -23,6 +24,23 @@ namespace moesim::blocks {
 // over all their copies in one kernel, fc2 as one grouped GeMM (ffn → H); under FP8 training the
 // permuted copies are first cast to FP8 (compute::ComputeModel::fp8_cast). The one rule for expert
 // compute, whatever the number of local experts.
+// The local experts' forward and backward. The backward, unless the scenario sets a backward
+// factor (then factor × forward, its weight gradients half of it), runs each grouped GeMM's two
+// gradients at their own shapes (compute::ComputeModel::grouped_gemm_wgrad): fc2's data gradient
+// (rows × ffn over H) and weight gradient (ffn × H per expert over its rows), the activation's
+// backward (SwiGLU reads the output gradient and both halves and writes both halves' gradients:
+// 5·copies·ffn·a; GeLU 3·copies·ffn·a), fc1's data gradient (rows × H over its width) and weight
+// gradient (H × width per expert over its rows); under FP8 training the output gradient is cast to
+// FP8 first (the activation's backward writes fc1's gradient in FP8 itself, as Transformer
+// Engine fuses it). `wgrad`: the weight gradients alone, part of `backward` (what
+// software.delay_wgrad runs after the exchange back).
+struct ExpertsWork {
+  compute::Work forward, backward, wgrad;
+  friend bool operator==(const ExpertsWork&, const ExpertsWork&) = default;
+};
+ExpertsWork experts_work(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
+                         double ffn);
+// Its forward alone.
 compute::Work experts_time(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
                   double ffn);
 // One FFN of `tokens` tokens and size `ffn` (a dense FFN, the shared experts): the same with one

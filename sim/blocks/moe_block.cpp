@@ -220,12 +220,12 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
   for (const std::uint32_t g : em.active()) {
     // A GPU that also runs attention and holds no experts here (zebra's attention GPUs outside
     // Asym-EA's layers) launches nothing: no kernel waits on its compute stream for the dispatch.
-    if (!which(g) || (em.runs_attention(g) && x.routing->expert_forward[g].time == 0)) continue;
-    const auto& cm = em.ctx.compute_of(g);
+    const ExpertChunk& work = x.routing->expert[g];
+    if (!which(g) || (em.runs_attention(g) && work.experts.forward.time == 0)) continue;
     // The experts with the regroup of their copies around them (in one task: the kernels run back
     // to back on the compute stream; the regroup's backward costs its forward).
-    const compute::Work ef = x.routing->expert_forward[g], regroup = x.routing->expert_regroup[g];
-    compute::Work t = (forward ? ef : cm.backward(ef)) + regroup;
+    const compute::Work ef = work.experts.forward, regroup = work.regroup;
+    compute::Work t = (forward ? ef : work.experts.backward) + regroup;
     if (first) t.time += prologue(em, p, g);
     // Local recomputation: the expert's forward again from the copies it kept, just before its
     // backward (the copies' gradients arrive meanwhile).
@@ -234,16 +234,15 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
                              em.label(Phase::Recompute, WorkKind::Expert, "experts", x.layer, x.microbatch, c), cur[g]);
     // Selective recomputation of the experts' activation (moe_act, recompute_block.hpp): its
     // kernel again over the chunk's copies, just before their backward.
-    if (x.backward && !x.routing->expert_activation.empty() && x.routing->expert_activation[g].time > 0)
-      cur[g] = em.pb.compute(g, x.routing->expert_activation[g],
+    if (x.backward && work.activation.time > 0)
+      cur[g] = em.pb.compute(g, work.activation,
                              em.label(Phase::Recompute, WorkKind::Expert, "expert_activation", x.layer, x.microbatch, c),
                              cur[g]);
-    // Delayed weight gradients: the data gradients (half the backward's GeMM work, and the
-    // regroup) end the chunk's part before the exchange back; the weight gradients (the other
-    // half) follow on the compute stream beside it, and end the experts' gradients.
+    // Delayed weight gradients: the data gradients (and the regroup) end the chunk's part before
+    // the exchange back; the weight gradients follow on the compute stream beside it, and end the
+    // experts' gradients.
     const bool delay = x.backward && em.software().delay_wgrad;
-    const compute::Work bwd = delay ? cm.backward(ef) : compute::Work{};
-    const compute::Work wgrad{bwd.time / 2, bwd.kernels / 2};
+    const compute::Work wgrad = delay ? work.experts.wgrad : compute::Work{};
     const TaskId e = em.pb.compute(g, compute::Work{t.time - wgrad.time, t.kernels - wgrad.kernels}, le, cur[g]);
     if (x.fetched) em.pb.depend((*x.fetched)[g], e);
     cur[g] = (*x.experts_done)[g] = e;

@@ -18,12 +18,6 @@ namespace moesim::blocks {
 
 namespace {
 
-// Sizes LayerRouting::expert_activation: one entry per GPU where the training recomputes the
-// experts' activation, none otherwise.
-void size_activations(const Context& ctx, LayerRouting& out) {
-  if (ctx.training.recomputes(workload::RecomputeModule::MoeAct)) out.expert_activation.assign(ctx.topology.gpu_count(), {});
-}
-
 // The activation GPU g's experts recompute over `rows` token copies per local expert (FFN size
 // `ffn`), where the training recomputes it.
 compute::Work recomputed_activation(const Context& ctx, std::uint32_t g, std::span<const double> rows, double ffn) {
@@ -295,9 +289,7 @@ LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, 
   const auto& m = ctx.model;
   const auto& t = ctx.training;
   LayerRouting out;
-  out.expert_forward.assign(ctx.topology.gpu_count(), {});
-  out.expert_regroup.assign(ctx.topology.gpu_count(), {});
-  size_activations(ctx, out);
+  out.expert.assign(ctx.topology.gpu_count(), {});
   std::map<std::size_t, network::TrafficPtr> even;  // by group size
   for (const auto& g : lp.dispatch) {
     auto& traffic = even[g.gpus.size()];
@@ -309,12 +301,13 @@ LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, 
   }
   // Each GPU's local experts on an even share of the padded tokens: one grouped FFN per GPU kind.
   const std::vector<double> rows(static_cast<std::size_t>(lp.local_experts), lp.padded_tokens / lp.local_experts);
-  std::vector<std::optional<compute::Work>> by_kind(ctx.compute.size());
+  std::vector<std::optional<ExpertChunk>> by_kind(ctx.compute.size());
   for (std::uint32_t g = 0; g < ctx.topology.gpu_count(); ++g) {
-    std::optional<compute::Work>& t = by_kind[ctx.topology.kind_index(g)];
-    if (!t) t = experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden);
-    out.expert_forward[g] = *t;
-    if (!out.expert_activation.empty()) out.expert_activation[g] = recomputed_activation(ctx, g, rows, lp.expert_ffn_hidden);
+    std::optional<ExpertChunk>& t = by_kind[ctx.topology.kind_index(g)];
+    if (!t)
+      t = ExpertChunk{experts_work(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden), {},
+                      recomputed_activation(ctx, g, rows, lp.expert_ffn_hidden)};
+    out.expert[g] = *t;
   }
   // Capacity drops of this layer's routing (the padded exchanges do not change with them): the
   // share a gate over gate_tokens tokens drops above capacity.
@@ -371,9 +364,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
   const bool sampled = ctx.routing.sampled();
 
   LayerRouting out;
-  out.expert_forward.assign(gpus, {});
-  out.expert_regroup.assign(gpus, {});
-  size_activations(ctx, out);
+  out.expert.assign(gpus, {});
   out.expert_tokens.assign(m.experts, 0.0);
   out.expert_routed.assign(m.experts, 0.0);
   const std::vector<double> popularity = ctx.routing.popularity(it, layer);
@@ -411,16 +402,13 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
     return regroup_time(ctx.compute_of(g), m, copies);
   };
   // Its expert compute (`dropped`: the copies its permuted buffer dropped) and its regroup.
-  struct GpuExperts {
-    compute::Work forward, regroup, activation;
-  };
   const auto gpu_experts = [&](std::uint32_t g, const RankReplicas& rr, std::size_t rank, const std::vector<double>& received,
                                double& dropped) {
     dropped = 0;
-    if (!(ip.role(g) & parallel::kRunsExperts)) return GpuExperts{};
+    if (!(ip.role(g) & parallel::kRunsExperts)) return ExpertChunk{};
     dropped = local_copies(rr, rank, received);
-    return GpuExperts{experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden), regroup(g, rr.size()),
-                      recomputed_activation(ctx, g, rows, lp.expert_ffn_hidden)};
+    return ExpertChunk{experts_work(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden), regroup(g, rr.size()),
+                       recomputed_activation(ctx, g, rows, lp.expert_ffn_hidden)};
   };
   // A fused backend de-duplicates per rank: each rank's share of a source's copies (`per_expert`
   // over `total`, spread over the replicas) gives its distinct tokens per copy.
@@ -471,12 +459,9 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
       rows.clear();
       for (const double x : tokens) rows.push_back(x / chunks);
       for (const std::uint32_t g : members)
-        if (ip.role(g) & parallel::kRunsExperts) {
-          out.expert_forward[g] = experts_time(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden);
-          out.expert_regroup[g] = regroup(g, rr.size());
-          if (!out.expert_activation.empty())
-            out.expert_activation[g] = recomputed_activation(ctx, g, rows, lp.expert_ffn_hidden);
-        }
+        if (ip.role(g) & parallel::kRunsExperts)
+          out.expert[g] = {experts_work(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden), regroup(g, rr.size()),
+                           recomputed_activation(ctx, g, rows, lp.expert_ffn_hidden)};
       auto [found, fresh] = exchanges.try_emplace(brought, gather.size());
       if (fresh) {
         std::vector<double> bytes(k * k, 0.0);
@@ -505,7 +490,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
     // (A fused exchange's stages also depend on how the group's ranks fall into domains.)
     struct Shared {
       FusedTraffic traffic;
-      std::vector<GpuExperts> by_kind_rank;
+      std::vector<ExpertChunk> by_kind_rank;
       std::vector<double> dropped_by_kind_rank;
       std::vector<bool> costed;
     };
@@ -549,9 +534,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
           sh.by_kind_rank[i] = gpu_experts(g, rr, r, received, sh.dropped_by_kind_rank[i]);
           sh.costed[i] = true;
         }
-        out.expert_forward[g] = sh.by_kind_rank[i].forward;
-        out.expert_regroup[g] = sh.by_kind_rank[i].regroup;
-        if (!out.expert_activation.empty()) out.expert_activation[g] = sh.by_kind_rank[i].activation;
+        out.expert[g] = sh.by_kind_rank[i];
         out.dropped_copies += sh.dropped_by_kind_rank[i];
       }
       out.add(sh.traffic);
@@ -777,10 +760,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
       if (!etp)  // else costed over the ETP group below
         for (std::uint32_t r = 0; r < n; ++r) {
           double dropped = 0;
-          const GpuExperts x = gpu_experts(group.gpus[r], rr, r, received, dropped);
-          out.expert_forward[group.gpus[r]] = x.forward;
-          out.expert_regroup[group.gpus[r]] = x.regroup;
-          if (!out.expert_activation.empty()) out.expert_activation[group.gpus[r]] = x.activation;
+          out.expert[group.gpus[r]] = gpu_experts(group.gpus[r], rr, r, received, dropped);
           out.dropped_copies += dropped;
         }
       for (int e = 0; e < m.experts; ++e) out.expert_tokens[e] += received[e];

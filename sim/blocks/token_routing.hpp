@@ -23,10 +23,23 @@
 #include <vector>
 
 #include "sim/blocks/context.hpp"
+#include "sim/blocks/layer_costs.hpp"
 #include "sim/blocks/fused_dispatch.hpp"
 #include "sim/network/traffic_matrix.hpp"
 
 namespace moesim::blocks {
+
+// One GPU's expert work for one chunk of a microbatch.
+struct ExpertChunk {
+  ExpertsWork experts;  // its local experts' forward and backward (experts_work)
+  // The regroup of its received copies into local-expert order and back (regroup_time), where the
+  // backend does not permute in its dispatch; the same forward and backward.
+  compute::Work regroup;
+  // The experts' activation alone, which they run again before their backward where the training
+  // recomputes it (workload::RecomputeModule::MoeAct); none where it does not.
+  compute::Work activation;
+  friend bool operator==(const ExpertChunk&, const ExpertChunk&) = default;
+};
 
 struct LayerRouting {
   std::vector<network::TrafficPtr> dispatch, combine;  // per all-to-all group, or one shared by all
@@ -36,13 +49,7 @@ struct LayerRouting {
   // Expert tensor parallelism: per ETP group (or one shared by all), each GPU's received copies
   // to every other member (the all-gather), and its transpose (the reduce-scatter).
   std::vector<network::TrafficPtr> etp_gather, etp_scatter;
-  std::vector<compute::Work> expert_forward;           // per GPU, one chunk
-  // Per GPU, one chunk: the regroup of its received copies into local-expert order and back
-  // (regroup_time), where the backend does not permute in its dispatch; the same forward and backward.
-  std::vector<compute::Work> expert_regroup;
-  // Per GPU, one chunk: the experts' activation alone, which they run again before their backward
-  // where the training recomputes it (workload::RecomputeModule::MoeAct); empty where it does not.
-  std::vector<compute::Work> expert_activation;
+  std::vector<ExpertChunk> expert;                     // per GPU, one chunk
   std::vector<double> expert_tokens;                   // per expert: token copies received over all groups
   std::vector<double> expert_routed;                   // per expert: copies the routers sent it, before drops
   double routed_copies = 0;                            // token copies routed by all sources (top-k counted k times)

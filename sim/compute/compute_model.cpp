@@ -102,6 +102,47 @@ double ComputeModel::modelled_gemm_seconds(std::span<const double> rows, double 
   return time_to_seconds(overhead_) + best;
 }
 
+double ComputeModel::modelled_wgrad_seconds(std::span<const double> rows, double n, double k) const {
+  const Precision& p = precision_;
+  double rows_sum = 0, groups = 0, longest = 0;
+  for (const double r : rows)
+    if (r > 0) rows_sum += r, groups += 1, longest = std::max(longest, r);
+  if (rows_sum <= 0 || n <= 0 || k <= 0) return 0;
+  const double hbm = gpu_.hbm_bytes_per_second;
+  // A and dC per group's rows, each group's k × n gradient written.
+  const double memory = (rows_sum * (k + n) * p.operand_bytes + groups * k * n * p.output_bytes) / hbm;
+  const double sms = gpu_.sms;
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& [tm, tn] : kGemmTiles) {
+    const double intensity = 2 * tm * tn / ((tm + tn) * p.operand_bytes);
+    const double tile_rate = p.peak * ceiling_ * std::min(1.0, intensity / p.critical_intensity);  // all SMs on such tiles
+    const double per_group = std::ceil(k / tm) * std::ceil(n / tn);
+    // Every tile of group g runs rows_g + ramp steps of its main loop.
+    const double work = per_group * 2 * tm * tn * (rows_sum + groups * kTileRampK);
+    double compute;
+    if (sms <= 0) {
+      compute = work / tile_rate;
+    } else {
+      // Waves of one tile per SM, each as long as the mean tile, and never shorter than the
+      // longest group's tile (equal groups: the forward's wave model).
+      const double tiles = per_group * groups, per_sm = tile_rate / sms;
+      compute = std::max(std::ceil(tiles / sms) * work / tiles / per_sm, 2 * tm * tn * (longest + kTileRampK) / per_sm);
+    }
+    best = std::min(best, std::max(compute, memory));
+  }
+  const double modelled = time_to_seconds(overhead_) + best;
+  return max_flops_ > 0 ? std::max(modelled, 2 * rows_sum * n * k / max_flops_) : modelled;
+}
+
+Time ComputeModel::grouped_gemm_wgrad(std::span<const double> rows, double n, double k) const {
+  if (tables_.gemm_flops) {  // measured shapes: each group's k × n output over its rows
+    Time total = 0;
+    for (const double r : rows) total += gemm(k, n, r);
+    return total;
+  }
+  return seconds_to_time(modelled_wgrad_seconds(rows, n, k));
+}
+
 cluster::Dtype ComputeModel::measurement_dtype() const {
   // The dtype's own measurement, else (fp16, tf32: the same tensor cores) bf16's, and (mxfp8:
   // the same FP8 tensor cores, the block scales applied in hardware) fp8's.
@@ -247,7 +288,7 @@ Time host_optimizer_step(double params, double bytes_per_param, double bytes_per
 Time ComputeModel::optimizer_step(double params) const { return memory_bound(params * options_.optimizer_bytes_per_param); }
 
 Time ComputeModel::backward(Time forward) const {
-  return ps_to_time(static_cast<double>(forward) * options_.backward_factor);
+  return ps_to_time(static_cast<double>(forward) * options_.backward_factor.value_or(2.0));
 }
 
 }  // namespace moesim::compute

@@ -108,7 +108,10 @@ struct ComputeOptions {
   // kMemoryKernelOverhead for memory-bound ones, none added to the measured times of calibration
   // tables.
   std::optional<Time> launch_overhead;
-  double backward_factor = 2.0;
+  // Backward compute / forward compute of every kernel; unset: 2 (the gradients of the input and
+  // of the weights), except the experts' grouped GeMMs, whose gradients are costed by their own
+  // shapes (blocks::experts_work).
+  std::optional<double> backward_factor;
   std::optional<double> gemm_efficiency;       // overrides every GPU's GeMM ceiling
   std::optional<double> attention_efficiency;  // overrides the GPU's
   double optimizer_bytes_per_param = 32;        // Adam: read/write fp32 master, moments, gradient
@@ -140,6 +143,11 @@ class ComputeModel {
   // One grouped GeMM kernel: C_i[rows_i×n] = A_i[rows_i×k]·B_i[k×n] for every group i (each its
   // own B, as each expert its own weights); groups without rows do nothing.
   Time grouped_gemm(std::span<const double> rows, double n, double k) const;
+  // The weight gradient of that grouped GeMM, dB_i = A_iᵀ·dC_i: per group an output of k × n
+  // whose inner dimension is the group's rows (its data gradient, dA_i = dC_i·B_iᵀ, is the grouped
+  // GeMM grouped_gemm(rows, k, n)). Few rows per expert make short main loops: each tile pays its
+  // ramp over a K of only the group's rows.
+  Time grouped_gemm_wgrad(std::span<const double> rows, double n, double k) const;
   // The kernels one grouped GeMM over `rows` launches (ComputeOptions::grouped_gemm_kernels).
   int grouped_gemm_kernels(std::span<const double> rows) const;
   // Self-attention core (QKᵀ, softmax, ·V) for `batch` sequences, `heads` heads of `head_dim`.
@@ -178,6 +186,8 @@ class ComputeModel {
   };
   static Precision precision(const cluster::GpuSpec& gpu, cluster::Dtype d);
   double modelled_gemm_seconds(std::span<const double> rows, double n, double k, double ceiling, const Precision& p) const;
+  // grouped_gemm_wgrad's model: the tiles of every group's k × n output, each as long as its rows.
+  double modelled_wgrad_seconds(std::span<const double> rows, double n, double k) const;
   double gemm_seconds(double m, double n, double k) const;
   // The modelled time, never faster than the published maximum achievable rate (max_flops_).
   double capped_gemm_seconds(std::span<const double> rows, double n, double k) const;

@@ -642,7 +642,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   const Json& cp = doc.at("compute");
   s.compute.dtype = s.training.dtype;
   if (cp.contains("launch_overhead")) s.compute.launch_overhead = schema::as_time(cp.at("launch_overhead"));
-  s.compute.backward_factor = cp.at("backward_factor").get<double>();
+  if (cp.contains("backward_factor")) s.compute.backward_factor = cp.at("backward_factor").get<double>();
   if (cp.contains("gemm_efficiency")) s.compute.gemm_efficiency = cp.at("gemm_efficiency").get<double>();
   if (cp.contains("attention_efficiency")) s.compute.attention_efficiency = cp.at("attention_efficiency").get<double>();
   s.software = read_software(doc, s, file);

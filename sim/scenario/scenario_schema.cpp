@@ -323,7 +323,9 @@ NodePtr scenario_schema() {
       optional("launch_overhead", time(), nullptr,
                "fixed cost of every kernel (default: 5.3us for modelled GeMM and attention kernels, 2.34us for "
                "memory-bound ones, none added to a calibration profile's measured times)"),
-      optional("backward_factor", number(0, std::nullopt, true), 2.0, "backward compute / forward compute"),
+      optional("backward_factor", number(0, std::nullopt, true), nullptr,
+               "backward compute / forward compute of every kernel (absent: 2, and the experts' grouped GeMMs "
+               "costed by the shapes of their data and weight gradients)"),
       optional("gemm_efficiency", number(0, 1, true), nullptr, "override every GPU's GeMM ceiling"),
       optional("attention_efficiency", number(0, 1, true), nullptr, "override every GPU's attention efficiency"),
   });

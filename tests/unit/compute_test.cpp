@@ -164,6 +164,33 @@ TEST(ComputeModel, GroupedGemmIsOneLaunchOverTheUnionOfTiles) {
   EXPECT_EQ(cm.grouped_gemm(idle, 256, 4096), 0);
 }
 
+TEST(ComputeModel, GroupedWeightGradientRunsEachExpertsOutputOverItsRows) {
+  // dB_i = A_iᵀ·dC_i: expert i's gradient is a k × n output whose main loop runs over its rows.
+  // One expert's is the GeMM of that output over its rows (the same tiles, bytes and fixed cost):
+  // 4096 × 4096 over 512 rows, 512 tiles of 256×128 in 4 waves, no split-K.
+  compute::ComputeModel cm(gpu(true, 132), {});
+  const std::vector<double> one{512};
+  EXPECT_EQ(cm.grouped_gemm_wgrad(one, 4096, 4096), cm.gemm(4096, 4096, 512));
+  // Two experts' outputs stacked are one GeMM of twice the rows of output over the same K: their
+  // tiles fill the same waves (compute-bound: the operands, 8 MB with two 32 MB gradients, take
+  // 24 us against 120 us of tiles).
+  const std::vector<double> two{512, 512};
+  EXPECT_EQ(cm.grouped_gemm_wgrad(two, 4096, 4096), cm.gemm(8192, 4096, 512));
+  // Few rows per expert make short main loops: 16 experts of 64 rows, n 1536, k 2048.
+  //   forward: 64×128 tiles (intensity 2·64·128/(192·2) = 42.7 of 55: 0.776 of the 0.5 PFLOP/s
+  //   ceiling), 16·12 = 192 tiles in 2 waves over K = 2048 + 155: 2·132·2·64·128·2203/(0.5e15·0.776)
+  //   + 5.3 us = 41.30 us;
+  //   weight gradient: 128×256 tiles at the full ceiling, 16·96 = 1536 in 12 waves, each over only
+  //   the 64 rows + the 155-step ramp: 12·132·2·128·256·219/0.5e15 + 5.3 us = 50.77 us, 23 % more
+  //   for the same FLOPs.
+  const std::vector<double> small(16, 64);
+  EXPECT_NEAR(time_to_seconds(cm.grouped_gemm(small, 1536, 2048)) * 1e6, 41.30, 0.01);
+  EXPECT_NEAR(time_to_seconds(cm.grouped_gemm_wgrad(small, 1536, 2048)) * 1e6, 50.77, 0.01);
+  // No rows: no kernel.
+  const std::vector<double> idle(3, 0.0);
+  EXPECT_EQ(cm.grouped_gemm_wgrad(idle, 1536, 2048), 0);
+}
+
 TEST(ComputeModel, PublishedMaximumAchievableMatmulFlops) {
   // stas00/ml-engineering@744d01e1 compute/accelerator/README.md, MAMF table (TFLOP/s at M×N×K):
   // the model reproduces each measurement at its shape, its fixed cost included, which sets the

@@ -63,7 +63,7 @@ TEST(EpBackend, FusedDispatchSendsEachTokenOncePerRank) {
       EXPECT_NEAR(fused.combine[0]->at(d, s), fused.dispatch[0]->at(s, d), 1e-6);  // combine returns the same rows
     }
   // The experts still compute every copy: de-duplication changes the wire, not the work.
-  EXPECT_EQ(fused.expert_forward, nccl.expert_forward);
+  for (std::size_t g = 0; g < nccl.expert.size(); ++g) EXPECT_EQ(fused.expert[g].experts, nccl.expert[g].experts) << g;
   EXPECT_EQ(fused.dropped_copies, 0);
 }
 
@@ -81,13 +81,13 @@ TEST(EpBackend, NcclRegroupsReceivedCopiesByLocalExpertAndBack) {
   const Time each = r.compute[0].memory_bound(2.0 * 2048 * 512);
   EXPECT_GT(each, 0);
   for (std::uint32_t g = 0; g < 4; ++g) {
-    EXPECT_EQ(nccl.expert_regroup[g], (compute::Work{2 * each, 2})) << g;
-    EXPECT_EQ(fused.expert_regroup[g], compute::Work{}) << g;
+    EXPECT_EQ(nccl.expert[g].regroup, (compute::Work{2 * each, 2})) << g;
+    EXPECT_EQ(fused.expert[g].regroup, compute::Work{}) << g;
   }
   EXPECT_EQ(blocks::regroup_time(r.compute[0], r.sc.model, 2048), (compute::Work{2 * each, 2}));
   const Routed one(small(4, 1));
   const auto single = one.route(ep_layer(4, parallel::EpBackendKind::Nccl));
-  for (std::uint32_t g = 0; g < 4; ++g) EXPECT_EQ(single.expert_regroup[g], compute::Work{}) << g;
+  for (std::uint32_t g = 0; g < 4; ++g) EXPECT_EQ(single.expert[g].regroup, compute::Work{}) << g;
 }
 
 TEST(EpBackend, RegroupRunsInTheExpertTaskForwardAndBackwardAlike) {
@@ -103,11 +103,10 @@ TEST(EpBackend, RegroupRunsInTheExpertTaskForwardAndBackwardAlike) {
   int seen = 0;
   for (const auto& t : sim.task_log().tasks()) {
     if (t.end < 0 || sim.engine().names()[t.label.name] != "experts") continue;
-    const compute::Work ffn = rt.expert_forward[t.gpu];
-    const Time want =
-        (t.label.phase == engine::Phase::Backward ? r.compute[0].backward(ffn) : ffn).time + rt.expert_regroup[t.gpu].time;
+    const blocks::ExpertsWork& ffn = rt.expert[t.gpu].experts;
+    const Time want = (t.label.phase == engine::Phase::Backward ? ffn.backward : ffn.forward).time + rt.expert[t.gpu].regroup.time;
     EXPECT_EQ(t.end - t.start, want) << "GPU " << t.gpu;
-    EXPECT_GT(rt.expert_regroup[t.gpu].time, 0);
+    EXPECT_GT(rt.expert[t.gpu].regroup.time, 0);
     ++seen;
   }
   EXPECT_EQ(seen, 2 * 4);  // forward and backward on each of the 4 GPUs
@@ -213,8 +212,8 @@ TEST(EpBackend, NonBlockingDispatchDropsTheExpertMajorTailBeyondItsBudget) {
   EXPECT_DOUBLE_EQ(tight.dropped_copies, 1632);
   EXPECT_DOUBLE_EQ(tight.routed_copies, 4096);
   for (std::uint32_t g = 0; g < 4; ++g) {
-    EXPECT_EQ(tight.expert_forward[g], r.experts({512, 104}));
-    EXPECT_EQ(blocking.expert_forward[g], r.experts({512, 512}));
+    EXPECT_EQ(tight.expert[g].experts.forward, r.experts({512, 104}));
+    EXPECT_EQ(blocking.expert[g].experts.forward, r.experts({512, 512}));
   }
   // The all-to-all buffer never drops: every copy still travels.
   EXPECT_EQ(tight.dispatch[0]->at(0, 1), blocking.dispatch[0]->at(0, 1));

@@ -282,6 +282,13 @@ TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {
   // Each expert gets 64 tokens from each of the 2 GPUs: 128 tokens through H→M, the GeLU (reads
   // and writes 128·M·b), M→H.
   const Time experts = cm.gemm(128, 512, h) + cm.memory_bound(2 * 128 * 512 * b) + cm.gemm(128, h, 512);
+  // Their backward at its own shapes (layer_costs.hpp, experts_work): fc2's data gradient (128 × M
+  // over H) and weight gradient (M × H over the 128 rows), the GeLU's backward (reads the gradient
+  // and the input, writes the input's gradient: 3·128·M·b), fc1's data gradient (128 × H over M)
+  // and weight gradient (H × M over the 128 rows).
+  const std::vector<double> rows{128};
+  const Time experts_backward = cm.gemm(128, 512, h) + cm.grouped_gemm_wgrad(rows, h, 512) +
+                                cm.memory_bound(3 * 128 * 512 * b) + cm.gemm(128, h, 512) + cm.grouped_gemm_wgrad(rows, 512, h);
   // The all-to-all: each GPU sends the half of its 128·256·2 B meant for the other GPU.
   cluster::LinkGraph graph(topo);
   network::AnalyticModel net(topo, network::AlphaBetaTable::from_topology(topo, graph));
@@ -295,7 +302,7 @@ TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {
   const Time optimizer = cm.optimizer_step(m.replicated_params() + m.expert_params());
 
   const Time forward = attention + gate + a2a + experts + a2a + output;
-  const Time backward = cm.backward(output) + a2a + cm.backward(experts) + a2a + cm.backward(gate) + attention_backward;
+  const Time backward = cm.backward(output) + a2a + experts_backward + a2a + cm.backward(gate) + attention_backward;
   const Time expected = forward + backward + all_reduce + optimizer;
   EXPECT_EQ(sim->metrics().iteration_time[0], expected);
   EXPECT_EQ(sim->metrics().gpus[0].exposed_communication, 4 * a2a + all_reduce);

@@ -94,6 +94,34 @@ TEST(LayerCosts, LocalExpertsRunAsGroupedGemmsWithOneActivation) {
                            5}));
 }
 
+TEST(LayerCosts, ExpertsBackwardRunsEachGradientAtItsShape) {
+  // The three experts above (SwiGLU, ffn 512, H 1024, 300/0/700 copies) under FP8: the output
+  // gradient (1000 × H) cast once for both of fc2's gradients (4 B an element), fc2's data
+  // gradient (copies × ffn over H) and weight gradient (ffn × H per expert over its rows), the
+  // SwiGLU backward (reads the gradient and both halves, writes both halves' gradients:
+  // 5·1000·512·2 B), fc1's data gradient (copies × H over 2·ffn) and weight gradient (H × 2·ffn
+  // per expert over its rows). Kernels: 1 + 2 + 1 + 2 (idle experts launch nothing).
+  compute::ComputeOptions o;
+  o.dtype = cluster::Dtype::fp8;
+  compute::ComputeModel fp8(gpu(), o);
+  const auto m = moe_layer(true);
+  const auto mb = [&](double bytes) { return compute::kMemoryKernelOverhead + seconds_to_time(bytes / (compute::kHbmEfficiency * 3e12)); };
+  const std::vector<double> copies{300, 0, 700};
+  const Time wgrad = fp8.grouped_gemm_wgrad(copies, 1024, 512) + fp8.grouped_gemm_wgrad(copies, 1024, 1024);
+  const blocks::ExpertsWork w = blocks::experts_work(fp8, m, copies, 512);
+  EXPECT_EQ(w.forward, blocks::experts_time(fp8, m, copies, 512));
+  EXPECT_EQ(w.wgrad, (compute::Work{wgrad, 2}));
+  EXPECT_EQ(w.backward, (compute::Work{mb(4.0 * 1000 * 1024) + fp8.grouped_gemm(copies, 512, 1024) + mb(5.0 * 1000 * 512 * 2) +
+                                           fp8.grouped_gemm(copies, 1024, 1024) + wgrad,
+                                       6}));
+  // A scenario's backward factor stands for every kernel, the experts' too: factor × forward, the
+  // weight gradients half of it.
+  o.backward_factor = 3;
+  const blocks::ExpertsWork f = blocks::experts_work(compute::ComputeModel(gpu(), o), m, copies, 512);
+  EXPECT_EQ(f.backward.time, 3 * f.forward.time);
+  EXPECT_EQ(f.wgrad.time, f.backward.time / 2);
+}
+
 TEST(LayerCosts, Fp8CastsTheGemmInputsNoNormProduces) {
   // Under FP8, Transformer Engine's norms (and the activation before fc2) write the FP8 inputs of
   // the GeMMs after them; two inputs come from elsewhere and are cast on their own, each reading

@@ -110,8 +110,12 @@ TEST(ParmStrategy, BaselineComputesEveryExpertNmpTimes) {
   const double t = rb["strategy"]["tokens_per_expert"].get<double>(), baseline_tokens = 4 * t * 2, s1_tokens = 4 * t * 2 / 4;
   const auto sc = test::scenario_from(base.dump());
   const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
-  const double ratio = static_cast<double>(blocks::ffn_time(cm, sc.model, baseline_tokens, 2048).time) /
-                       static_cast<double>(blocks::ffn_time(cm, sc.model, s1_tokens, 2048).time);
+  // Forward and backward (the gradients' GeMMs at their own shapes: blocks::experts_work).
+  const auto both = [&](double tokens) {
+    const auto w = blocks::experts_work(cm, sc.model, std::vector<double>{tokens}, 2048);
+    return static_cast<double>((w.forward + w.backward).time);
+  };
+  const double ratio = both(baseline_tokens) / both(s1_tokens);
   EXPECT_NEAR(e_base / e_s1, ratio, 1e-6);
   EXPECT_GT(ratio, 3.5);  // mostly the work: 4×
   EXPECT_LT(ratio, 4.0);

@@ -56,9 +56,9 @@ TEST(Plan, TwoReplicasSplitAnExpertsTokensAsThePlanSays) {
   EXPECT_DOUBLE_EQ(r.rt.dispatch[0]->at(0, 1), 458752.0);
   EXPECT_DOUBLE_EQ(r.rt.dispatch[0]->at(1, 0), 65536.0);
   EXPECT_DOUBLE_EQ(r.rt.combine[0]->at(1, 0), 458752.0);  // combine returns what was dispatched
-  EXPECT_EQ(r.rt.expert_forward[0], r.ffn(256));
-  EXPECT_EQ(r.rt.expert_forward[1], r.experts({768, 1024}));
-  EXPECT_LT(r.rt.expert_forward[1].time, (r.ffn(768) + r.ffn(1024)).time);  // one launch per kernel, not two
+  EXPECT_EQ(r.rt.expert[0].experts.forward, r.ffn(256));
+  EXPECT_EQ(r.rt.expert[1].experts.forward, r.experts({768, 1024}));
+  EXPECT_LT(r.rt.expert[1].experts.forward.time, (r.ffn(768) + r.ffn(1024)).time);  // one launch per kernel, not two
   EXPECT_EQ(r.rt.expert_tokens, (std::vector<double>{1024, 1024}));
   EXPECT_DOUBLE_EQ(r.rt.routed_copies, 2048);
 }
@@ -74,8 +74,8 @@ TEST(Plan, SampledRoutingSplitsEachSourcesDrawByTheShares) {
   const double e0 = r.rt.expert_tokens[0], e1 = r.rt.expert_tokens[1];
   EXPECT_DOUBLE_EQ(e0 + e1, 2048);
   EXPECT_NE(e0, 1024);  // drawn, not expected
-  EXPECT_EQ(r.rt.expert_forward[0], r.ffn(e0 / 4));
-  EXPECT_EQ(r.rt.expert_forward[1], r.experts({e0 * 0.75, e1}));
+  EXPECT_EQ(r.rt.expert[0].experts.forward, r.ffn(e0 / 4));
+  EXPECT_EQ(r.rt.expert[1].experts.forward, r.experts({e0 * 0.75, e1}));
 }
 
 TEST(Plan, DroplessSampledRoutingIsEachSourcesMultinomial) {
@@ -137,10 +137,10 @@ TEST(Plan, TwoSidedGroupSendsTokensOnlyFromAttentionGpusToExpertGpus) {
   for (std::uint32_t s = 0; s < 4; ++s)
     for (std::uint32_t d = 0; d < 4; ++d)
       EXPECT_DOUBLE_EQ(t.at(s, d), s < 2 && d >= 2 ? 262144.0 : 0.0) << s << " -> " << d;
-  EXPECT_EQ(r.rt.expert_forward[0], compute::Work{});
-  EXPECT_EQ(r.rt.expert_forward[1], compute::Work{});
-  EXPECT_EQ(r.rt.expert_forward[2], r.ffn(1024));
-  EXPECT_EQ(r.rt.expert_forward[3], r.ffn(1024));
+  EXPECT_EQ(r.rt.expert[0].experts.forward, compute::Work{});
+  EXPECT_EQ(r.rt.expert[1].experts.forward, compute::Work{});
+  EXPECT_EQ(r.rt.expert[2].experts.forward, r.ffn(1024));
+  EXPECT_EQ(r.rt.expert[3].experts.forward, r.ffn(1024));
   EXPECT_DOUBLE_EQ(r.rt.routed_copies, 2048);  // two sources of 1024 copies
 }
 

@@ -32,7 +32,9 @@ namespace {
 //     6 experts take T_E = 4 ms per microbatch (81920·3e3 FLOP/s);
 //   - every other GeMM (projections, router) runs at 300 TFLOP/s and the memory-bound kernels at
 //     the GPUs' HBM rates with no fixed cost: nanoseconds against milliseconds;
-//   - links of 1000 TB/s without latency: a dispatch of 60 × 64 × 2 B takes 8 ps.
+//   - links of 1000 TB/s without latency: a dispatch of 60 × 64 × 2 B takes 8 ps;
+//   - every backward, the experts' included, twice its forward (compute.backward_factor 2: the
+//     toy's times, not the shapes of the gradients' GeMMs).
 constexpr const char* kToy = R"({
   "name": "fig6-toy",
   "cluster": {"groups": [{"gpu": "h100-sxm5-80gb", "count": 1}, {"gpu": "a100-sxm4-80gb", "count": 1}],
@@ -40,7 +42,7 @@ constexpr const char* kToy = R"({
   "model": {"layers": 3, "hidden": 64, "ffn_hidden": 64, "experts": 6, "top_k": 1, "heads": 1},
   "training": {"sequence_length": 60, "micro_batch_size": 1, "microbatches": 3, "dtype": "bf16"},
   "routing": {"sampling": "expected"},
-  "compute": {"launch_overhead": "0us"},
+  "compute": {"launch_overhead": "0us", "backward_factor": 2},
   "strategy": {"name": "zebra", "attention_gpu": "h100-sxm5-80gb", "asym_ea": "off"}
 })";
 
@@ -367,7 +369,7 @@ TEST(Zebra, AttentionGpusSendOnlyToExpertGpusAndAsymEaAddsTheirOffloadedExperts)
   EXPECT_NEAR(l3.dispatch[0]->at(0, 4), copies * 2048, 1e-3);
   EXPECT_EQ(l3.dispatch[0]->at(4, 0), 0.0);
   // The A40 computes its two offloaded experts on the copies of all four A40s: 4 × 2 × 341.33.
-  EXPECT_EQ(l3.expert_forward[0], blocks::experts_time(z.compute[0], z.sc.model, std::vector<double>{4 * 341.0 + 4.0 / 3, 4 * 341.0 + 4.0 / 3}, 3584));
+  EXPECT_EQ(l3.expert[0].experts.forward, blocks::experts_time(z.compute[0], z.sc.model, std::vector<double>{4 * 341.0 + 4.0 / 3, 4 * 341.0 + 4.0 / 3}, 3584));
 }
 
 TEST(Zebra, EachCommunicationStreamCarriesOneDirection) {
