@@ -102,7 +102,7 @@ double ComputeModel::modelled_gemm_seconds(std::span<const double> rows, double 
   return time_to_seconds(overhead_) + best;
 }
 
-double ComputeModel::modelled_wgrad_seconds(std::span<const double> rows, double n, double k) const {
+double ComputeModel::modelled_wgrad_seconds(std::span<const double> rows, double n, double k, double scale) const {
   const Precision& p = precision_;
   double rows_sum = 0, groups = 0, longest = 0;
   for (const double r : rows)
@@ -115,7 +115,7 @@ double ComputeModel::modelled_wgrad_seconds(std::span<const double> rows, double
   double best = std::numeric_limits<double>::infinity();
   for (const auto& [tm, tn] : kGemmTiles) {
     const double intensity = 2 * tm * tn / ((tm + tn) * p.operand_bytes);
-    const double tile_rate = p.peak * ceiling_ * std::min(1.0, intensity / p.critical_intensity);  // all SMs on such tiles
+    const double tile_rate = p.peak * ceiling_ * scale * std::min(1.0, intensity / p.critical_intensity);  // all SMs
     const double per_group = std::ceil(k / tm) * std::ceil(n / tn);
     // Every tile of group g runs rows_g + ramp steps of its main loop.
     const double work = per_group * 2 * tm * tn * (rows_sum + groups * kTileRampK);
@@ -131,7 +131,7 @@ double ComputeModel::modelled_wgrad_seconds(std::span<const double> rows, double
     best = std::min(best, std::max(compute, memory));
   }
   const double modelled = time_to_seconds(overhead_) + best;
-  return max_flops_ > 0 ? std::max(modelled, 2 * rows_sum * n * k / max_flops_) : modelled;
+  return max_flops_ > 0 ? std::max(modelled, 2 * rows_sum * n * k / (max_flops_ * scale)) : modelled;
 }
 
 Time ComputeModel::grouped_gemm_wgrad(std::span<const double> rows, double n, double k) const {
@@ -140,7 +140,11 @@ Time ComputeModel::grouped_gemm_wgrad(std::span<const double> rows, double n, do
     for (const double r : rows) total += gemm(k, n, r);
     return total;
   }
-  return seconds_to_time(modelled_wgrad_seconds(rows, n, k));
+  return seconds_to_time(modelled_wgrad_seconds(rows, n, k, grouped_scale()));
+}
+
+double ComputeModel::grouped_scale() const {
+  return options_.grouped_gemm_kernels == GroupedGemmKernels::TorchGroupedMm ? kTorchGroupedMmCeiling : 1.0;
 }
 
 cluster::Dtype ComputeModel::measurement_dtype() const {
@@ -196,12 +200,12 @@ double ComputeModel::gemm_seconds(double m, double n, double k) const {
   return capped_gemm_seconds(rows, n, k);
 }
 
-double ComputeModel::capped_gemm_seconds(std::span<const double> rows, double n, double k) const {
-  const double modelled = modelled_gemm_seconds(rows, n, k, ceiling_, precision_);
+double ComputeModel::capped_gemm_seconds(std::span<const double> rows, double n, double k, double scale) const {
+  const double modelled = modelled_gemm_seconds(rows, n, k, ceiling_ * scale, precision_);
   if (max_flops_ <= 0) return modelled;
   double rows_sum = 0;
   for (const double r : rows) rows_sum += std::max(0.0, r);
-  return std::max(modelled, 2 * rows_sum * n * k / max_flops_);
+  return std::max(modelled, 2 * rows_sum * n * k / (max_flops_ * scale));
 }
 
 double ComputeModel::gemm_efficiency(double m, double n, double k) const {
@@ -223,11 +227,11 @@ Time ComputeModel::grouped_gemm(std::span<const double> rows, double n, double k
     for (const double r : rows) total += gemm(r, n, k);
     return total;
   }
-  return seconds_to_time(capped_gemm_seconds(rows, n, k));
+  return seconds_to_time(capped_gemm_seconds(rows, n, k, grouped_scale()));
 }
 
 int ComputeModel::grouped_gemm_kernels(std::span<const double> rows) const {
-  if (options_.grouped_gemm_kernels == GroupedGemmKernels::One) return 1;
+  if (options_.grouped_gemm_kernels != GroupedGemmKernels::PerExpert) return 1;
   int n = 0;
   for (const double r : rows) n += r > 0;
   return n;

@@ -269,8 +269,10 @@ software::Software read_software(const Json& doc, const Scenario& s, const std::
               schema::as_time(h.at("graph_launch")), schema::as_time(h.at("sync"))};
   for (const Json& scope : sw.at("cuda_graphs")) software::parse_graph_scope(scope.get<std::string>(), out.graphs);
   out.router_kernels = sw.at("router_kernels").get<int>();
-  out.grouped_gemm = sw.at("grouped_gemm") == "per_expert" ? compute::GroupedGemmKernels::PerExpert
-                                                           : compute::GroupedGemmKernels::One;
+  const std::string grouped = sw.at("grouped_gemm");
+  out.grouped_gemm = grouped == "per_expert"         ? compute::GroupedGemmKernels::PerExpert
+                     : grouped == "torch_grouped_mm" ? compute::GroupedGemmKernels::TorchGroupedMm
+                                                     : compute::GroupedGemmKernels::One;
   out.ep_overlap = sw.at("ep_overlap").get<bool>();
   out.shared_expert_overlap = sw.at("shared_expert_overlap").get<bool>();
   out.delay_wgrad = sw.at("delay_wgrad").get<bool>();
