@@ -228,25 +228,23 @@ NodePtr enumeration(std::vector<std::string> choices) {
   n->choices = std::move(choices);
   return n;
 }
-NodePtr time() {
-  // No latency, overhead or deadline of a training step is a day long; the bound keeps every sum of
-  // such times far inside the clock (kMaxTime, 53 days).
+namespace {
+// A time from 0 up to `max_ps` picoseconds.
+NodePtr time_up_to(double max_ps) {
   auto n = std::make_shared<Node>();
   n->type = Type::Time;
   n->min = 0;
-  n->max = 86400e12;
+  n->max = max_ps;
   return n;
 }
-NodePtr latency() {
-  // A link's latency: light crosses the Earth in 70 ms and a geostationary hop takes 0.25 s; ten
-  // seconds is no network, but a unit typed wrong ("86400s"), and its sum over a step's hops
-  // would pass the clock mid-run.
-  auto n = std::make_shared<Node>();
-  n->type = Type::Time;
-  n->min = 0;
-  n->max = 10e12;
-  return n;
-}
+}  // namespace
+// No latency, overhead or deadline of a training step is a day long; the bound keeps every sum of
+// such times far inside the clock (kMaxTime, 53 days).
+NodePtr time() { return time_up_to(86400e12); }
+// A link's latency: light crosses the Earth in 70 ms and a geostationary hop takes 0.25 s; ten
+// seconds is no network, but a unit typed wrong ("86400s"), and its sum over a step's hops would
+// pass the clock mid-run.
+NodePtr latency() { return time_up_to(10e12); }
 NodePtr bandwidth() {
   // At least 1 Mbps: slower links move a training step's bytes in weeks (and "1bps" is a typo).
   auto n = std::make_shared<Node>();
