@@ -28,6 +28,13 @@ compute::Work recomputed_activation(const Context& ctx, std::uint32_t g, std::sp
   return expert_activation_time(ctx.compute_of(g), ctx.model, copies, ffn);
 }
 
+// GPU g's expert work over `rows` token copies per local expert (FFN size `ffn`), with `regroup`
+// around it and the activation it recomputes.
+ExpertChunk expert_chunk(const Context& ctx, std::uint32_t g, std::span<const double> rows, double ffn,
+                         compute::Work regroup) {
+  return {experts_work(ctx.compute_of(g), ctx.model, rows, ffn), regroup, recomputed_activation(ctx, g, rows, ffn)};
+}
+
 // Each rank's replicas as (expert, share), in expert order.
 using RankReplicas = std::vector<std::vector<std::pair<int, double>>>;
 RankReplicas by_rank(const parallel::ReplicaTable& table, std::size_t ranks) {
@@ -304,9 +311,7 @@ LayerRouting route_padded(const Context& ctx, const parallel::MoeLayerPlan& lp, 
   std::vector<std::optional<ExpertChunk>> by_kind(ctx.compute.size());
   for (std::uint32_t g = 0; g < ctx.topology.gpu_count(); ++g) {
     std::optional<ExpertChunk>& t = by_kind[ctx.topology.kind_index(g)];
-    if (!t)
-      t = ExpertChunk{experts_work(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden), {},
-                      recomputed_activation(ctx, g, rows, lp.expert_ffn_hidden)};
+    if (!t) t = expert_chunk(ctx, g, rows, lp.expert_ffn_hidden, {});
     out.expert[g] = *t;
   }
   // Capacity drops of this layer's routing (the padded exchanges do not change with them): the
@@ -407,8 +412,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
     dropped = 0;
     if (!(ip.role(g) & parallel::kRunsExperts)) return ExpertChunk{};
     dropped = local_copies(rr, rank, received);
-    return ExpertChunk{experts_work(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden), regroup(g, rr.size()),
-                       recomputed_activation(ctx, g, rows, lp.expert_ffn_hidden)};
+    return expert_chunk(ctx, g, rows, lp.expert_ffn_hidden, regroup(g, rr.size()));
   };
   // A fused backend de-duplicates per rank: each rank's share of a source's copies (`per_expert`
   // over `total`, spread over the replicas) gives its distinct tokens per copy.
@@ -460,8 +464,7 @@ LayerRouting route_layer(const Context& ctx, const parallel::IterationPlan& ip, 
       for (const double x : tokens) rows.push_back(x / chunks);
       for (const std::uint32_t g : members)
         if (ip.role(g) & parallel::kRunsExperts)
-          out.expert[g] = {experts_work(ctx.compute_of(g), m, rows, lp.expert_ffn_hidden), regroup(g, rr.size()),
-                           recomputed_activation(ctx, g, rows, lp.expert_ffn_hidden)};
+          out.expert[g] = expert_chunk(ctx, g, rows, lp.expert_ffn_hidden, regroup(g, rr.size()));
       auto [found, fresh] = exchanges.try_emplace(brought, gather.size());
       if (fresh) {
         std::vector<double> bytes(k * k, 0.0);
