@@ -148,8 +148,8 @@ double ComputeModel::grouped_scale() const {
 }
 
 cluster::Dtype ComputeModel::measurement_dtype() const {
-  // The dtype's own measurement, else (fp16, tf32: the same tensor cores) bf16's, and (mxfp8:
-  // the same FP8 tensor cores, the block scales applied in hardware) fp8's.
+  // The dtype's own measurement, else (fp16, tf32: the same tensor cores) bf16's, and (mxfp8
+  // without one: the same FP8 tensor cores, the block scales applied in hardware) fp8's.
   const cluster::Dtype d = options_.dtype;
   if (gpu_.measured_matmul(d).flops > 0) return d;
   if (d == cluster::Dtype::fp16 || d == cluster::Dtype::tf32) return cluster::Dtype::bf16;

@@ -21,7 +21,9 @@
 //     `compute.gemm_efficiency` overrides it for every GPU. The measured maximum also bounds every
 //     GeMM's rate: no shape runs faster than the best the brute-force search found.
 //   - FP8 (Transformer Engine): FP8 operands (1 byte), BF16 output; its own MAMF measurement gives
-//     its ceiling (Hopper reaches 71 % of its doubled peak where BF16 reaches 80 %).
+//     its ceiling (Hopper reaches 71 % of its doubled peak where BF16 reaches 80 %). MXFP8 (block
+//     scales of 32) takes its own measurement where the catalogue has one, else FP8's: on a B200
+//     the measured MXFP8 grouped GeMM runs a third slower than per-tensor FP8 (topologies/gpus.json).
 // A grouped GeMM (Megatron-Core's GroupedMLP / cuBLAS grouped GEMM over the local experts) is one
 // kernel: the tiles of all groups fill the waves together, one fixed cost; a batched GeMM (XLA's
 // b) is a grouped GeMM of equal groups.
