@@ -186,10 +186,13 @@ ProgramSize program_per_iteration(const StrategyContext& ctx, int chunks,
     const double ends = (first ? 1 : 0) + (last ? 1 : 0);
     per_microbatch += 2 * ends * (P::kernels(1) + (s.tp > 1 ? P::collective(1, s.tp) : P{}));
     per_iteration += ends * P::collective(1, dense_group);
+    // Non-interleaved 1F1B waits for each of its sends (a zero-length wait after each).
     const int stages = layout.virtual_stages();
+    const bool blocking_sends = pipeline.schedule == parallel::PipelineSchedule::OneFOneB && s.vp == 1;
     for (int c = 0; c < s.vp; ++c) {
       const int v = c * s.pp + st;
-      per_microbatch += P::collective(2.0 * ((v > 0 ? 1 : 0) + (v + 1 < stages ? 1 : 0)), 2);
+      const double boundaries = (v > 0 ? 1 : 0) + (v + 1 < stages ? 1 : 0);
+      per_microbatch += P::collective(2.0 * boundaries, 2) + (blocking_sends ? P::kernels(boundaries) : P{});
     }
     total += static_cast<double>(layout.stage_size()) * (t.microbatches * per_microbatch + per_iteration);
   }
