@@ -378,7 +378,7 @@ def write_archive(lines, entries):
                   f"{sum(abs(e['error']) <= goal for e in run)} within {goal:.0%}; "
                   f"{sum(e['error'] > 0 for e in run)} too fast, {sum(e['error'] < 0 for e in run)} too slow.", ""]
         lines += ["| by | rows | mean abs error | within goal | too fast |", "|---|---:|---:|---:|---:|"]
-        for key, name in (("System", "system"), ("container", "container")):
+        for key, name in (("System", "system"), ("container", "container"), ("model", "model")):
             groups = {}
             for e in run:
                 groups.setdefault(e["row"][key], []).append(e)

@@ -28,7 +28,8 @@ void context_parallel_attention(Emission& em, engine::Phase direction, int layer
   };
   auto first = projection(!backward), last = projection(backward);
   auto core = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
-    const compute::Work whole = backward ? attention_core_backward_time(cm, m, t, tp) : attention_core_time(cm, m, t, tp);
+    const compute::Work whole =
+        backward ? attention_core_backward_time(cm, m, t, tp, layer) : attention_core_time(cm, m, t, tp, layer);
     // Each step launches the core's kernels over its chunk.
     return compute::Work{whole.time / (static_cast<Time>(cp) * cp), whole.kernels};
   });
@@ -64,8 +65,8 @@ void attention(Emission& em, engine::Phase direction, int layer, int mb, Frontie
   } else {
     const auto label = em.label(direction, engine::WorkKind::Attention, "attention", layer, mb);
     auto cost = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
-      return direction != engine::Phase::Backward ? attention_time(cm, m, em.ctx.training, tp)
-                                                  : attention_backward_time(cm, m, em.ctx.training, tp);
+      return direction != engine::Phase::Backward ? attention_time(cm, m, em.ctx.training, tp, layer)
+                                                  : attention_backward_time(cm, m, em.ctx.training, tp, layer);
     });
     for (const std::uint32_t g : em.active())
       if (em.runs_attention(g)) f[g] = em.pb.compute(g, cost(g), label, f[g]);

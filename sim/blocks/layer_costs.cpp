@@ -130,19 +130,19 @@ compute::Work output_projection_time(const compute::ComputeModel& cm, const work
 }
 
 compute::Work attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
-                                  const workload::TrainingConfig& t, int tp) {
+                                  const workload::TrainingConfig& t, int tp, int layer) {
   if (!m.attention) return {};
-  return compute::kernel(
-      cm.attention(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length, m.core_head_dim(), t.causal));
+  return compute::kernel(cm.attention(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length,
+                                      m.core_head_dim(), t.causal, m.attention_window(layer)));
 }
 
 // The fused attention backward: one kernel of dQ, dK, dV (cuDNN's and FlashAttention's, with the
 // small pre- and post-processing kernels they add counted as a second: dO·O and dQ's conversion).
 compute::Work attention_core_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
-                                           const workload::TrainingConfig& t, int tp) {
+                                           const workload::TrainingConfig& t, int tp, int layer) {
   if (!m.attention) return {};
   return {cm.attention_backward(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length,
-                                m.core_head_dim(), t.causal),
+                                m.core_head_dim(), t.causal, m.attention_window(layer)),
           2};
 }
 
@@ -156,15 +156,15 @@ compute::Work attention_projections(const compute::ComputeModel& cm, const workl
 }  // namespace
 
 compute::Work attention_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
-                             const workload::TrainingConfig& t, int tp) {
+                             const workload::TrainingConfig& t, int tp, int layer) {
   if (!m.attention) return {};
-  return attention_projections(cm, m, t, tp) + attention_core_time(cm, m, t, tp);
+  return attention_projections(cm, m, t, tp) + attention_core_time(cm, m, t, tp, layer);
 }
 
 compute::Work attention_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
-                                      const workload::TrainingConfig& t, int tp) {
+                                      const workload::TrainingConfig& t, int tp, int layer) {
   if (!m.attention) return {};
-  return cm.backward(attention_projections(cm, m, t, tp)) + attention_core_backward_time(cm, m, t, tp);
+  return cm.backward(attention_projections(cm, m, t, tp)) + attention_core_backward_time(cm, m, t, tp, layer);
 }
 
 compute::Work gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute,

@@ -47,11 +47,12 @@ compute::Work experts_time(const compute::ComputeModel& cm, const workload::Mode
 // group, its input cast to FP8 by the norm before it.
 compute::Work ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn);
 
-// The attention block of one microbatch on one GPU (no context parallelism): projections, norm and core.
+// The attention block of one microbatch on one GPU (no context parallelism): projections, norm and
+// core; `layer`'s attention window (ModelShape::attention_window; -1: a layer of full attention).
 compute::Work attention_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
-                    int tp = 1);
+                    int tp = 1, int layer = -1);
 compute::Work attention_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
-                             const workload::TrainingConfig& t, int tp = 1);
+                             const workload::TrainingConfig& t, int tp = 1, int layer = -1);
 // Its pieces, forward, for `tokens` tokens: the norm and the Q, K, V projections; the output projection.
 compute::Work qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 // The output projection and the residual add after it.
@@ -67,11 +68,11 @@ compute::Work mla_up_projection_time(const compute::ComputeModel& cm, const work
 compute::Work expert_activation_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double copies,
                                      double ffn);
 // The attention core (QK^T, softmax, PV) of a microbatch's whole sequence, heads split over tp,
-// forward and backward.
+// forward and backward, within `layer`'s attention window (-1: full attention).
 compute::Work attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,
-                         int tp = 1);
+                         int tp = 1, int layer = -1);
 compute::Work attention_core_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
-                                  const workload::TrainingConfig& t, int tp = 1);
+                                  const workload::TrainingConfig& t, int tp = 1, int layer = -1);
 // The pre-MLP norm (with attention), router GeMM, softmax/top-k and permuting the k copies into the
 // send buffer, for `tokens` tokens. `fused_permute`: a fused dispatch (DeepEP, HybridEP) writes the
 // rows into the expert-major layout itself, so no permute kernel runs. `router_kernels`: the kernels

@@ -237,7 +237,20 @@ int ComputeModel::grouped_gemm_kernels(std::span<const double> rows) const {
   return n;
 }
 
-double attention_forward_flops(double batch, double heads, double seq, double head_dim, bool causal) {
+double attention_window_scores(double seq, double window) {
+  if (window <= 0 || window >= seq) return 0.5 * seq * seq;
+  const double b = kAttentionTile;
+  // Query block q's first key block is q − c (c = ⌈(window − 1)/b⌉) once q ≥ c: it computes c full
+  // tiles and the diagonal half; the first c blocks compute every tile before them, as causal.
+  const double c = std::ceil((window - 1) / b);
+  double scores = 0;
+  for (double q = 0; q < c && q * b < seq; ++q) scores += std::min(b, seq - q * b) * (q * b + b / 2);
+  scores += std::max(0.0, seq - c * b) * (c * b + b / 2);
+  return scores;
+}
+
+double attention_forward_flops(double batch, double heads, double seq, double head_dim, bool causal, double window) {
+  if (causal && window > 0) return 4.0 * batch * heads * head_dim * attention_window_scores(seq, window);
   return 4.0 * batch * heads * seq * seq * head_dim * (causal ? 0.5 : 1.0);
 }
 
@@ -251,9 +264,9 @@ double attention_bytes(double batch, double heads, double seq, double head_dim, 
 }
 }  // namespace
 
-Time ComputeModel::attention(double batch, double heads, double seq, double head_dim, bool causal) const {
+Time ComputeModel::attention(double batch, double heads, double seq, double head_dim, bool causal, double window) const {
   if (batch <= 0 || seq <= 0) return 0;
-  const double flops = attention_forward_flops(batch, heads, seq, head_dim, causal);
+  const double flops = attention_forward_flops(batch, heads, seq, head_dim, causal, window);
   const bool measured = static_cast<bool>(tables_.attention_flops);
   const double efficiency = measured ? tables_.attention_flops(seq, head_dim, causal) / attention_peak_
                                      : options_.attention_efficiency.value_or(gpu_.attention_efficiency);
@@ -261,12 +274,13 @@ Time ComputeModel::attention(double batch, double heads, double seq, double head
                   measured ? measured_overhead_ : overhead_);
 }
 
-Time ComputeModel::attention_backward(double batch, double heads, double seq, double head_dim, bool causal) const {
+Time ComputeModel::attention_backward(double batch, double heads, double seq, double head_dim, bool causal,
+                                      double window) const {
   if (batch <= 0 || seq <= 0) return 0;
   // dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K, dK = dSᵀ·Q and the recomputed QKᵀ: 2.5× the forward FLOPs;
   // it reads Q, K, V, O and dO and writes dQ, dK, dV, and (unfused) passes the scores, their
   // gradient and P as often again as the forward: twice the forward's bytes.
-  const double flops = kAttentionBackwardFlopRatio * attention_forward_flops(batch, heads, seq, head_dim, causal);
+  const double flops = kAttentionBackwardFlopRatio * attention_forward_flops(batch, heads, seq, head_dim, causal, window);
   const bool measured = static_cast<bool>(tables_.attention_backward_flops);
   const double efficiency =
       measured ? tables_.attention_backward_flops(seq, head_dim, causal) / attention_peak_ : attention_backward_efficiency_;

@@ -67,8 +67,19 @@ inline constexpr Time kMemoryKernelOverhead = 2'340'000;  // 2.34 us
 inline constexpr double kHbmEfficiency = 0.814;
 
 // Self-attention core FLOPs: QKᵀ and P·V, two GeMMs of 2·L·L·d per head; causal masking halves
-// the useful work.
-double attention_forward_flops(double batch, double heads, double seq, double head_dim, bool causal);
+// the useful work. A sliding window of `window` tokens (causal; 0: none) leaves the kernel the
+// query × key tiles the band crosses (attention_window_scores).
+double attention_forward_flops(double batch, double heads, double seq, double head_dim, bool causal, double window = 0);
+// The query-key scores a FlashAttention-style kernel computes over one sequence of `seq` tokens
+// when each query sees its last `window` keys: every kAttentionTile × kAttentionTile tile the band
+// crosses is computed whole and fully masked ones are skipped; the diagonal tile counts half, as
+// the causal count L²/2 does (so a window of L or more gives L²/2). GPT-OSS's 128-token window at
+// L = 4096: a query block of 128 rows computes its diagonal tile and the one before it, 1.5 tiles'
+// worth, 47 · 128² in all against 32² · 128² / 2 for the full causal core (0.092 of it).
+double attention_window_scores(double seq, double window);
+// The query and key block of FlashAttention-2/3's and cuDNN's fused attention kernels at head dims
+// up to 128 (Dao 2023 §3.1 and FlashAttention-3's kernels: 128 × 128 tiles on Hopper).
+inline constexpr double kAttentionTile = 128;
 // Backward: dV, dP, dQ, dK and the recomputed QKᵀ, 5 GeMMs against the forward's 2.
 constexpr double kAttentionBackwardFlopRatio = 2.5;
 // The fused attention backward reaches a lower fraction of peak than its forward (more GeMMs per
@@ -164,10 +175,10 @@ class ComputeModel {
   // The kernels one grouped GeMM over `rows` launches (ComputeOptions::grouped_gemm_kernels).
   int grouped_gemm_kernels(std::span<const double> rows) const;
   // Self-attention core (QKᵀ, softmax, ·V) for `batch` sequences, `heads` heads of `head_dim`.
-  Time attention(double batch, double heads, double seq, double head_dim, bool causal) const;
+  Time attention(double batch, double heads, double seq, double head_dim, bool causal, double window = 0) const;
   // Its backward (dQ, dK, dV): kAttentionBackwardFlopRatio × the forward's FLOPs at the measured
   // backward FLOP/s when a table gives them, else at the GPU's attention backward efficiency.
-  Time attention_backward(double batch, double heads, double seq, double head_dim, bool causal) const;
+  Time attention_backward(double batch, double heads, double seq, double head_dim, bool causal, double window = 0) const;
   // A memory-bound kernel that moves `bytes` through HBM (norms, activations, permutations).
   Time memory_bound(double bytes) const;
   // Under FP8 training, the kernel that casts a GeMM's activation operand of `elements` elements

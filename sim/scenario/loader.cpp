@@ -337,6 +337,12 @@ parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string
                      fmt::format("a sequence of {} tokens does not split into 2 x cp = {} chunks", seq, 2 * c.sizes.cp),
                      "choose a cp with sequence_length divisible by 2·cp (each GPU takes two chunks to balance the "
                      "causal mask, as Megatron-Core)");
+  if (c.sizes.cp > 1 && m.sliding_window > 0)
+    throw InputError(file, "$.parallel.cp",
+                     fmt::format("context parallelism over model {}'s sliding-window attention is not modelled (its ring "
+                                 "would pass key/value chunks no query of a window sees)",
+                                 m.name),
+                     "use cp 1 with sliding_window");
   if (c.schedule == parallel::PipelineSchedule::Interleaved && c.sizes.vp == 1)
     throw InputError(file, "$.parallel.schedule", "the interleaved schedule needs virtual stages",
                      "set \"vp\" above 1, or use \"1f1b\"");
@@ -560,6 +566,13 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
     throw InputError(file, "$.model.top_k", fmt::format("top_k {} exceeds the {} experts", s.model.top_k, s.model.experts),
                      "use top_k <= experts");
   if (m.contains("head_dim")) s.model.explicit_head_dim = m.at("head_dim").get<double>();
+  if (m.contains("sliding_window")) {
+    if (!s.model.attention)
+      throw InputError(file, "$.model.sliding_window", "a model without attention has no attention window",
+                       "remove sliding_window, or give the model attention");
+    s.model.sliding_window = m.at("sliding_window").at("tokens").get<double>();
+    s.model.window_period = m.at("sliding_window").at("every").get<int>();
+  }
   if (m.contains("mla")) {
     if (m.contains("head_dim"))
       throw InputError(file, "$.model.head_dim", "a model with latent attention (mla) has no single head_dim",
@@ -593,6 +606,11 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.training.dtype = *cluster::parse_dtype(t.at("dtype").get<std::string>());
   s.training.capacity_factor = t.at("capacity_factor").get<double>();
   s.training.causal = t.at("causal").get<bool>();
+  if (s.model.sliding_window > 0 && !s.training.causal)
+    throw InputError(file, "$.training.causal",
+                     fmt::format("model {} attends within a sliding window of its past tokens, which needs the causal mask",
+                                 s.model.name),
+                     "leave training.causal true, or remove model.sliding_window");
   s.training.optimizer_on_host = t.at("optimizer") == "host";
   s.training.recompute = t.at("recompute") == "full"        ? workload::Recompute::Full
                          : t.at("recompute") == "selective" ? workload::Recompute::Selective

@@ -164,6 +164,13 @@ NodePtr model_schema() {
       optional("head_dim", integer(1, 1 << 16), nullptr, "width of one attention head (default: hidden / heads)"),
       optional("mla", mla, nullptr,
                "multi-head latent attention (DeepSeek-V2/V3) instead of multi-head attention; kv_heads = heads"),
+      optional("sliding_window",
+               object({required("tokens", integer(1, 1 << 24), "the keys each query attends to, itself included"),
+                       optional("every", integer(1, 65536), 1,
+                                "which layers: those whose index is a multiple of it (2: layers 0, 2, 4, ...; 1: all)")}),
+               nullptr,
+               "sliding-window (banded causal) attention, e.g. GPT-OSS's {\"tokens\": 128, \"every\": 2}; absent: full "
+               "attention in every layer"),
       optional("vocab", integer(0, 1 << 26), 0, "vocabulary size (embedding and LM head)"),
       optional("attention", boolean(), true,
                "false: a bare MoE layer without attention and norms, as the layer benchmarks of Parm Table III"),

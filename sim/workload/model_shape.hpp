@@ -47,10 +47,21 @@ struct ModelShape {
   // a second pass of the shared LM head and its loss.
   int mtp_layers = 0;
 
+  // Sliding-window (banded causal) attention: each query attends to the last `sliding_window`
+  // tokens, itself included, in the layers l with l % window_period == 0; the others attend to
+  // the whole causal prefix (GPT-OSS: a window of 128 on every other layer, the first windowed).
+  // 0: every layer full attention.
+  double sliding_window = 0;
+  int window_period = 1;
+
   double explicit_head_dim = 0;  // 0: hidden / heads (Qwen3 MoE uses 128 with hidden 2048 and 32 heads)
   std::optional<LatentAttention> mla;  // multi-head latent attention instead of (grouped-query) multi-head
 
   double head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
+  // The attention window of `layer` in tokens, 0 for full attention (and for layer -1: none named).
+  double attention_window(int layer) const {
+    return sliding_window > 0 && layer >= 0 && layer % window_period == 0 ? sliding_window : 0;
+  }
   // Width of one head's query and key, and of its value.
   double qk_head_dim() const { return mla ? mla->qk_nope_head_dim + mla->qk_rope_head_dim : head_dim(); }
   double v_head_dim() const { return mla ? mla->v_head_dim : head_dim(); }
