@@ -739,6 +739,24 @@ TEST_F(BadInput, VirtualStagesWithoutPipelineStages) {
                                       {"$.parallel.vp", "vp 2 needs pipeline stages, but pp is 1", "set parallel.pp above 1"});
 }
 
+TEST_F(BadInput, SlidingWindowOverAContextParallelRing) {
+  // A windowed model over cp 2: the ring attention of a sliding window is not modelled.
+  std::string text = layout_scenario(R"({"cp": 2})");
+  const std::string preset = R"({"preset": "gpt-medium-moe"})";
+  text.replace(text.find(preset), preset.size(),
+               R"({"preset": "gpt-medium-moe", "sliding_window": {"tokens": 128, "every": 2}})");
+  expect_rejected_by_run_and_validate("layout-window-cp.json", text,
+                                      {"$.parallel.cp", "sliding-window attention is not modelled", "use cp 1"});
+}
+
+TEST_F(BadInput, SlidingWindowWithoutTheCausalMask) {
+  std::string text = layout_scenario(R"({"ep": 16})", R"({"sequence_length": 1024, "causal": false})");
+  const std::string preset = R"({"preset": "gpt-medium-moe"})";
+  text.replace(text.find(preset), preset.size(), R"({"preset": "gpt-medium-moe", "sliding_window": {"tokens": 128}})");
+  expect_rejected_by_run_and_validate("window-not-causal.json", text,
+                                      {"$.training.causal", "needs the causal mask", "leave training.causal true"});
+}
+
 TEST_F(BadInput, InterleavedScheduleWithMicrobatchesNotAMultipleOfPp) {
   expect_rejected_by_run_and_validate("layout-mb.json",
                                       layout_scenario(R"({"pp": 4, "vp": 3})", R"({"sequence_length": 1024, "microbatches": 6})"),
