@@ -268,6 +268,10 @@ struct PipelinePlan {
   bool ep_overlap = false;
   int virtual_stages() const { return stages * chunks; }
   int stage_of_virtual(int v) const { return v % stages; }
+  // Megatron-Core's non-interleaved 1F1B waits for each exchange with a neighbouring stage before
+  // the stage computes on (p2p_communication._communicate with wait_on_reqs; the schedule refuses
+  // overlap_p2p_comm); the interleaved schedule's sends run beside the compute.
+  bool blocking_sends() const { return schedule == PipelineSchedule::OneFOneB && chunks == 1; }
   // The virtual stage a layer runs on, and its pipeline stage.
   int virtual_stage_of_layer(int layer) const;
   int stage_of_layer(int layer) const { return stage_of_virtual(virtual_stage_of_layer(layer)); }

@@ -334,11 +334,8 @@ void Writer::send(int from, int to, int mb, bool forward) {
   const auto label = em_.label(forward ? Phase::Forward : Phase::Backward, engine::WorkKind::P2P,
                                forward ? "pipeline_activations" : "pipeline_gradients", p.first_layer[from], mb);
   Frontier& f = front_[mb];
-  // Megatron-Core's non-interleaved 1F1B waits for each exchange with a neighbouring stage before
-  // the stage computes on (p2p_communication._communicate with wait_on_reqs; the schedule refuses
-  // overlap_p2p_comm): the send is on the stage's critical path. The interleaved schedule's sends
-  // run beside the compute.
-  const bool blocking = p.schedule == parallel::PipelineSchedule::OneFOneB && p.chunks == 1;
+  // A blocking send (PipelinePlan::blocking_sends) is on the stage's critical path.
+  const bool blocking = p.blocking_sends();
   const auto sent = em_.label(forward ? Phase::Forward : Phase::Backward, engine::WorkKind::Wait, "pipeline_send_done",
                               p.first_layer[from], mb);
   for (const auto& group : p.groups->groups) {

@@ -186,9 +186,9 @@ ProgramSize program_per_iteration(const StrategyContext& ctx, int chunks,
     const double ends = (first ? 1 : 0) + (last ? 1 : 0);
     per_microbatch += 2 * ends * (P::kernels(1) + (s.tp > 1 ? P::collective(1, s.tp) : P{}));
     per_iteration += ends * P::collective(1, dense_group);
-    // Non-interleaved 1F1B waits for each of its sends (a zero-length wait after each).
+    // A blocking send is followed by a zero-length wait (PipelinePlan::blocking_sends).
     const int stages = layout.virtual_stages();
-    const bool blocking_sends = pipeline.schedule == parallel::PipelineSchedule::OneFOneB && s.vp == 1;
+    const bool blocking_sends = pipeline.blocking_sends();
     for (int c = 0; c < s.vp; ++c) {
       const int v = c * s.pp + st;
       const double boundaries = (v > 0 ? 1 : 0) + (v + 1 < stages ? 1 : 0);
