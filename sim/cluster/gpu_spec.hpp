@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sim/core/units.hpp"
 
@@ -42,6 +43,18 @@ struct MatmulMeasurement {
   double m = 0, n = 0, k = 0;
 };
 
+// One fused attention kernel measured on the GPU, forward and backward (gpus.json
+// "attention_kernels": cuDNN's SDPA, which Transformer Engine's FusedAttention runs, in BF16).
+// Without a calibration profile's attention table, the compute model takes its attention FLOP/s
+// from these, counting each kernel's FLOPs as it counts its own (simulation/calibration_binding).
+struct AttentionMeasurement {
+  double batch = 0, heads = 0, seq = 0;
+  double head_dim = 0, head_dim_v = 0;  // of Q and K, of V and O (MLA: 192, 128)
+  bool causal = true;
+  double window = 0;  // keys each query sees (a sliding window); 0: all
+  Time forward = 0, backward = 0;
+};
+
 struct GpuSpec {
   std::string key;   // catalogue key, e.g. "h100-sxm5-80gb"
   std::string name;  // vendor name
@@ -56,6 +69,8 @@ struct GpuSpec {
   double attention_efficiency = 0.5;  // the fused attention forward's fraction of peak
   double attention_backward_efficiency = 0;  // its backward's; 0: compute::kAttentionBackwardToForward × forward
   bool flash_attention = true;
+  std::vector<AttentionMeasurement> attention_kernels;  // BF16; empty: the efficiencies above
+  std::string attention_kernels_source;
   Bandwidth host_bandwidth{16e9};
   Time host_latency = 2 * kMicrosecond;
   Bandwidth nvlink{};  // per direction; 0: no NVLink (plausibility checks only)

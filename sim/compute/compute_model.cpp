@@ -268,7 +268,7 @@ Time ComputeModel::attention(double batch, double heads, double seq, double head
   if (batch <= 0 || seq <= 0) return 0;
   const double flops = attention_forward_flops(batch, heads, seq, head_dim, causal, window);
   const bool measured = static_cast<bool>(tables_.attention_flops);
-  const double efficiency = measured ? tables_.attention_flops(seq, head_dim, causal) / attention_peak_
+  const double efficiency = measured ? tables_.attention_flops(seq, head_dim, causal, window) / attention_peak_
                                      : options_.attention_efficiency.value_or(gpu_.attention_efficiency);
   return attention_roofline(flops, efficiency, attention_bytes(batch, heads, seq, head_dim, element_bytes_, gpu_.flash_attention),
                   measured ? measured_overhead_ : overhead_);
@@ -283,7 +283,7 @@ Time ComputeModel::attention_backward(double batch, double heads, double seq, do
   const double flops = kAttentionBackwardFlopRatio * attention_forward_flops(batch, heads, seq, head_dim, causal, window);
   const bool measured = static_cast<bool>(tables_.attention_backward_flops);
   const double efficiency =
-      measured ? tables_.attention_backward_flops(seq, head_dim, causal) / attention_peak_ : attention_backward_efficiency_;
+      measured ? tables_.attention_backward_flops(seq, head_dim, causal, window) / attention_peak_ : attention_backward_efficiency_;
   return attention_roofline(flops, efficiency, 2 * attention_bytes(batch, heads, seq, head_dim, element_bytes_, gpu_.flash_attention),
                             measured ? measured_overhead_ : overhead_);
 }

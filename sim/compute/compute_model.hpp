@@ -144,11 +144,13 @@ struct ComputeOptions {
 
 // Calibration hooks: the FLOP/s measured for a shape in the model's dtype (empty: roofline default).
 // Attention FLOPs are counted as attention_forward_flops and, backward, kAttentionBackwardFlopRatio
-// times that: the fitter (calibrate/fit) turns measured times into FLOP/s with the same counts.
+// times that: the fitter (calibrate/fit) and the GPU catalogue's measured kernels
+// (simulation::bind_catalogue_attention) turn measured times into FLOP/s with the same counts.
+// `window`: the keys each query sees under a causal sliding window (0: all).
 struct KernelTables {
   std::function<double(double m, double n, double k)> gemm_flops;
-  std::function<double(double seq, double head_dim, bool causal)> attention_flops;
-  std::function<double(double seq, double head_dim, bool causal)> attention_backward_flops;
+  std::function<double(double seq, double head_dim, bool causal, double window)> attention_flops;
+  std::function<double(double seq, double head_dim, bool causal, double window)> attention_backward_flops;
 };
 
 // The optimizer step of `params` parameters on a host CPU (ZeRO-Offload's CPU Adam): bytes-bound

@@ -114,7 +114,8 @@ Json Loader::resolve(const Json& raw, const std::string& file) const {
 
 namespace {
 
-cluster::GpuSpec gpu_from(const std::string& key, const Json& g) {
+// `file`: where the entry was written (gpus.json or the scenario's "gpus"), for its errors.
+cluster::GpuSpec gpu_from(const std::string& key, const Json& g, const std::string& file) {
   cluster::GpuSpec s;
   s.key = key;
   s.name = g.at("name").get<std::string>();
@@ -137,6 +138,33 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g) {
   s.attention_efficiency = g.at("attention_efficiency").get<double>();
   if (g.contains("attention_backward_efficiency")) s.attention_backward_efficiency = g.at("attention_backward_efficiency").get<double>();
   s.flash_attention = g.at("flash_attention").get<bool>();
+  if (g.contains("attention_kernels")) {
+    const Json& a = g.at("attention_kernels");
+    s.attention_kernels_source = a.at("source").get<std::string>();
+    for (std::size_t i = 0; i < a.at("kernels").size(); ++i) {
+      const Json& k = a.at("kernels").at(i);
+      const std::string at = fmt::format("$.gpus.{}.attention_kernels.kernels[{}]", key, i);
+      cluster::AttentionMeasurement m;
+      m.batch = k.at("batch").get<double>();
+      m.heads = k.at("heads").get<double>();
+      m.seq = k.at("seq").get<double>();
+      m.head_dim = k.at("head_dim").get<double>();
+      m.head_dim_v = k.value("head_dim_v", m.head_dim);
+      m.causal = k.at("causal").get<bool>();
+      m.window = k.value("window", 0.0);
+      m.forward = schema::as_time(k.at("forward"));
+      m.backward = schema::as_time(k.at("backward"));
+      if (m.forward <= 0 || m.backward <= 0)
+        throw InputError(file, at + (m.forward <= 0 ? ".forward" : ".backward"), "a measured kernel takes no time",
+                         "give the kernel's measured time, e.g. \"0.323ms\"");
+      if (m.window > 0 && (!m.causal || m.window >= m.seq))
+        throw InputError(file, at + ".window",
+                         m.causal ? fmt::format("a window of {:.0f} keys is no window at sequence length {:.0f}", m.window, m.seq)
+                                  : std::string("a sliding window needs the causal mask"),
+                         m.causal ? "leave \"window\" out" : "set \"causal\": true, or leave \"window\" out");
+      s.attention_kernels.push_back(m);
+    }
+  }
   if (g.contains("host_link")) {
     s.host_bandwidth = schema::as_bandwidth(g.at("host_link").at("bandwidth"));
     s.host_latency = schema::as_time(g.at("host_link").at("latency"));
@@ -487,7 +515,8 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                                    nearest(name, catalogue)));
     for (std::size_t i = 0; i < s.kinds.size(); ++i)
       if (s.kinds[i].key == name) return static_cast<std::uint16_t>(i);
-    s.kinds.push_back(gpu_from(name, catalogue.at(name)));
+    const bool own = doc.contains("gpus") && doc.at("gpus").contains(name);
+    s.kinds.push_back(gpu_from(name, catalogue.at(name), own ? file : (data_dir_ / "topologies" / "gpus.json").string()));
     return static_cast<std::uint16_t>(s.kinds.size() - 1);
   };
   if (c.contains("groups") == c.contains("gpu"))

@@ -21,6 +21,21 @@ NodePtr gpu_schema() {
       optional("fp8", measurement, nullptr, "FP8 measurement"),
       optional("mxfp8", measurement, nullptr, "MXFP8 measurement (else FP8's)"),
   });
+  static const NodePtr attention_kernel = object({
+      required("batch", integer(1), "sequences"),
+      required("heads", integer(1), "query heads"),
+      required("seq", integer(1), "sequence length (queries = keys)"),
+      required("head_dim", integer(1), "head size of Q and K"),
+      optional("head_dim_v", integer(1), nullptr, "head size of V and the output (default: head_dim)"),
+      required("causal", boolean(), "causal mask (else none)"),
+      optional("window", integer(1), nullptr, "keys each query sees (a causal sliding window); absent: all"),
+      required("forward", time(), "the forward kernel's measured time, e.g. \"0.323ms\""),
+      required("backward", time(), "the backward kernel's measured time"),
+  });
+  static const NodePtr attention_kernels = object({
+      required("source", string(), "where the times were measured (kernel library and version, GPU, benchmark)"),
+      required("kernels", array_of(attention_kernel, 1), "measured BF16 fused attention kernels"),
+  });
   static const NodePtr s = object({
       required("name", string(), "the vendor's name of the GPU"),
       required("peak_flops", object({
@@ -42,6 +57,9 @@ NodePtr gpu_schema() {
                "published maximum achievable matmul FLOPS per dtype and the shape that reached them, e.g. "
                "{\"bf16\": {\"flops\": \"794.5TFLOPS\", \"m\": 2048, \"n\": 2048, \"k\": 13312}}: the GeMM "
                "ceiling is derived from them"),
+      optional("attention_kernels", attention_kernels, nullptr,
+               "measured BF16 fused attention kernels, forward and backward: the attention FLOP/s by sequence length, "
+               "head size and window where no calibration profile gives them (else the efficiencies below)"),
       optional("attention_efficiency", number(0, 1, true), 0.5, "fraction of peak the fused attention forward reaches"),
       optional("attention_backward_efficiency", number(0, 1, true), nullptr,
                "fraction of peak its backward reaches (default: 0.80 × the forward's, as measured on an H100)"),

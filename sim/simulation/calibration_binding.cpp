@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <map>
+#include <memory>
 #include <tuple>
 
 #include "sim/core/error.hpp"
@@ -249,7 +250,7 @@ compute::KernelTables bind_kernels(const calibration::Profile& profile, const cl
     // Channel 0 holds the forward FLOP/s, channel 1 the backward; a masking without its own table
     // uses the other's.
     const auto table = [causal, full](int channel) {
-      return [causal, full, channel](double seq, double head_dim, bool is_causal) {
+      return [causal, full, channel](double seq, double head_dim, bool is_causal, double) {
         const auto* a = is_causal ? (causal ? causal : full) : (full ? full : causal);
         return a->table.at({seq, head_dim, 1.0}, channel);
       };
@@ -261,6 +262,34 @@ compute::KernelTables bind_kernels(const calibration::Profile& profile, const cl
     report["attention"] = fmt::format("roofline default: the profile has no {} attention table", dt);
   }
   return t;
+}
+
+std::string bind_catalogue_attention(const cluster::GpuSpec& gpu, cluster::Dtype dtype, compute::KernelTables& tables) {
+  if (tables.attention_flops || gpu.attention_kernels.empty() || cluster::storage_dtype(dtype) != cluster::Dtype::bf16)
+    return {};
+  std::vector<calibration::LogTable::Point> points[2];  // [causal]
+  std::vector<std::vector<double>> values[2];
+  for (const auto& k : gpu.attention_kernels) {
+    const double head_dim = (k.head_dim + k.head_dim_v) / 2;  // as workload::ModelShape::core_head_dim
+    const double flops = compute::attention_forward_flops(k.batch, k.heads, k.seq, head_dim, k.causal, k.window);
+    points[k.causal].push_back({k.seq, head_dim, k.window > 0 ? k.window : k.seq});
+    values[k.causal].push_back({flops / time_to_seconds(k.forward),
+                                compute::kAttentionBackwardFlopRatio * flops / time_to_seconds(k.backward)});
+  }
+  std::shared_ptr<const calibration::LogTable> table[2];
+  for (int c = 0; c < 2; ++c)
+    if (!points[c].empty()) table[c] = std::make_shared<calibration::LogTable>(std::move(points[c]), std::move(values[c]));
+  // A masking without its own kernels uses the other's.
+  const auto hook = [causal = table[1], full = table[0]](int channel) {
+    return [causal, full, channel](double seq, double head_dim, bool is_causal, double window) {
+      const auto& t = is_causal ? (causal ? *causal : *full) : (full ? *full : *causal);
+      return t.at({seq, head_dim, is_causal && window > 0 && window < seq ? window : seq}, channel);
+    };
+  };
+  tables.attention_flops = hook(0);
+  tables.attention_backward_flops = hook(1);
+  return fmt::format("{} measured BF16 attention kernels of the GPU catalogue ({})", gpu.attention_kernels.size(),
+                     gpu.attention_kernels_source);
 }
 
 }  // namespace moesim::simulation

@@ -27,6 +27,14 @@
 // efficiencies of the GPU kinds the profile was measured on (its provenance "gpu"; every kind
 // when it names none).
 //
+// Without a profile's attention tables, a GPU kind whose catalogue entry lists measured attention
+// kernels (GpuSpec::attention_kernels: cuDNN's fused attention in BF16) takes its attention tables
+// from them, for a training whose attention core computes in BF16 (bf16, fp8, mxfp8) and whose
+// scenario sets no attention efficiency of its own: each kernel's FLOP/s counted as the compute
+// model counts its FLOPs (compute::attention_forward_flops, the window's tiles included;
+// kAttentionBackwardFlopRatio backward), tabulated over (sequence length, head size (d_qk + d_v)/2,
+// keys each query sees), interpolated as calibration::LogTable interpolates.
+//
 // Whatever the profile lacks falls back to the topology's and the GPU catalogue's defaults; the
 // report lists entries used, entries not used and why, and every fallback.
 #pragma once
@@ -51,5 +59,9 @@ schema::Json bind_collectives(const calibration::Profile& profile, const cluster
 // Kernel tables for one GPU kind; `report` gets what was used or why not.
 compute::KernelTables bind_kernels(const calibration::Profile& profile, const cluster::GpuSpec& gpu,
                                    cluster::Dtype dtype, schema::Json& report);
+
+// The catalogue's measured attention kernels as `tables`' attention hooks where these are empty
+// (see above); returns what it did, empty when it did nothing.
+std::string bind_catalogue_attention(const cluster::GpuSpec& gpu, cluster::Dtype dtype, compute::KernelTables& tables);
 
 }  // namespace moesim::simulation

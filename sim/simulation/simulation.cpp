@@ -114,6 +114,12 @@ Simulation::Simulation(scenario::Scenario scenario, std::unique_ptr<strategies::
     compute::KernelTables tables;
     if (const auto* profile = scenario_.calibration.get())
       tables = bind_kernels(*profile, kind, scenario_.compute.dtype, calibration_report_["compute"][kind.key]);
+    // A scenario's own attention efficiency replaces the catalogue's measurements, as it replaces the
+    // catalogue's efficiencies.
+    if (!scenario_.compute.attention_efficiency) {
+      const std::string used = bind_catalogue_attention(kind, scenario_.compute.dtype, tables);
+      if (!used.empty() && scenario_.calibration) calibration_report_["compute"][kind.key]["attention"] = used;
+    }
     compute_.emplace_back(kind, scenario_.compute, std::move(tables));
   }
   routing_ = std::make_unique<workload::RoutingModel>(scenario_.routing, scenario_.model.experts, scenario_.model.layers,

@@ -757,6 +757,34 @@ TEST_F(BadInput, SlidingWindowWithoutTheCausalMask) {
                                       {"$.training.causal", "needs the causal mask", "leave training.causal true"});
 }
 
+// A GPU kind of the scenario's own with measured attention kernels (docs/presets.md
+// "attention_kernels"): a sliding window needs the causal mask, and a kernel takes time.
+std::string own_gpu_scenario(const std::string& kernel) {
+  std::string cluster = kTwoNodes;
+  cluster.replace(cluster.find("h100-sxm5-80gb"), 14, "my-gpu");
+  std::string text = scenario_text(cluster, R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})", R"({"name": "ep"})");
+  text.insert(text.rfind('}'), fmt::format(R"(,
+  "gpus": {{"my-gpu": {{"name": "a GPU", "peak_flops": {{"bf16": "989TFLOPS"}}, "hbm_bandwidth": "3.35TB/s", "memory": "80GiB",
+    "attention_kernels": {{"source": "measured here", "kernels": [{}]}}}}}}
+)",
+                                           kernel));
+  return text;
+}
+
+TEST_F(BadInput, MeasuredAttentionKernelWithAWindowButNoCausalMask) {
+  expect_rejected_by_run_and_validate(
+      "gpu-window.json",
+      own_gpu_scenario(R"({"batch": 2, "heads": 64, "seq": 4096, "head_dim": 64, "causal": false, "window": 128, "forward": "0.2ms", "backward": "0.4ms"})"),
+      {"$.gpus.my-gpu.attention_kernels.kernels[0].window", "needs the causal mask", "set \"causal\": true"});
+}
+
+TEST_F(BadInput, MeasuredAttentionKernelThatTakesNoTime) {
+  expect_rejected_by_run_and_validate(
+      "gpu-kernel-time.json",
+      own_gpu_scenario(R"({"batch": 2, "heads": 64, "seq": 4096, "head_dim": 128, "causal": true, "forward": "0ms", "backward": "0.4ms"})"),
+      {"$.gpus.my-gpu.attention_kernels.kernels[0].forward", "takes no time", "measured time"});
+}
+
 TEST_F(BadInput, InterleavedScheduleWithMicrobatchesNotAMultipleOfPp) {
   expect_rejected_by_run_and_validate("layout-mb.json",
                                       layout_scenario(R"({"pp": 4, "vp": 3})", R"({"sequence_length": 1024, "microbatches": 6})"),
