@@ -226,6 +226,21 @@ def scenario(row, recipe, spec):
     if recompute == "selective":
         # Megatron-Core's recompute_modules (default core_attn); the whole MoE layer is not modelled.
         training["recompute_modules"] = [m for m in setting(recipe, "recompute_modules", ["core_attn"]) if m != "moe"]
+    if setting(recipe, "use_precision_aware_optimizer") is True:
+        # Megatron-Core's precision-aware optimizer: the state dtypes the recipe gives (DeepSeek-V3:
+        # BF16 moments and main gradients). FP32 main gradients are left at moesim's default (the
+        # training's dtype): the perf scripts also set ddp.grad_reduce_in_fp32, not traced.
+        torch_dtypes = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.uint8": "fp8"}
+        states = {}
+        for key, name in (("main_params_dtype", "main_params"), ("exp_avg_dtype", "exp_avg"),
+                          ("exp_avg_sq_dtype", "exp_avg_sq")):
+            dt = torch_dtypes.get(setting(recipe, key))
+            if dt and dt != "fp32":
+                states[name] = dt
+        if torch_dtypes.get(setting(recipe, "main_grads_dtype")) == "bf16":
+            states["main_grads"] = "bf16"
+        if states:
+            training["optimizer_states"] = states
     sc = {"name": "mb-{}-{}-{}-{}-{}".format(row["container"], preset, row["System"].lower(), row["Precision"].lower(), row["GBS"]),
           "description": f"Megatron-Bridge {row['container']} performance archive, line {row['line']} of "
                          f"tests/data/realdata/{spec['source']} ({row['Tokens / sec / GPU']} tokens/s/GPU measured); "

@@ -641,6 +641,16 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                                  s.model.name),
                      "leave training.causal true, or remove model.sliding_window");
   s.training.optimizer_on_host = t.at("optimizer") == "host";
+  if (t.contains("optimizer_states")) {
+    const Json& o = t.at("optimizer_states");
+    const auto bytes = [](const Json& v) { return v == "fp32" ? 4.0 : v == "fp8" ? 1.0 : 2.0; };
+    auto& st = s.training.optimizer_states;
+    st.given = true;
+    st.main_params = bytes(o.at("main_params"));
+    st.exp_avg = bytes(o.at("exp_avg"));
+    st.exp_avg_sq = bytes(o.at("exp_avg_sq"));
+    if (o.contains("main_grads")) st.main_grads = bytes(o.at("main_grads"));
+  }
   s.training.recompute = t.at("recompute") == "full"        ? workload::Recompute::Full
                          : t.at("recompute") == "selective" ? workload::Recompute::Selective
                                                             : workload::Recompute::None;
@@ -690,6 +700,13 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                                                 : workload::RoutingSampling::Auto;
   const Json& cp = doc.at("compute");
   s.compute.dtype = s.training.dtype;
+  if (const auto& st = s.training.optimizer_states; st.given) {
+    // Adam's step reads and writes the master weights (16-bit training) and both moments, reads the
+    // main gradient (FP32 unless given) and writes the updated weights, counted at 4 bytes as the
+    // default 32 B per parameter counts them (FP32 master and moments: 2 · 12 + 4 + 4).
+    const double master = cluster::storage_bytes(s.training.dtype) < 4 ? st.main_params : 0.0;
+    s.compute.optimizer_bytes_per_param = 2 * (master + st.exp_avg + st.exp_avg_sq) + (st.main_grads > 0 ? st.main_grads : 4.0) + 4;
+  }
   if (cp.contains("launch_overhead")) s.compute.launch_overhead = schema::as_time(cp.at("launch_overhead"));
   if (cp.contains("backward_factor")) s.compute.backward_factor = cp.at("backward_factor").get<double>();
   if (cp.contains("gemm_efficiency")) s.compute.gemm_efficiency = cp.at("gemm_efficiency").get<double>();

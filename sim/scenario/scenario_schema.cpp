@@ -262,6 +262,19 @@ NodePtr scenario_schema() {
                "under selective recomputation, the modules recomputed, as Megatron-Core's recompute_modules (default "
                "[\"core_attn\"]): each frees the activations its forward keeps and runs that forward again before "
                "its backward; \"moe\" (the whole MoE layer) is not modelled"),
+      optional("optimizer_states",
+               object({
+                   optional("main_params", enumeration({"fp32", "bf16", "fp16"}), "fp32",
+                            "the master copy of the weights (16-bit training)"),
+                   optional("exp_avg", enumeration({"fp32", "bf16", "fp16", "fp8"}), "fp32", "Adam's first moment"),
+                   optional("exp_avg_sq", enumeration({"fp32", "bf16", "fp16", "fp8"}), "fp32", "Adam's second moment"),
+                   optional("main_grads", enumeration({"fp32", "bf16"}), nullptr,
+                            "the main gradients accumulated over the microbatches (default: the training's dtype)"),
+               }),
+               nullptr,
+               "Megatron-Core's precision-aware optimizer (use_precision_aware_optimizer with main_params_dtype, "
+               "exp_avg_dtype, exp_avg_sq_dtype, main_grads_dtype): the dtypes the optimizer keeps its state in; "
+               "absent: FP32 master weights and moments"),
       optional("optimizer", enumeration({"gpu", "host"}), "gpu",
                "where the optimizer state lives and steps: on each GPU, or on its host's CPU (ZeRO-Offload: "
                "gradients copied over PCIe, CPU Adam, weights copied back; needs cluster.hosts)"),

@@ -109,6 +109,17 @@ enum class Recompute : std::uint8_t { None, Selective, Full };
 // not modelled: training.recompute "full" recomputes whole layers.
 enum class RecomputeModule : std::uint8_t { CoreAttn, Layernorm, MlaUpProj, MoeAct, Mlp, SharedExperts, Count };
 
+// The optimizer's state per parameter, in bytes, as Megatron-Core's precision-aware optimizer
+// (OptimizerConfig.use_precision_aware_optimizer with main_params_dtype, exp_avg_dtype,
+// exp_avg_sq_dtype and main_grads_dtype; Transformer Engine's FusedAdam steps them): the master
+// copy of the weights (none when training in FP32: the weights are their own master), Adam's two
+// moments, and the main gradients accumulated over the microbatches (0: in the training's dtype,
+// as moesim keeps them without this setting). The default is FP32 master weights and moments.
+struct OptimizerStates {
+  double main_params = 4, exp_avg = 4, exp_avg_sq = 4, main_grads = 0;
+  bool given = false;  // training.optimizer_states was written
+};
+
 struct TrainingConfig {
   int sequence_length = 1;
   int micro_batch_size = 1;  // sequences per GPU per microbatch
@@ -118,6 +129,7 @@ struct TrainingConfig {
   double capacity_factor = 0;  // 0: no capacity limit (dropless)
   bool causal = true;
   bool optimizer_on_host = false;  // the optimizer state lives and steps on the host (ZeRO-Offload)
+  OptimizerStates optimizer_states;
   Recompute recompute = Recompute::None;
   // Under Recompute::Selective, the modules recomputed (bits by RecomputeModule).
   std::uint8_t recompute_modules = 1u << static_cast<int>(RecomputeModule::CoreAttn);

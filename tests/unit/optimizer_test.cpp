@@ -92,3 +92,46 @@ TEST(OptimizerOnHost, NeedsHostsInTheCluster) {
     EXPECT_NE(e.fix().find("\"hosts\""), std::string::npos);
   }
 }
+
+TEST(OptimizerStates, PrecisionAwareStatesSetTheStateTheGradientsAndTheStepsBytes) {
+  // The small scenario in BF16 on 4 H100, P parameters per GPU. Default: FP32 master weights and
+  // moments, 12 B per parameter; gradients in BF16, 2 B; the step streams 32 B per parameter.
+  // DeepSeek-V3's recipe (Megatron-Bridge deepseek_v3.py: use_precision_aware_optimizer with BF16
+  // exp_avg, exp_avg_sq and main_grads): 4 + 2 + 2 = 8 B of state, 2 B of gradients, and a step
+  // of 2 · 8 + 2 + 4 = 22 B. FP32 main gradients: 4 B of gradients and a step of 2 · 12 + 4 + 4 =
+  // 32 B, the default's; FP8 moments 1 B each.
+  const auto footprint = [](const schema::Json& states) {
+    auto doc = schema::Json::parse(test::kSmallEp);
+    doc["network"] = {{"model", "analytic"}};
+    if (!states.is_null()) doc["training"]["optimizer_states"] = states;
+    auto sim = std::make_unique<simulation::Simulation>(test::scenario_from(doc.dump()));
+    sim->check();
+    sim->run();
+    return sim;
+  };
+  const auto plain = footprint(nullptr);
+  const auto& m = plain->scenario().model;
+  const double p = m.replicated_params() + m.moe_layers() * (m.experts / 4) * m.expert_params();
+  const auto memory = [](const simulation::Simulation& s) { return s.results_json()["memory"]["breakdown_bytes"]; };
+  EXPECT_DOUBLE_EQ(memory(*plain)["optimizer"].get<double>(), 12 * p);
+  EXPECT_DOUBLE_EQ(memory(*plain)["gradients"].get<double>(), 2 * p);
+  EXPECT_EQ(plain->scenario().compute.optimizer_bytes_per_param, 32);
+
+  const auto dsv3 = footprint({{"exp_avg", "bf16"}, {"exp_avg_sq", "bf16"}, {"main_grads", "bf16"}});
+  EXPECT_DOUBLE_EQ(memory(*dsv3)["optimizer"].get<double>(), 8 * p);
+  EXPECT_DOUBLE_EQ(memory(*dsv3)["gradients"].get<double>(), 2 * p);
+  EXPECT_EQ(dsv3->scenario().compute.optimizer_bytes_per_param, 22);
+  // The step on the GPU is memory-bound over those bytes: the iteration is shorter by the
+  // difference, 10 B per parameter through HBM (the kernel's fixed cost is the same).
+  const compute::ComputeModel cm(plain->scenario().kinds[0], plain->scenario().compute);
+  const compute::ComputeModel cm22(dsv3->scenario().kinds[0], dsv3->scenario().compute);
+  EXPECT_EQ(plain->metrics().iteration_time[0] - dsv3->metrics().iteration_time[0], cm.optimizer_step(p) - cm22.optimizer_step(p));
+  EXPECT_NEAR(time_to_seconds(cm.optimizer_step(p) - cm22.optimizer_step(p)), 10 * p / (0.814 * 3.35e12), 1e-11);
+
+  const auto fp32_grads = footprint({{"main_grads", "fp32"}});
+  EXPECT_DOUBLE_EQ(memory(*fp32_grads)["optimizer"].get<double>(), 12 * p);
+  EXPECT_DOUBLE_EQ(memory(*fp32_grads)["gradients"].get<double>(), 4 * p);
+  EXPECT_EQ(fp32_grads->scenario().compute.optimizer_bytes_per_param, 32);
+  const auto fp8 = footprint({{"exp_avg", "fp8"}, {"exp_avg_sq", "fp8"}, {"main_params", "fp16"}});
+  EXPECT_DOUBLE_EQ(memory(*fp8)["optimizer"].get<double>(), 4 * p);
+}
