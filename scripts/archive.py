@@ -206,6 +206,12 @@ def scenario(row, recipe, spec):
     elif dispatcher != "alltoall":
         raise NotExpressible(f"the {dispatcher} token dispatcher is not modelled")
     notes = not_modelled(recipe)
+    if row["container"] == "26.06.01" and setting(recipe, "use_transformer_engine_op_fuser"):
+        # The archive's footnote on these rows names NVIDIA/cudnn-frontend#256: the CuTe-DSL fused
+        # grouped GeMM + dGLU backward kernel (grouped_gemm_dglu_wrapper_sm100) ran 10x slower in
+        # cudnn-frontend 1.24 than in 1.23 (GPT-OSS and DeepSeek-V3 workloads, GB200-class GPUs).
+        notes.append("the fused grouped MLP's dGLU backward kernel 10x slower in this container "
+                     "(NVIDIA/cudnn-frontend#256, the archive's footnote)")
     if impl == "full_iteration":
         # The recipe's paged stash sizes each rank's expert buffers 1.5x the balanced share
         # (moe_expert_rank_capacity_factor) without a device-to-host read: non-blocking HybridEP
