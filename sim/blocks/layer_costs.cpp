@@ -2,6 +2,8 @@
 // memory-bound kernels are derived where each is costed.
 #include "sim/blocks/layer_costs.hpp"
 
+#include <cmath>
+
 namespace moesim::blocks {
 
 namespace {
@@ -159,6 +161,16 @@ compute::Work attention_time(const compute::ComputeModel& cm, const workload::Mo
                              const workload::TrainingConfig& t, int tp, int layer) {
   if (!m.attention) return {};
   return attention_projections(cm, m, t, tp) + attention_core_time(cm, m, t, tp, layer);
+}
+
+compute::Work mean_attention_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                                  const workload::TrainingConfig& t, int tp) {
+  compute::Work w = attention_time(cm, m, t, tp, 0);
+  if (m.sliding_window <= 0 || m.layers <= 1) return w;
+  double total = 0;
+  for (int l = 0; l < m.layers; ++l) total += static_cast<double>(attention_time(cm, m, t, tp, l).time);
+  w.time = static_cast<Time>(std::llround(total / m.layers));
+  return w;
 }
 
 compute::Work attention_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,

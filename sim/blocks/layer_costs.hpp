@@ -53,6 +53,11 @@ compute::Work attention_time(const compute::ComputeModel& cm, const workload::Mo
                     int tp = 1, int layer = -1);
 compute::Work attention_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
                              const workload::TrainingConfig& t, int tp = 1, int layer = -1);
+// The attention block's forward averaged over the model's layers, for a planner that costs one
+// representative layer (HybridEP's Lat_PE, HeterMoE's attention side): a sliding-window model's
+// windowed and full layers in their proportion; any other model's one layer.
+compute::Work mean_attention_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                                  const workload::TrainingConfig& t, int tp = 1);
 // Its pieces, forward, for `tokens` tokens: the norm and the Q, K, V projections; the output projection.
 compute::Work qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 // The output projection and the residual add after it.

@@ -87,3 +87,21 @@ TEST(SlidingWindow, RefusedWhereItCannotBeModelled) {
   zero["model"]["sliding_window"]["tokens"] = 0;
   test::expect_refused_at(zero, "$.model.sliding_window.tokens");
 }
+
+TEST(SlidingWindow, PlannersCostTheMeanLayer) {
+  // HybridEP's and HeterMoE's planners cost one representative layer: for the windowed model
+  // above (2 layers, a window on layer 0) the mean of the windowed and the full layer; a model
+  // without a window, its one layer.
+  auto doc = schema::Json::parse(test::kSmallEp);
+  doc["training"]["sequence_length"] = 1024;
+  const auto plain = test::scenario_from(doc.dump());
+  doc["model"]["sliding_window"] = {{"tokens", 128}, {"every", 2}};
+  const auto windowed = test::scenario_from(doc.dump());
+  const compute::ComputeModel cm(windowed.topology().gpu(0), windowed.compute);
+  const Time w = blocks::attention_time(cm, windowed.model, windowed.training, 1, 0).time;
+  const Time f = blocks::attention_time(cm, windowed.model, windowed.training, 1, 1).time;
+  ASSERT_LT(w, f);
+  EXPECT_EQ(blocks::mean_attention_time(cm, windowed.model, windowed.training).time, (w + f + 1) / 2);
+  EXPECT_EQ(blocks::mean_attention_time(cm, plain.model, plain.training).time,
+            blocks::attention_time(cm, plain.model, plain.training).time);
+}

@@ -160,7 +160,7 @@ const DomainChoice& HybridEpStrategy::domain(const StrategyContext& ctx) const {
   double backward_factor = 2;
   in.pre_expert_seconds = 0;
   for (const auto& cm : ctx.compute) {
-    const Time attention = blocks::attention_time(cm, m, t).time;
+    const Time attention = blocks::mean_attention_time(cm, m, t).time;
     const Time dense_between =
         m.moe_layers() > 0 ? static_cast<Time>(std::llround(static_cast<double>(m.layers - m.moe_layers()) / m.moe_layers() *
                                                             static_cast<double>(attention + blocks::dense_ffn_time(cm, m, tokens).time)))

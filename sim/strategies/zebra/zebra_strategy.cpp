@@ -82,7 +82,7 @@ double seconds(Time t) { return time_to_seconds(t); }
 // and the router.
 Time attention_side(const compute::ComputeModel& cm, const StrategyContext& ctx) {
   const double tokens = ctx.training.tokens_per_microbatch();
-  return (blocks::combine_time(cm, ctx.model, tokens) + blocks::attention_time(cm, ctx.model, ctx.training) +
+  return (blocks::combine_time(cm, ctx.model, tokens) + blocks::mean_attention_time(cm, ctx.model, ctx.training) +
           blocks::gate_time(cm, ctx.model, tokens))
       .time;
 }
