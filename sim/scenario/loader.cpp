@@ -700,13 +700,8 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                                                 : workload::RoutingSampling::Auto;
   const Json& cp = doc.at("compute");
   s.compute.dtype = s.training.dtype;
-  if (const auto& st = s.training.optimizer_states; st.given) {
-    // Adam's step reads and writes the master weights (16-bit training) and both moments, reads the
-    // main gradient (FP32 unless given) and writes the updated weights, counted at 4 bytes as the
-    // default 32 B per parameter counts them (FP32 master and moments: 2 · 12 + 4 + 4).
-    const double master = cluster::storage_bytes(s.training.dtype) < 4 ? st.main_params : 0.0;
-    s.compute.optimizer_bytes_per_param = 2 * (master + st.exp_avg + st.exp_avg_sq) + (st.main_grads > 0 ? st.main_grads : 4.0) + 4;
-  }
+  if (const auto& st = s.training.optimizer_states; st.given)
+    s.compute.optimizer_bytes_per_param = st.step_bytes(cluster::storage_bytes(s.training.dtype));
   if (cp.contains("launch_overhead")) s.compute.launch_overhead = schema::as_time(cp.at("launch_overhead"));
   if (cp.contains("backward_factor")) s.compute.backward_factor = cp.at("backward_factor").get<double>();
   if (cp.contains("gemm_efficiency")) s.compute.gemm_efficiency = cp.at("gemm_efficiency").get<double>();

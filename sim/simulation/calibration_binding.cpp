@@ -203,6 +203,25 @@ sc::Json bind_collectives(const calibration::Profile& profile, const cluster::To
   return {{"used", used}, {"not_used", not_used}, {"fallback", fallback}};
 }
 
+namespace {
+// `t`'s attention hooks over a causal and a full table of forward (channel 0) and backward
+// (channel 1) FLOP/s, coordinates (sequence length, head size, third); a masking without its own
+// table uses the other's. `keys`: the third coordinate is the keys each query sees (the
+// catalogue's kernels); else 1 (a profile's tables).
+void set_attention_hooks(compute::KernelTables& t, std::shared_ptr<const calibration::LogTable> causal,
+                         std::shared_ptr<const calibration::LogTable> full, bool keys) {
+  const auto hook = [causal, full, keys](int channel) {
+    return [causal, full, keys, channel](double seq, double head_dim, bool is_causal, double window) {
+      const auto& table = is_causal ? (causal ? *causal : *full) : (full ? *full : *causal);
+      const double third = !keys ? 1.0 : is_causal && window > 0 && window < seq ? window : seq;
+      return table.at({seq, head_dim, third}, channel);
+    };
+  };
+  t.attention_flops = hook(0);
+  t.attention_backward_flops = hook(1);
+}
+}  // namespace
+
 compute::KernelTables bind_kernels(const calibration::Profile& profile, const cluster::GpuSpec& gpu, cluster::Dtype dtype,
                                    sc::Json& report) {
   compute::KernelTables t;
@@ -247,16 +266,11 @@ compute::KernelTables bind_kernels(const calibration::Profile& profile, const cl
   if (causal || full) {
     for (const auto* a : {causal, full})
       if (a) check_peak(a->table, 2, fmt::format("$.attention (dtype {}, {})", dt, a->causal ? "causal" : "full"));
-    // Channel 0 holds the forward FLOP/s, channel 1 the backward; a masking without its own table
-    // uses the other's.
-    const auto table = [causal, full](int channel) {
-      return [causal, full, channel](double seq, double head_dim, bool is_causal, double) {
-        const auto* a = is_causal ? (causal ? causal : full) : (full ? full : causal);
-        return a->table.at({seq, head_dim, 1.0}, channel);
-      };
+    // The profile outlives the simulation's compute models: the hooks hold its tables unowned.
+    const auto unowned = [](const calibration::AttentionTable* a) {
+      return a ? std::shared_ptr<const calibration::LogTable>(std::shared_ptr<void>(), &a->table) : nullptr;
     };
-    t.attention_flops = table(0);
-    t.attention_backward_flops = table(1);
+    set_attention_hooks(t, unowned(causal), unowned(full), false);
     report["attention"] = fmt::format("{} forward and backward table{}{}", dt, causal ? " (causal)" : "", full ? " (full)" : "");
   } else {
     report["attention"] = fmt::format("roofline default: the profile has no {} attention table", dt);
@@ -279,15 +293,7 @@ std::string bind_catalogue_attention(const cluster::GpuSpec& gpu, cluster::Dtype
   std::shared_ptr<const calibration::LogTable> table[2];
   for (int c = 0; c < 2; ++c)
     if (!points[c].empty()) table[c] = std::make_shared<calibration::LogTable>(std::move(points[c]), std::move(values[c]));
-  // A masking without its own kernels uses the other's.
-  const auto hook = [causal = table[1], full = table[0]](int channel) {
-    return [causal, full, channel](double seq, double head_dim, bool is_causal, double window) {
-      const auto& t = is_causal ? (causal ? *causal : *full) : (full ? *full : *causal);
-      return t.at({seq, head_dim, is_causal && window > 0 && window < seq ? window : seq}, channel);
-    };
-  };
-  tables.attention_flops = hook(0);
-  tables.attention_backward_flops = hook(1);
+  set_attention_hooks(tables, table[1], table[0], true);
   return fmt::format("{} measured BF16 attention kernels of the GPU catalogue ({})", gpu.attention_kernels.size(),
                      gpu.attention_kernels_source);
 }

@@ -9,11 +9,8 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   MemoryFootprint f;
   const double b = cluster::storage_bytes(t.dtype);
   f.weights = (in.weight_params >= 0 ? in.weight_params : in.params) * b;
-  const OptimizerStates& o = t.optimizer_states;
-  f.gradients = (in.gradient_params >= 0 ? in.gradient_params : in.params) * (o.main_grads > 0 ? o.main_grads : b);
-  // FP32 master weights and two FP32 moments for 16-bit training (12 B), the moments alone in FP32.
-  f.optimizer = (in.optimizer_params >= 0 ? in.optimizer_params : in.params) *
-                ((b < 4 ? o.main_params : 0.0) + o.exp_avg + o.exp_avg_sq);
+  f.gradients = (in.gradient_params >= 0 ? in.gradient_params : in.params) * t.optimizer_states.gradient_bytes(b);
+  f.optimizer = (in.optimizer_params >= 0 ? in.optimizer_params : in.params) * t.optimizer_states.state_bytes(b);
   f.buffers = in.shared_buffer_bytes;
   if (t.optimizer_on_host) {
     f.host = f.optimizer + f.gradients;

@@ -118,6 +118,17 @@ enum class RecomputeModule : std::uint8_t { CoreAttn, Layernorm, MlaUpProj, MoeA
 struct OptimizerStates {
   double main_params = 4, exp_avg = 4, exp_avg_sq = 4, main_grads = 0;
   bool given = false;  // training.optimizer_states was written
+
+  // For weights stored in `storage` bytes (cluster::storage_bytes of the training's dtype): the
+  // optimizer state per parameter (FP32 master weights and moments: 12 B for 16-bit training, the
+  // moments alone, 8 B, in FP32); the gradients'.
+  double master(double storage) const { return storage < 4 ? main_params : 0.0; }
+  double state_bytes(double storage) const { return master(storage) + exp_avg + exp_avg_sq; }
+  double gradient_bytes(double storage) const { return main_grads > 0 ? main_grads : storage; }
+  // What Adam's step streams per parameter: the master weights and both moments read and written,
+  // the main gradient read (FP32 unless given) and the updated weights written, counted at 4 bytes
+  // as the default 32 B per parameter counts them (FP32 master and moments: 2 · 12 + 4 + 4).
+  double step_bytes(double storage) const { return 2 * state_bytes(storage) + (main_grads > 0 ? main_grads : 4.0) + 4; }
 };
 
 struct TrainingConfig {
