@@ -3,6 +3,7 @@
 #include "sim/blocks/layer_costs.hpp"
 
 #include <cmath>
+#include <initializer_list>
 
 namespace moesim::blocks {
 
@@ -24,6 +25,78 @@ compute::Work residual_add(const compute::ComputeModel& cm, const workload::Mode
 
 compute::Work gemm(const compute::ComputeModel& cm, double m, double n, double k) { return compute::kernel(cm.gemm(m, n, k)); }
 
+// Memory-bound kernels, one for each byte count.
+compute::Work memory_kernels(const compute::ComputeModel& cm, std::initializer_list<double> bytes) {
+  compute::Work w;
+  for (const double b : bytes) w += compute::kernel(cm.memory_bound(b));
+  return w;
+}
+
+// A stable radix sort of n int64 keys (PyTorch's argsort over CUB's onesweep, all 64 key bits): an
+// arange of the int64 indices it carries (8n), a histogram pass over the keys (8n) and eight 8-bit
+// passes each reading and writing keys and indices (32n): 10 kernels. With 1-byte keys (a bool
+// routing map) one pass: arange 8n, histogram n, one pass 18n.
+compute::Work argsort(const compute::ComputeModel& cm, double n, bool byte_keys) {
+  if (byte_keys) return memory_kernels(cm, {8 * n, n, 18 * n});
+  compute::Work w = memory_kernels(cm, {8 * n, 8 * n});
+  for (int pass = 0; pass < 8; ++pass) w += compute::kernel(cm.memory_bound(32 * n));
+  return w;
+}
+
+// Permuting T tokens' k copies into expert order, by the software's kernels
+// (compute::PermuteKernels; a a bytes an activation element, probabilities in a too, indices int64):
+//  - fused: Transformer Engine's moe_permute reads each token once and writes its k copies:
+//    (1 + k)·T·H·a, one kernel;
+//  - megatron (core_v0.17.0 megatron/core/transformer/moe/moe_utils.py permute, fused=False): the
+//    T × E routing map transposed (2·T·E), argsorted as bytes, the sorted indices taken modulo T
+//    (reads and writes 8·kT), the probabilities transposed (2·a·T·E) and gathered (8 + 2a a copy),
+//    the rows gathered by index_select (reads 8 an index, reads and writes H·a a copy): 9 kernels;
+//  - torchtitan (torchtitan@b5bcd76 torchtitan/models/common/token_dispatcher.py _local_reorder
+//    L70-106): the kT expert ids argsorted as int64, the scores gathered (8 + 4 + 4 a copy), the
+//    token index taken (idx // k: 16 a copy), the rows gathered (8 + 2·H·a a copy): 13 kernels.
+compute::Work permute_work(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
+  const double a = act(cm), t = tokens, e = m.experts, c = m.top_k * tokens, h = m.hidden;
+  switch (cm.options().permute_kernels) {
+    case compute::PermuteKernels::Fused:
+      break;
+    case compute::PermuteKernels::Megatron:
+      return memory_kernels(cm, {2 * t * e}) + argsort(cm, t * e, true) +
+             memory_kernels(cm, {16 * c, 2 * a * t * e, (8 + 2 * a) * c, 8 * c + 2 * c * h * a});
+    case compute::PermuteKernels::Torchtitan:
+      return argsort(cm, c, false) + memory_kernels(cm, {16 * c, 16 * c, 8 * c + 2 * c * h * a});
+  }
+  return compute::kernel(cm.memory_bound(t * h * a + c * h * a));
+}
+
+// Un-permuting the k expert outputs of T tokens and summing them weighted by the probabilities:
+//  - fused: Transformer Engine's moe_unpermute reads the k copies and writes their weighted sum:
+//    (k + 1)·T·H·a, one kernel;
+//  - megatron (moe_utils.py unpermute, fused=False, probabilities in the activations' dtype): the
+//    probabilities and the routing map transposed (2·a·T·E, 2·T·E), the probabilities of the copies
+//    selected by masked_select (a count over the map, T·E; a nonzero writing kT indices, T·E + 8·kT;
+//    a gather, 8 + 2a a copy), the copies multiplied by them (reads H·a + a, writes H·a), a zeroed
+//    T × H output (T·H·a) and scatter_add (reads H·a + 8 a copy, reads and writes the output):
+//    8 kernels;
+//  - torchtitan (token_dispatcher.py L141-169, ops/scatter_add.py): a zeroed output (T·H·a), the
+//    copies cast to fp32 (reads a, writes 4), scaled by their fp32 score (reads 4 + 4/H, writes 4)
+//    and cast back (reads 4, writes a), then the deterministic scatter_add out of place: the output
+//    cloned (2·T·H·a), the kT indices sorted (argsort, as int64) with two index kernels (16 a
+//    copy) and the rows accumulated (reads H·a + 8 a copy, reads and writes the output): 18 kernels.
+compute::Work unpermute_work(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
+  const double a = act(cm), t = tokens, e = m.experts, c = m.top_k * tokens, h = m.hidden;
+  switch (cm.options().permute_kernels) {
+    case compute::PermuteKernels::Fused:
+      break;
+    case compute::PermuteKernels::Megatron:
+      return memory_kernels(cm, {2 * a * t * e, 2 * t * e, t * e, t * e + 8 * c, (8 + 2 * a) * c,
+                                 2 * c * h * a + a * c, t * h * a, c * h * a + 8 * c + 2 * t * h * a});
+    case compute::PermuteKernels::Torchtitan:
+      return memory_kernels(cm, {t * h * a, c * h * (a + 4), 8 * c * h + 4 * c, c * h * (4 + a), 2 * t * h * a}) +
+             argsort(cm, c, false) + memory_kernels(cm, {8 * c, 8 * c, c * h * a + 8 * c + 2 * t * h * a});
+  }
+  return compute::kernel(cm.memory_bound((m.top_k + 1) * tokens * m.hidden * act(cm)));
+}
+
 // A grouped GeMM over the local experts: its kernels as the backend launches them.
 compute::Work grouped_gemm(const compute::ComputeModel& cm, std::span<const double> rows, double n, double k) {
   return {cm.grouped_gemm(rows, n, k), cm.grouped_gemm_kernels(rows)};
@@ -38,18 +111,57 @@ compute::Work fp8_cast(const compute::ComputeModel& cm, double elements, int gem
   return t > 0 ? compute::Work{t, gemms} : compute::Work{};
 }
 
-// The FFNs of experts_time; `cast_input`: fc1's input comes from no norm, so under FP8 training
-// it is cast in a kernel of its own (the permuted tokens of routed experts).
+// The routed experts' output bias as Megatron-Core adds it (core_v0.17.0
+// megatron/core/transformer/moe/experts.py TEGroupedMLP._apply_bias; fc2 is built with
+// skip_bias_add, fc1's bias rides on its GeMM's epilogue): per local expert e with r_e rows,
+// `t + b * p` over a split of fc2's output t (a bytes an element) with the router probability p in
+// fp32, so b·p is an fp32 r_e × H tensor (written: 4·r_e·H) and the sum another (reads a + 4, writes
+// 4); then one cat of the fp32 rows (reads and writes 4·C·H) and the cast back (reads 4, writes a).
+// Its backward (autograd): the cast's (reads a, writes 4), per expert the gradient cast to t's
+// dtype (reads 4, writes a), b's gradient as (g · p) summed over rows (writes and reads 4, reads 4
+// again) and p's as (g · b) summed over H (the same), and b's [H] gradient cast to its dtype; the
+// probabilities' gradients concatenated once (4·C). Forward 2·E_l + 2 kernels, backward 6·E_l + 2.
+// This is TEGroupedMLP's eager path, whose GeMMs are Transformer Engine's GroupedLinear (grouped
+// GeMM backend per_expert); Megatron-Core 0.18's fused expert MLP (use_transformer_engine_op_fuser,
+// backend grouped) hands the bias to Transformer Engine's fused ops, as moesim's idealised grouped
+// kernel takes it into its epilogue: no cost. torch._grouped_mm experts (torchtitan) are costed
+// without it (not read).
+struct BiasWork {
+  compute::Work forward, backward;
+};
+BiasWork expert_bias_work(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens) {
+  BiasWork w;
+  if (!m.linear_bias || cm.options().grouped_gemm_kernels != compute::GroupedGemmKernels::PerExpert) return w;
+  const double a = act(cm), h = m.hidden;
+  double copies = 0;
+  for (const double r : tokens) {
+    if (r <= 0) continue;
+    copies += r;
+    w.forward += compute::kernel(cm.memory_bound(4 * r * h)) + compute::kernel(cm.memory_bound((a + 8) * r * h));
+    w.backward += compute::kernel(cm.memory_bound((4 + a) * r * h)) + compute::kernel(cm.memory_bound(8 * r * h)) +
+                  compute::kernel(cm.memory_bound(4 * r * h)) + compute::kernel(cm.memory_bound(8 * r * h)) +
+                  compute::kernel(cm.memory_bound(4 * r * h)) + compute::kernel(cm.memory_bound((4 + a) * h));
+  }
+  if (copies <= 0) return w;
+  w.forward += compute::kernel(cm.memory_bound(8 * copies * h)) + compute::kernel(cm.memory_bound((4 + a) * copies * h));
+  w.backward += compute::kernel(cm.memory_bound((a + 4) * copies * h)) + compute::kernel(cm.memory_bound(8 * copies));
+  return w;
+}
+
+// The FFNs of experts_time; `routed`: the permuted tokens of routed experts, whose fc1 input comes
+// from no norm, so under FP8 training it is cast in a kernel of its own, and whose output bias
+// (a model with linear_bias) is added after fc2.
 compute::Work grouped_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
-                               std::span<const double> tokens, double ffn, bool cast_input) {
+                               std::span<const double> tokens, double ffn, bool routed) {
   double copies = 0;
   for (const double t : tokens)
     if (t > 0) copies += t;
   if (copies <= 0) return {};
   const bool gated = m.ffn_gemms() == 3;
   const compute::Work fc1 = grouped_gemm(cm, tokens, (gated ? 2 : 1) * ffn, m.hidden);
-  const compute::Work cast = cast_input ? fp8_cast(cm, copies * m.hidden, fc1.kernels) : compute::Work{};
-  return cast + fc1 + expert_activation_time(cm, m, copies, ffn) + grouped_gemm(cm, tokens, m.hidden, ffn);
+  const compute::Work cast = routed ? fp8_cast(cm, copies * m.hidden, fc1.kernels) : compute::Work{};
+  const compute::Work bias = routed ? expert_bias_work(cm, m, tokens).forward : compute::Work{};
+  return cast + fc1 + expert_activation_time(cm, m, copies, ffn) + grouped_gemm(cm, tokens, m.hidden, ffn) + bias;
 }
 }  // namespace
 
@@ -57,8 +169,14 @@ compute::Work expert_activation_time(const compute::ComputeModel& cm, const work
                                      double ffn) {
   if (copies <= 0) return {};
   // SwiGLU reads the gate and up halves (2·ffn) and writes ffn; an MLP's GeLU reads ffn and writes
-  // ffn: (3 or 2)·copies·ffn·a (its FP8 output for fc2 is written instead of the BF16 one).
-  return compute::kernel(cm.memory_bound((m.ffn_gemms() == 3 ? 3.0 : 2.0) * copies * ffn * act(cm)));
+  // ffn: (3 or 2)·copies·ffn·a (its FP8 output for fc2 is written instead of the BF16 one). Unfused
+  // (torchtitan@b5bcd76 torchtitan/models/common/moe.py GroupedExperts L94-105: F.silu, then the
+  // product), SiLU reads and writes the gate half (2·ffn) and the product reads both and writes
+  // one (3·ffn): two kernels.
+  const double bytes = copies * ffn * act(cm);
+  if (m.ffn_gemms() == 3 && !cm.options().fused_activation)
+    return compute::kernel(cm.memory_bound(2 * bytes)) + compute::kernel(cm.memory_bound(3 * bytes));
+  return compute::kernel(cm.memory_bound((m.ffn_gemms() == 3 ? 3.0 : 2.0) * bytes));
 }
 
 compute::Work norm_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
@@ -84,10 +202,18 @@ ExpertsWork experts_work(const compute::ComputeModel& cm, const workload::ModelS
   const compute::Work fc2_wgrad{cm.grouped_gemm_wgrad(tokens, m.hidden, ffn), cm.grouped_gemm_kernels(tokens)};
   const compute::Work fc1_dgrad = grouped_gemm(cm, tokens, m.hidden, width);
   const compute::Work fc1_wgrad{cm.grouped_gemm_wgrad(tokens, width, m.hidden), cm.grouped_gemm_kernels(tokens)};
-  const compute::Work activation = compute::kernel(cm.memory_bound((gated ? 5.0 : 3.0) * copies * ffn * act(cm)));
+  // The activation's backward (SwiGLU: reads the output gradient and both halves, writes both
+  // halves' gradients, 5·copies·ffn·a; GeLU 3). Unfused, autograd runs the product's backward as two
+  // kernels (each reads the gradient and one half and writes the other's gradient: 3·copies·ffn·a)
+  // and SiLU's (reads the gradient and the gate half, writes its gradient: 3).
+  const double bytes = copies * ffn * act(cm);
+  const compute::Work activation =
+      gated && !cm.options().fused_activation
+          ? memory_kernels(cm, {3 * bytes, 3 * bytes, 3 * bytes})
+          : compute::kernel(cm.memory_bound((gated ? 5.0 : 3.0) * bytes));
   const compute::Work cast = fp8_cast(cm, copies * m.hidden, fc2_dgrad.kernels);
   w.wgrad = fc2_wgrad + fc1_wgrad;
-  w.backward = cast + fc2_dgrad + activation + fc1_dgrad + w.wgrad;
+  w.backward = expert_bias_work(cm, m, tokens).backward + cast + fc2_dgrad + activation + fc1_dgrad + w.wgrad;
   return w;
 }
 
@@ -182,7 +308,6 @@ compute::Work attention_backward_time(const compute::ComputeModel& cm, const wor
 compute::Work gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute,
                         int router_kernels) {
   if (tokens <= 0) return {};
-  const double a = act(cm);
   // The pre-MLP RMSNorm (a layer with attention; expert-only models have none).
   const compute::Work pre_norm = m.attention ? norm(cm, tokens, m.hidden) : compute::Work{};
   // Router logits: a GeMM of the tokens against the E router columns.
@@ -190,9 +315,8 @@ compute::Work gate_time(const compute::ComputeModel& cm, const workload::ModelSh
   // Softmax and top-k in one kernel over fp32 logits: reads T·E·4, writes the dense routing
   // probabilities T·E·4 (Megatron-Core's routing map and probs are T×E): 2·T·E·4.
   const Time top_k = cm.memory_bound(2 * tokens * m.experts * 4);
-  // Permute: reads each token once, writes its k copies grouped by expert: (1 + k)·T·H·a.
-  const compute::Work permute =
-      fused_permute ? compute::Work{} : compute::kernel(cm.memory_bound((1 + m.top_k) * tokens * m.hidden * a));
+  // Permute: the software's kernels (permute_work).
+  const compute::Work permute = fused_permute ? compute::Work{} : permute_work(cm, m, tokens);
   // The router's time is its two large kernels; its launches are the software's count (score
   // function, top-k, auxiliary losses and their small kernels), at least those two.
   return pre_norm + compute::Work{router + top_k, std::max(2, router_kernels)} + permute;
@@ -201,10 +325,8 @@ compute::Work gate_time(const compute::ComputeModel& cm, const workload::ModelSh
 compute::Work combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute) {
   if (tokens <= 0) return {};
   if (fused_permute) return m.attention ? residual_add(cm, m, tokens) : compute::Work{};
-  // Un-permute: reads the k expert outputs of each token and writes their probability-weighted sum
-  // (the k probabilities per token are negligible): (k + 1)·T·H·a.
-  const compute::Work unpermute = compute::kernel(cm.memory_bound((m.top_k + 1) * tokens * m.hidden * act(cm)));
-  return unpermute + (m.attention ? residual_add(cm, m, tokens) : compute::Work{});
+  // Un-permute with the weighted sum: the software's kernels (unpermute_work).
+  return unpermute_work(cm, m, tokens) + (m.attention ? residual_add(cm, m, tokens) : compute::Work{});
 }
 
 compute::Work regroup_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double copies) {

@@ -22,8 +22,10 @@ namespace moesim::blocks {
 // `ffn`, as Megatron-Core's GroupedMLP / TEGroupedMLP runs them: fc1 as one grouped GeMM over all
 // of them (H → ffn, or H → 2·ffn for SwiGLU, gate and up projections in one weight), the activation
 // over all their copies in one kernel, fc2 as one grouped GeMM (ffn → H); under FP8 training the
-// permuted copies are first cast to FP8 (compute::ComputeModel::fp8_cast). The one rule for expert
-// compute, whatever the number of local experts.
+// permuted copies are first cast to FP8 (compute::ComputeModel::fp8_cast); a model with
+// linear_bias adds each expert's output bias after fc2 as Megatron-Core does, in fp32 and expert by
+// expert (layer_costs.cpp: expert_bias_work). The one rule for expert compute, whatever the number
+// of local experts.
 // The local experts' forward and backward. The backward, unless the scenario sets a backward
 // factor (then factor × forward, its weight gradients half of it), runs each grouped GeMM's two
 // gradients at their own shapes (compute::ComputeModel::grouped_gemm_wgrad): fc2's data gradient

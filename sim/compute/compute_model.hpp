@@ -117,6 +117,15 @@ inline Work kernel(Time time) { return {time, 1}; }
 // kTorchGroupedMmCeiling).
 enum class GroupedGemmKernels : std::uint8_t { One, PerExpert, TorchGroupedMm };
 
+// How the software permutes token copies into expert order before the experts and un-permutes and
+// sums them after (blocks::gate_time, blocks::combine_time; kernel by kernel there): Transformer
+// Engine's fused moe_permute / moe_unpermute kernels (Megatron-Core's moe_permute_fusion), Megatron-
+// Core's unfused PyTorch path (moe_utils.permute / unpermute with fused=False: argsort of the
+// routing map, index_select; multiply by the probabilities, scatter_add), or torchtitan's (argsort
+// of the expert ids and a row gather; the outputs cast to fp32, scaled, cast back and summed by a
+// deterministic, sort-based scatter_add).
+enum class PermuteKernels : std::uint8_t { Fused, Megatron, Torchtitan };
+
 // torch._grouped_mm's main loop sustains this fraction of the GeMM ceiling cuBLAS's does (bf16,
 // H100): fitted, by least squares of the log time ratio, to this project's 198 measurements of it
 // (tests/data/measured/h100-grouped-gemm.json: the expert fc1/fc2 shapes of Mixtral-8x7B,
@@ -140,6 +149,11 @@ struct ComputeOptions {
   std::optional<double> attention_efficiency;  // overrides the GPU's
   double optimizer_bytes_per_param = 32;        // Adam: read/write fp32 master, moments, gradient
   GroupedGemmKernels grouped_gemm_kernels = GroupedGemmKernels::One;
+  PermuteKernels permute_kernels = PermuteKernels::Fused;
+  // The gated experts' activation as one fused kernel (Megatron-Core's bias_activation_fusion,
+  // Transformer Engine's); false: SiLU and the product as two eager PyTorch kernels (torchtitan's
+  // GroupedExperts), blocks::expert_activation_time.
+  bool fused_activation = true;
 };
 
 // Calibration hooks: the FLOP/s measured for a shape in the model's dtype (empty: roofline default).

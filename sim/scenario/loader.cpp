@@ -301,6 +301,11 @@ software::Software read_software(const Json& doc, const Scenario& s, const std::
   out.grouped_gemm = grouped == "per_expert"         ? compute::GroupedGemmKernels::PerExpert
                      : grouped == "torch_grouped_mm" ? compute::GroupedGemmKernels::TorchGroupedMm
                                                      : compute::GroupedGemmKernels::One;
+  const std::string permute = sw.at("permute");
+  out.permute = permute == "megatron"     ? compute::PermuteKernels::Megatron
+                : permute == "torchtitan" ? compute::PermuteKernels::Torchtitan
+                                          : compute::PermuteKernels::Fused;
+  out.fused_activation = sw.at("activation_fusion").get<bool>();
   out.ep_overlap = sw.at("ep_overlap").get<bool>();
   out.shared_expert_overlap = sw.at("shared_expert_overlap").get<bool>();
   out.delay_wgrad = sw.at("delay_wgrad").get<bool>();
@@ -579,6 +584,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.model.top_k = m.at("top_k").get<int>();
   s.model.shared_experts = m.at("shared_experts").get<int>();
   s.model.expert_kind = m.at("expert_kind") == "swiglu" ? workload::ExpertKind::SwiGlu : workload::ExpertKind::Mlp;
+  s.model.linear_bias = m.at("linear_bias").get<bool>();
   s.model.heads = m.at("heads").get<int>();
   s.model.kv_heads = m.at("kv_heads").get<int>();
   s.model.vocab = m.at("vocab").get<double>();
@@ -708,6 +714,8 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   if (cp.contains("attention_efficiency")) s.compute.attention_efficiency = cp.at("attention_efficiency").get<double>();
   s.software = read_software(doc, s, file);
   s.compute.grouped_gemm_kernels = s.software.grouped_gemm;
+  s.compute.permute_kernels = s.software.permute;
+  s.compute.fused_activation = s.software.fused_activation;
   s.network_model = doc.at("network").at("model").get<std::string>();
   const std::string ar = doc.at("network").at("all_reduce").get<std::string>();
   s.all_reduce = ar == "hierarchical" ? network::Algorithm::Hierarchical

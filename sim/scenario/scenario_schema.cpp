@@ -189,6 +189,10 @@ NodePtr model_schema() {
                nullptr,
                "sliding-window (banded causal) attention, e.g. GPT-OSS's {\"tokens\": 128, \"every\": 2}; absent: full "
                "attention in every layer"),
+      optional("linear_bias", boolean(), false,
+               "the linear layers carry biases (GPT-OSS; Megatron-Core's add_bias_linear): the routed experts' output "
+               "bias is added per expert in fp32 after fc2 (Megatron-Core's TEGroupedMLP._apply_bias), the others in "
+               "their GeMMs' epilogues"),
       optional("vocab", integer(0, 1 << 26), 0, "vocabulary size (embedding and LM head)"),
       optional("attention", boolean(), true,
                "false: a bare MoE layer without attention and norms, as the layer benchmarks of Parm Table III"),
@@ -236,6 +240,15 @@ NodePtr software_schema() {
                "how the local experts' GeMMs run: one grouped kernel at cuBLAS's rate (moesim's idealised kernel), a "
                "GeMM kernel per expert (Transformer Engine's GroupedLinear over cuBLAS), or PyTorch's "
                "torch._grouped_mm (one CUTLASS grouped kernel at its measured rate, 0.75 of cuBLAS's ceiling)"),
+      optional("permute", enumeration({"fused", "megatron", "torchtitan"}), "fused",
+               "the kernels that permute token copies into expert order and un-permute and sum them: fused "
+               "(Transformer Engine's moe_permute/moe_unpermute, Megatron-Core's moe_permute_fusion), megatron "
+               "(Megatron-Core's unfused PyTorch path: argsort of the routing map, index_select, probabilities "
+               "multiplied, scatter_add) or torchtitan (argsort of the expert ids, a row gather; outputs scaled in "
+               "fp32 and summed by a sort-based deterministic scatter_add)"),
+      optional("activation_fusion", boolean(), true,
+               "the gated experts' activation as one kernel (Megatron-Core's bias_activation_fusion); false: SiLU "
+               "and the product as two eager PyTorch kernels (torchtitan)"),
   });
   return s;
 }

@@ -61,6 +61,8 @@ struct Software {
   // auxiliary losses and their bookkeeping; Megatron-Core: 72 unfused, 31 with moe_router_fusion).
   int router_kernels = 2;
   compute::GroupedGemmKernels grouped_gemm = compute::GroupedGemmKernels::One;
+  compute::PermuteKernels permute = compute::PermuteKernels::Fused;  // the token permutation's kernels
+  bool fused_activation = true;  // the gated experts' activation in one kernel
   // Megatron-Core's overlap_moe_expert_parallel_comm (combined_1f1b): in the steady state a
   // microbatch's forward and another's backward are written together, layer by layer, each
   // one's all-to-alls beside the other's compute (schedule/iteration_program.cpp).

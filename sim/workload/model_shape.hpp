@@ -36,6 +36,10 @@ struct ModelShape {
   int top_k = 1;
   int shared_experts = 0;
   ExpertKind expert_kind = ExpertKind::Mlp;
+  // The linear layers carry biases (GPT-OSS; Megatron-Core's add_bias_linear). Their time is the
+  // routed experts' output bias (blocks::expert_bias_time); the parameters (E·(2M + H) per layer
+  // for gated experts) are not counted, under 0.1 % of GPT-OSS's.
+  bool linear_bias = false;
   int heads = 1;
   int kv_heads = 1;
   double vocab = 0;

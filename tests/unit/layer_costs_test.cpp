@@ -154,3 +154,45 @@ TEST(LayerCosts, Fp8CastsTheGemmInputsNoNormProduces) {
   EXPECT_EQ(blocks::output_projection_time(bf16, m, 1000),
             (compute::Work{bf16.gemm(1000, 1024, 1024) + mb(3.0 * 1000 * 1024 * 2), 2}));
 }
+
+TEST(LayerCosts, ExpertOutputBiasAsMegatronCoreAddsIt) {
+  // A model with linear biases, its experts' GeMMs Transformer Engine's GroupedLinear (per_expert):
+  // Megatron-Core's TEGroupedMLP._apply_bias adds fc2's bias per local expert as t + b·p with p in
+  // fp32 (core_v0.17.0 experts.py). Two local experts of r = 300 and 500 rows (C = 800), H = 1024,
+  // BF16 (a = 2 B).
+  compute::ComputeOptions o;
+  o.grouped_gemm_kernels = compute::GroupedGemmKernels::PerExpert;
+  compute::ComputeModel cm(gpu(), o);
+  auto m = moe_layer(true);
+  const std::vector<double> rows{300, 500};
+  const double h = 1024, a = 2, c = 800;
+  const auto mb = [&](double bytes) { return compute::kMemoryKernelOverhead + seconds_to_time(bytes / (compute::kHbmEfficiency * 3e12)); };
+  const blocks::ExpertsWork plain = blocks::experts_work(cm, m, rows, 512);
+  m.linear_bias = true;
+  const blocks::ExpertsWork biased = blocks::experts_work(cm, m, rows, 512);
+  // Forward, per expert: b·p written in fp32 (4·r·H), t + b·p (reads a + 4, writes 4: (a + 8)·r·H);
+  // then the cat of the fp32 rows (8·C·H) and the cast back (reads 4, writes a: (4 + a)·C·H).
+  // 2 kernels an expert and 2: 6.
+  Time forward = mb(8 * c * h) + mb((4 + a) * c * h);
+  for (const double r : rows) forward += mb(4 * r * h) + mb((a + 8) * r * h);
+  EXPECT_EQ(biased.forward.time - plain.forward.time, forward);
+  EXPECT_EQ(biased.forward.kernels - plain.forward.kernels, 6);
+  // Backward: the cast's gradient (reads a, writes 4) and the probabilities' gradients concatenated
+  // (4·C); per expert the gradient cast to bf16 (4 + a), b's gradient g·p (8) and its row sum (4),
+  // p's gradient g·b (8) and its sum over H (4), and b's [H] gradient cast ((4 + a)·H): 6 kernels
+  // an expert and 2: 14. Weight gradients are untouched.
+  Time backward = mb((a + 4) * c * h) + mb(8 * c);
+  for (const double r : rows)
+    backward += mb((4 + a) * r * h) + mb(8 * r * h) + mb(4 * r * h) + mb(8 * r * h) + mb(4 * r * h) + mb((4 + a) * h);
+  EXPECT_EQ(biased.backward.time - plain.backward.time, backward);
+  EXPECT_EQ(biased.backward.kernels - plain.backward.kernels, 14);
+  EXPECT_EQ(biased.wgrad, plain.wgrad);
+  // The forward the other callers cost is the same as experts_work's.
+  EXPECT_EQ(blocks::experts_time(cm, m, rows, 512), biased.forward);
+  // One grouped kernel (moesim's idealised backend, Megatron-Core's fused expert MLP) takes the
+  // bias into its epilogue: no cost.
+  compute::ComputeModel grouped(gpu(), compute::ComputeOptions{});
+  auto unbiased = m;
+  unbiased.linear_bias = false;
+  EXPECT_EQ(blocks::experts_work(grouped, m, rows, 512), blocks::experts_work(grouped, unbiased, rows, 512));
+}
