@@ -50,7 +50,7 @@ compute::Work argsort(const compute::ComputeModel& cm, double n, bool byte_keys)
 //  - megatron (core_v0.17.0 megatron/core/transformer/moe/moe_utils.py permute, fused=False): the
 //    T × E routing map transposed (2·T·E), argsorted as bytes, the sorted indices taken modulo T
 //    (reads and writes 8·kT), the probabilities transposed (2·a·T·E) and gathered (8 + 2a a copy),
-//    the rows gathered by index_select (reads 8 an index, reads and writes H·a a copy): 9 kernels;
+//    the rows gathered by index_select (reads 8 an index, reads and writes H·a a copy): 8 kernels;
 //  - torchtitan (torchtitan@b5bcd76 torchtitan/models/common/token_dispatcher.py _local_reorder
 //    L70-106): the kT expert ids argsorted as int64, the scores gathered (8 + 4 + 4 a copy), the
 //    token index taken (idx // k: 16 a copy), the rows gathered (8 + 2·H·a a copy): 13 kernels.
@@ -76,7 +76,7 @@ compute::Work permute_work(const compute::ComputeModel& cm, const workload::Mode
 //    selected by masked_select (a count over the map, T·E; a nonzero writing kT indices, T·E + 8·kT;
 //    a gather, 8 + 2a a copy), the copies multiplied by them (reads H·a + a, writes H·a), a zeroed
 //    T × H output (T·H·a) and scatter_add (reads H·a + 8 a copy, reads and writes the output):
-//    8 kernels;
+//    8 kernels (masked_select also reads its output's size back to the host: not modelled);
 //  - torchtitan (token_dispatcher.py L141-169, ops/scatter_add.py): a zeroed output (T·H·a), the
 //    copies cast to fp32 (reads a, writes 4), scaled by their fp32 score (reads 4 + 4/H, writes 4)
 //    and cast back (reads 4, writes a), then the deterministic scatter_add out of place: the output

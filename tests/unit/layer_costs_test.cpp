@@ -196,3 +196,90 @@ TEST(LayerCosts, ExpertOutputBiasAsMegatronCoreAddsIt) {
   unbiased.linear_bias = false;
   EXPECT_EQ(blocks::experts_work(grouped, m, rows, 512), blocks::experts_work(grouped, unbiased, rows, 512));
 }
+
+TEST(LayerCosts, PermuteKernelsOfEachSoftware) {
+  // T = 1000 tokens, H = 1024, E = 16, k = 4 (C = kT = 4000 copies), BF16 (a = 2 B); int64
+  // indices (8 B). Each kernel's bytes as layer_costs.cpp derives them from the frameworks' code.
+  const double t = 1000, h = 1024, e = 16, c = 4000, a = 2;
+  const auto mb = [&](double bytes) { return compute::kMemoryKernelOverhead + seconds_to_time(bytes / (compute::kHbmEfficiency * 3e12)); };
+  const auto m = moe_layer(true);
+  const auto with = [](compute::PermuteKernels p) {
+    compute::ComputeOptions o;
+    o.permute_kernels = p;
+    return compute::ComputeModel(gpu(), o);
+  };
+  const compute::ComputeModel fused = with(compute::PermuteKernels::Fused), megatron = with(compute::PermuteKernels::Megatron),
+                              titan = with(compute::PermuteKernels::Torchtitan);
+  // The permute is what gate_time adds to the gate of a fused dispatch (which permutes in its own
+  // kernels).
+  const auto permute = [&](const compute::ComputeModel& cm) {
+    const compute::Work all = blocks::gate_time(cm, m, t), none = blocks::gate_time(cm, m, t, true);
+    return compute::Work{all.time - none.time, all.kernels - none.kernels};
+  };
+  // Fused (Transformer Engine's moe_permute): reads each token, writes its k copies.
+  EXPECT_EQ(permute(fused), (compute::Work{mb((1 + 4) * t * h * a), 1}));
+  // Megatron-Core unfused: the bool routing map transposed (2·T·E); argsort of T·E byte keys (an
+  // int64 arange 8·T·E, a histogram T·E, one radix pass reading and writing keys and indices
+  // 18·T·E); the sorted indices modulo T (16·C); the probabilities transposed (2a·T·E) and
+  // gathered (index 8, read and write a: (8 + 2a)·C); index_select (indices 8·C, rows 2·C·H·a).
+  EXPECT_EQ(permute(megatron), (compute::Work{mb(2 * t * e) + mb(8 * t * e) + mb(t * e) + mb(18 * t * e) + mb(16 * c) +
+                                                 mb(2 * a * t * e) + mb((8 + 2 * a) * c) + mb(8 * c + 2 * c * h * a),
+                                             8}));
+  // torchtitan: argsort of the C int64 expert ids (arange 8·C, histogram 8·C, eight 8-bit passes
+  // of 32·C), the scores gathered (16·C), idx // k (16·C), the row gather (8·C + 2·C·H·a).
+  Time sort = mb(8 * c) + mb(8 * c);
+  for (int pass = 0; pass < 8; ++pass) sort += mb(32 * c);
+  EXPECT_EQ(permute(titan), (compute::Work{sort + mb(16 * c) + mb(16 * c) + mb(8 * c + 2 * c * h * a), 13}));
+
+  // The un-permute is combine_time less the residual add (3·T·H·a).
+  const auto unpermute = [&](const compute::ComputeModel& cm) {
+    const compute::Work w = blocks::combine_time(cm, m, t);
+    return compute::Work{w.time - mb(3 * t * h * a), w.kernels - 1};
+  };
+  EXPECT_EQ(unpermute(fused), (compute::Work{mb((4 + 1) * t * h * a), 1}));
+  // Megatron-Core unfused: probabilities and map transposed (2a·T·E, 2·T·E); masked_select's
+  // count (T·E), nonzero (T·E + 8·C) and gather ((8 + 2a)·C); the copies times their probability
+  // (2·C·H·a + a·C); a zeroed T × H output (T·H·a); scatter_add (C·H·a + 8·C, the output read and
+  // written 2·T·H·a).
+  EXPECT_EQ(unpermute(megatron),
+            (compute::Work{mb(2 * a * t * e) + mb(2 * t * e) + mb(t * e) + mb(t * e + 8 * c) + mb((8 + 2 * a) * c) +
+                               mb(2 * c * h * a + a * c) + mb(t * h * a) + mb(c * h * a + 8 * c + 2 * t * h * a),
+                           8}));
+  // torchtitan: a zeroed output (T·H·a); the copies to fp32 (C·H·(a + 4)), times the fp32 score
+  // (8·C·H + 4·C), back to bf16 (C·H·(4 + a)); the deterministic scatter_add: a clone of the
+  // output (2·T·H·a), the argsort of the C indices, two index kernels (8·C each) and the
+  // accumulation (C·H·a + 8·C + 2·T·H·a).
+  EXPECT_EQ(unpermute(titan), (compute::Work{mb(t * h * a) + mb(c * h * (a + 4)) + mb(8 * c * h + 4 * c) +
+                                                  mb(c * h * (4 + a)) + mb(2 * t * h * a) + sort + mb(8 * c) + mb(8 * c) +
+                                                  mb(c * h * a + 8 * c + 2 * t * h * a),
+                                              18}));
+  // torchtitan's fp32 combine moves 22·k·H + 10·H bytes a token against the fused kernel's
+  // 2·(k + 1)·H: more than 8 times as many at k = 4.
+  EXPECT_GT(static_cast<double>(unpermute(titan).time), 8.0 * static_cast<double>(unpermute(fused).time));
+}
+
+TEST(LayerCosts, UnfusedSwiGluIsTwoKernelsForwardAndThreeBackward) {
+  // Two local experts of 300 and 500 rows (C = 800), ffn 512, BF16: B = C·ffn·a bytes.
+  const std::vector<double> rows{300, 500};
+  const double b = 800 * 512 * 2;
+  const auto mb = [&](double bytes) { return compute::kMemoryKernelOverhead + seconds_to_time(bytes / (compute::kHbmEfficiency * 3e12)); };
+  compute::ComputeOptions o;
+  const compute::ComputeModel fused(gpu(), o);
+  o.fused_activation = false;
+  const compute::ComputeModel eager(gpu(), o);
+  const auto m = moe_layer(true);
+  // Forward: the fused kernel reads both halves and writes the product (3·B); eager SiLU reads and
+  // writes the gate half (2·B), the product reads both and writes one (3·B).
+  EXPECT_EQ(blocks::expert_activation_time(fused, m, 800, 512), (compute::Work{mb(3 * b), 1}));
+  EXPECT_EQ(blocks::expert_activation_time(eager, m, 800, 512), (compute::Work{mb(2 * b) + mb(3 * b), 2}));
+  // Backward: fused 5·B in one kernel; eager the product's two gradients and SiLU's, 3·B each.
+  const blocks::ExpertsWork f = blocks::experts_work(fused, m, rows, 512), u = blocks::experts_work(eager, m, rows, 512);
+  EXPECT_EQ(u.forward.time - f.forward.time, mb(2 * b) + mb(3 * b) - mb(3 * b));
+  EXPECT_EQ(u.backward.time - f.backward.time, 3 * mb(3 * b) - mb(5 * b));
+  EXPECT_EQ(u.forward.kernels - f.forward.kernels, 1);
+  EXPECT_EQ(u.backward.kernels - f.backward.kernels, 2);
+  // An MLP expert's GeLU is one kernel either way.
+  auto mlp = m;
+  mlp.expert_kind = workload::ExpertKind::Mlp;
+  EXPECT_EQ(blocks::expert_activation_time(eager, mlp, 800, 512), blocks::expert_activation_time(fused, mlp, 800, 512));
+}
