@@ -20,10 +20,12 @@ iteration with the optimizer. The measured parts map onto moesim's tasks as:
   bwd attention       bwd.attention_out + bwd.attention_core + bwd.attention_qkv
   optimizer           AdamW (fused, fp32) + copy of the master weights to bf16
 
-Nothing is fitted: this prints the two side by side. With --check it also exits 1 when a shape's
-step (forward + backward) or its experts' forward or backward is further from the measurement than
-the bounds (the ctest validation.layer_step: moesim's standing on this held-out measurement may
-only get better; the goal is within 15 %).
+One constant is fitted to this measurement: the atomic scatter-add rate of the forward un-permute
+(compute::kAtomicAddsPerSecond); the rest is printed side by side, the backward's index_add_ (the
+permute's gradient) checking that rate. With --check it also exits 1 when a shape's step (forward +
+backward) or its experts' forward or backward is further from the measurement than the bounds (the
+ctest validation.layer_step: moesim's standing may only get better; the step is held to the goal,
+15 %, since its scenarios say the eager kernels the measurement ran: -6 to -9 %).
 """
 import argparse
 import json
@@ -67,7 +69,7 @@ def main():
     ap.add_argument("--scenarios", default=os.path.join(root, "tests/data/measured/scenarios"))
     ap.add_argument("--variant", default="none/scatter", help="host_sync/unpermute of the measured entry")
     ap.add_argument("--check", action="store_true", help="exit 1 beyond --max-step-error or --max-expert-error")
-    ap.add_argument("--max-step-error", type=float, default=0.40)
+    ap.add_argument("--max-step-error", type=float, default=0.15)
     ap.add_argument("--max-expert-error", type=float, default=0.30)
     args = ap.parse_args()
     sync, unpermute = args.variant.split("/")

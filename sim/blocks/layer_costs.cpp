@@ -75,8 +75,9 @@ compute::Work permute_work(const compute::ComputeModel& cm, const workload::Mode
 //    probabilities and the routing map transposed (2·a·T·E, 2·T·E), the probabilities of the copies
 //    selected by masked_select (a count over the map, T·E; a nonzero writing kT indices, T·E + 8·kT;
 //    a gather, 8 + 2a a copy), the copies multiplied by them (reads H·a + a, writes H·a), a zeroed
-//    T × H output (T·H·a) and scatter_add (reads H·a + 8 a copy, reads and writes the output):
-//    8 kernels (masked_select also reads its output's size back to the host: not modelled);
+//    T × H output (T·H·a) and scatter_add (reads H·a + 8 a copy, reads and writes the output; one
+//    16-bit atomic add an element: ComputeModel::atomic_scatter_add): 8 kernels (masked_select
+//    also reads its output's size back to the host: not modelled);
 //  - torchtitan (token_dispatcher.py L141-169, ops/scatter_add.py): a zeroed output (T·H·a), the
 //    copies cast to fp32 (reads a, writes 4), scaled by their fp32 score (reads 4 + 4/H, writes 4)
 //    and cast back (reads 4, writes a), then the deterministic scatter_add out of place: the output
@@ -88,13 +89,63 @@ compute::Work unpermute_work(const compute::ComputeModel& cm, const workload::Mo
     case compute::PermuteKernels::Fused:
       break;
     case compute::PermuteKernels::Megatron:
-      return memory_kernels(cm, {2 * a * t * e, 2 * t * e, t * e, t * e + 8 * c, (8 + 2 * a) * c,
-                                 2 * c * h * a + a * c, t * h * a, c * h * a + 8 * c + 2 * t * h * a});
+      return memory_kernels(cm, {2 * a * t * e, 2 * t * e, t * e, t * e + 8 * c, (8 + 2 * a) * c, 2 * c * h * a + a * c,
+                                 t * h * a}) +
+             compute::kernel(cm.atomic_scatter_add(c * h * a + 8 * c + 2 * t * h * a, c * h));
     case compute::PermuteKernels::Torchtitan:
       return memory_kernels(cm, {t * h * a, c * h * (a + 4), 8 * c * h + 4 * c, c * h * (4 + a), 2 * t * h * a}) +
              argsort(cm, c, false) + memory_kernels(cm, {8 * c, 8 * c, c * h * a + 8 * c + 2 * t * h * a});
   }
   return compute::kernel(cm.memory_bound((m.top_k + 1) * tokens * m.hidden * act(cm)));
+}
+
+// Their backwards (autograd's), where the software's kernels are PyTorch's; the fused kernels'
+// (and every kernel's under the scenario's backward factor): ComputeModel::backward of the forward.
+//  - megatron: index_select's gradient is index_add_ into a zeroed T × H gradient (T·H·a; then
+//    reads H·a + 8 a copy and adds it by atomics into the rows, read and written), the gathered
+//    probabilities' likewise over T·E (a·T·E zeroed; (8 + 2a)·C), their transpose back (2a·T·E):
+//    4 kernels. The un-permute's: scatter_add's gradient gathers the copies' rows (8 + 2·H·a a
+//    copy), the product's two gradients (the copies': reads H·a + a, writes H·a; the
+//    probabilities': the product g·y (reads 2·H·a, writes H·a) summed over H (reads H·a)),
+//    masked_select's (a zeroed a·T·E, a masked scatter reading T·E + a·C and writing a·T·E) and
+//    the transpose back (2a·T·E): 7 kernels.
+//  - torchtitan: the row gather's gradient is index_put_ with accumulation (PyTorch's sort-based
+//    kernel, no atomics): a zeroed gradient (T·H·a), the C indices argsorted, the rows accumulated
+//    (reads H·a + 8 a copy, the rows read and written), the scores' gradient scattered (16·C):
+//    13 kernels. The combine's: the scatter-add's gradient gathers (8 + 2·H·a a copy), the casts'
+//    and the product's gradients (bf16 → fp32: H·(a + 4); g·s: 8·H + 4; g·y summed per copy:
+//    8·H read, 4·H written and read; fp32 → bf16: H·(4 + a)): 6 kernels.
+compute::Work permute_backward_work(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
+  const double a = act(cm), t = tokens, e = m.experts, c = m.top_k * tokens, h = m.hidden;
+  if (cm.options().backward_factor) return cm.backward(permute_work(cm, m, tokens));
+  switch (cm.options().permute_kernels) {
+    case compute::PermuteKernels::Fused:
+      break;
+    case compute::PermuteKernels::Megatron:
+      return compute::kernel(cm.memory_bound(t * h * a)) +
+             compute::kernel(cm.atomic_scatter_add(c * h * a + 8 * c + 2 * t * h * a, c * h)) +
+             memory_kernels(cm, {a * t * e + (8 + 2 * a) * c, 2 * a * t * e});
+    case compute::PermuteKernels::Torchtitan:
+      return compute::kernel(cm.memory_bound(t * h * a)) + argsort(cm, c, false) +
+             memory_kernels(cm, {c * h * a + 8 * c + 2 * t * h * a, 16 * c});
+  }
+  return cm.backward(permute_work(cm, m, tokens));
+}
+
+compute::Work unpermute_backward_work(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
+  const double a = act(cm), t = tokens, e = m.experts, c = m.top_k * tokens, h = m.hidden;
+  if (cm.options().backward_factor) return cm.backward(unpermute_work(cm, m, tokens));
+  switch (cm.options().permute_kernels) {
+    case compute::PermuteKernels::Fused:
+      break;
+    case compute::PermuteKernels::Megatron:
+      return memory_kernels(cm, {8 * c + 2 * c * h * a, 2 * c * h * a + a * c, 3 * c * h * a, c * h * a, a * t * e,
+                                 t * e + a * c + a * t * e, 2 * a * t * e});
+    case compute::PermuteKernels::Torchtitan:
+      return memory_kernels(cm, {8 * c + 2 * c * h * a, c * h * (a + 4), 8 * c * h + 4 * c, 12 * c * h, 4 * c * h,
+                                 c * h * (4 + a)});
+  }
+  return cm.backward(unpermute_work(cm, m, tokens));
 }
 
 // A grouped GeMM over the local experts: its kernels as the backend launches them.
@@ -320,6 +371,24 @@ compute::Work gate_time(const compute::ComputeModel& cm, const workload::ModelSh
   // The router's time is its two large kernels; its launches are the software's count (score
   // function, top-k, auxiliary losses and their small kernels), at least those two.
   return pre_norm + compute::Work{router + top_k, std::max(2, router_kernels)} + permute;
+}
+
+compute::Work gate_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
+                                 bool fused_permute, int router_kernels) {
+  if (tokens <= 0) return {};
+  const compute::Work forward = gate_time(cm, m, tokens, fused_permute, router_kernels);
+  if (fused_permute) return cm.backward(forward);
+  const compute::Work permute = permute_work(cm, m, tokens);
+  const compute::Work rest{forward.time - permute.time, forward.kernels - permute.kernels};
+  return cm.backward(rest) + permute_backward_work(cm, m, tokens);
+}
+
+compute::Work combine_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
+                                    bool fused_permute) {
+  if (tokens <= 0) return {};
+  const compute::Work residual = m.attention ? cm.backward(residual_add(cm, m, tokens)) : compute::Work{};
+  if (fused_permute) return residual;
+  return unpermute_backward_work(cm, m, tokens) + residual;
 }
 
 compute::Work combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute) {

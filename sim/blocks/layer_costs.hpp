@@ -97,6 +97,14 @@ compute::Work regroup_time(const compute::ComputeModel& cm, const workload::Mode
 // Un-permute with the weighted sum of the k expert outputs, and the residual add (with attention);
 // `fused_permute`: the fused combine un-permutes and reduces, only the residual add is left.
 compute::Work combine_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute = false);
+// Their backwards: the norm's, router's and residual add's as ComputeModel::backward of their
+// forward; the permutation's and un-permutation's as the software's kernels run them
+// (compute::PermuteKernels: the fused kernels' twice the forward; PyTorch's autograd, kernel by
+// kernel, for megatron and torchtitan; layer_costs.cpp).
+compute::Work gate_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
+                                 bool fused_permute = false, int router_kernels = 2);
+compute::Work combine_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
+                                    bool fused_permute = false);
 // A dense FFN block over `tokens` tokens, FFN columns split over `tp` GPUs: its norm, FFN and
 // residual add.
 compute::Work dense_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);

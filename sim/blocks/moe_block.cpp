@@ -187,8 +187,9 @@ auto edge_kernel(const Emission& em, const parallel::MoeLayerPlan& p, bool forwa
   return PerKind(em.ctx, [&m = em.ctx.model, &p, forward, gate,
                           router = em.software().router_kernels](const compute::ComputeModel& cm) {
     const bool fused = p.backend.fused();
-    const compute::Work w = gate ? gate_time(cm, m, p.gate_tokens, fused, router) : combine_time(cm, m, p.combine_tokens, fused);
-    return forward ? w : cm.backward(w);
+    if (forward) return gate ? gate_time(cm, m, p.gate_tokens, fused, router) : combine_time(cm, m, p.combine_tokens, fused);
+    return gate ? gate_backward_time(cm, m, p.gate_tokens, fused, router)
+                : combine_backward_time(cm, m, p.combine_tokens, fused);
   });
 }
 

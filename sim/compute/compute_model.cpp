@@ -293,6 +293,13 @@ Time ComputeModel::memory_bound(double bytes) const {
   return memory_overhead_ + seconds_to_time(bytes / (kHbmEfficiency * gpu_.hbm_bytes_per_second));
 }
 
+Time ComputeModel::atomic_scatter_add(double bytes, double adds) const {
+  if (bytes <= 0 && adds <= 0) return 0;
+  const double rate = kAtomicAddsPerSecond * gpu_.hbm_bytes_per_second / kAtomicReferenceHbm;
+  return memory_overhead_ +
+         seconds_to_time(std::max(bytes / (kHbmEfficiency * gpu_.hbm_bytes_per_second), adds > 0 ? adds / rate : 0.0));
+}
+
 Time ComputeModel::fp8_cast(double elements) const {
   if (!cluster::is_fp8(options_.dtype) || elements <= 0) return 0;
   return memory_bound(elements * (element_bytes_ + 2 * cluster::dtype_bytes(options_.dtype)));

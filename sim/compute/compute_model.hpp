@@ -65,6 +65,16 @@ inline constexpr Time kKernelOverhead = 5'300'000;  // 5.3 us
 // less).
 inline constexpr Time kMemoryKernelOverhead = 2'340'000;  // 2.34 us
 inline constexpr double kHbmEfficiency = 0.814;
+// PyTorch's scatter_add_ / index_add_ into 16-bit rows: one atomicAdd per element, which on
+// Hopper issue far slower than HBM moves the bytes (pytorch/pytorch#84981, #74487). Fitted, by
+// relative least squares, to the forward un-permute's scatter-add of this project's H100 layer
+// steps (tests/data/measured/h100-moe-layer-step.json, un-permute "scatter": Qwen3-30B-A3B-like at
+// 4096 and 8192 tokens, k = 8, H = 2048; Mixtral-like at 4096 tokens, k = 2, H = 4096): 110, 104 and
+// 92·10⁹ adds/s once the other kernels of the combine are taken away; the same file's backward
+// parts, whose index_add_ is the permute's gradient, are left to check it. Other GPUs: in
+// proportion to their HBM bandwidth (assumption: no other measurement).
+inline constexpr double kAtomicAddsPerSecond = 99e9;
+inline constexpr double kAtomicReferenceHbm = 3.35e12;  // the H100 SXM's HBM3 bytes/s it was measured on
 
 // Self-attention core FLOPs: QKᵀ and P·V, two GeMMs of 2·L·L·d per head; causal masking halves
 // the useful work. A sliding window of `window` tokens (causal; 0: none) leaves the kernel the
@@ -197,6 +207,9 @@ class ComputeModel {
   Time attention_backward(double batch, double heads, double seq, double head_dim, bool causal, double window = 0) const;
   // A memory-bound kernel that moves `bytes` through HBM (norms, activations, permutations).
   Time memory_bound(double bytes) const;
+  // A scatter-add of `adds` 16-bit elements by atomics (scatter_add_, index_add_) moving `bytes`:
+  // the slower of the bytes through HBM and the atomics (kAtomicAddsPerSecond).
+  Time atomic_scatter_add(double bytes, double adds) const;
   // Under FP8 training, the kernel that casts a GeMM's activation operand of `elements` elements
   // from BF16 to FP8 where no earlier kernel fuses the cast (Transformer Engine fuses it into a
   // norm before the GeMM, LayerNormLinear, and into the activation before an FFN's fc2): it reads

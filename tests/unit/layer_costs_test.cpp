@@ -239,11 +239,15 @@ TEST(LayerCosts, PermuteKernelsOfEachSoftware) {
   EXPECT_EQ(unpermute(fused), (compute::Work{mb((4 + 1) * t * h * a), 1}));
   // Megatron-Core unfused: probabilities and map transposed (2a·T·E, 2·T·E); masked_select's
   // count (T·E), nonzero (T·E + 8·C) and gather ((8 + 2a)·C); the copies times their probability
-  // (2·C·H·a + a·C); a zeroed T × H output (T·H·a); scatter_add (C·H·a + 8·C, the output read and
-  // written 2·T·H·a).
+  // (2·C·H·a + a·C); a zeroed T × H output (T·H·a); scatter_add, C·H atomic adds at
+  // kAtomicAddsPerSecond scaled by this GPU's HBM (3e12 of the H100's 3.35e12), slower here than
+  // its bytes (C·H·a + 8·C, the output read and written 2·T·H·a).
+  const double atomics = compute::kAtomicAddsPerSecond * 3e12 / compute::kAtomicReferenceHbm;
+  const Time scatter = compute::kMemoryKernelOverhead + seconds_to_time(c * h / atomics);
+  ASSERT_GT(c * h / atomics, (c * h * a + 8 * c + 2 * t * h * a) / (compute::kHbmEfficiency * 3e12));
   EXPECT_EQ(unpermute(megatron),
             (compute::Work{mb(2 * a * t * e) + mb(2 * t * e) + mb(t * e) + mb(t * e + 8 * c) + mb((8 + 2 * a) * c) +
-                               mb(2 * c * h * a + a * c) + mb(t * h * a) + mb(c * h * a + 8 * c + 2 * t * h * a),
+                               mb(2 * c * h * a + a * c) + mb(t * h * a) + scatter,
                            8}));
   // torchtitan: a zeroed output (T·H·a); the copies to fp32 (C·H·(a + 4)), times the fp32 score
   // (8·C·H + 4·C), back to bf16 (C·H·(4 + a)); the deterministic scatter_add: a clone of the
@@ -253,6 +257,36 @@ TEST(LayerCosts, PermuteKernelsOfEachSoftware) {
                                                   mb(c * h * (4 + a)) + mb(2 * t * h * a) + sort + mb(8 * c) + mb(8 * c) +
                                                   mb(c * h * a + 8 * c + 2 * t * h * a),
                                               18}));
+  // Backward (autograd). The fused kernels: twice the forward. Megatron-Core's permute:
+  // index_select's gradient, index_add_ into a zeroed T × H gradient (T·H·a, then C·H atomic adds),
+  // the probabilities' (a·T·E + (8 + 2a)·C) and their transpose back (2a·T·E): 4 kernels.
+  const auto permute_back = [&](const compute::ComputeModel& cm) {
+    const compute::Work all = blocks::gate_backward_time(cm, m, t), none = blocks::gate_backward_time(cm, m, t, true);
+    return compute::Work{all.time - none.time, all.kernels - none.kernels};
+  };
+  EXPECT_EQ(permute_back(fused), fused.backward(permute(fused)));
+  EXPECT_EQ(permute_back(megatron),
+            (compute::Work{mb(t * h * a) + scatter + mb(a * t * e + (8 + 2 * a) * c) + mb(2 * a * t * e), 4}));
+  // torchtitan's: index_put_ accumulating through a sort (no atomics): a zeroed gradient, the argsort,
+  // the rows accumulated (C·H·a + 8·C + 2·T·H·a), the scores' gradient (16·C): 13 kernels.
+  EXPECT_EQ(permute_back(titan),
+            (compute::Work{mb(t * h * a) + sort + mb(c * h * a + 8 * c + 2 * t * h * a) + mb(16 * c), 13}));
+  // Megatron-Core's un-permute: the gather of the rows (8·C + 2·C·H·a), the product's gradients
+  // (2·C·H·a + a·C; 3·C·H·a and its sum C·H·a), masked_select's (a·T·E; T·E + a·C + a·T·E) and
+  // the transpose (2a·T·E): 7 kernels; the residual add's backward twice its forward.
+  const Time residual_back = 2 * mb(3 * t * h * a);
+  EXPECT_EQ(blocks::combine_backward_time(megatron, m, t),
+            (compute::Work{mb(8 * c + 2 * c * h * a) + mb(2 * c * h * a + a * c) + mb(3 * c * h * a) + mb(c * h * a) +
+                               mb(a * t * e) + mb(t * e + a * c + a * t * e) + mb(2 * a * t * e) + residual_back,
+                           7 + 2}));
+  // torchtitan's combine: the gather (8·C + 2·C·H·a), the casts' and the product's gradients
+  // (C·H·(a + 4); 8·C·H + 4·C; 12·C·H and its sum 4·C·H; C·H·(4 + a)): 6 kernels.
+  EXPECT_EQ(blocks::combine_backward_time(titan, m, t),
+            (compute::Work{mb(8 * c + 2 * c * h * a) + mb(c * h * (a + 4)) + mb(8 * c * h + 4 * c) + mb(12 * c * h) +
+                               mb(4 * c * h) + mb(c * h * (4 + a)) + residual_back,
+                           6 + 2}));
+  EXPECT_EQ(blocks::combine_backward_time(fused, m, t), fused.backward(blocks::combine_time(fused, m, t)));
+
   // torchtitan's fp32 combine moves 22·k·H + 10·H bytes a token against the fused kernel's
   // 2·(k + 1)·H: more than 8 times as many at k = 4.
   EXPECT_GT(static_cast<double>(unpermute(titan).time), 8.0 * static_cast<double>(unpermute(fused).time));
