@@ -1,0 +1,72 @@
+// The software's kernel switches (software.permute, software.activation_fusion) from the scenario
+// to the simulated iteration, and the torchtitan preset that sets them (software/torchtitan.json,
+// read from torchtitan's source: software/sources/torchtitan-moe.md).
+#include <gtest/gtest.h>
+
+#include "sim/blocks/layer_costs.hpp"
+#include "sim/simulation/simulation.hpp"
+#include "test_support.hpp"
+
+using namespace moesim;
+
+namespace {
+// One GPU (no exchange), one bare MoE layer of 8 SwiGLU experts, top-2, 4096 tokens, expected
+// routing: its iteration is the compute stream's kernels in a row, the host not modelled.
+schema::Json one_layer(const schema::Json& software) {
+  auto doc = schema::Json::parse(R"({
+    "name": "software-kernels",
+    "cluster": {"gpu": "h100-sxm5-80gb", "levels": [{"name": "gpu", "count": 1, "bandwidth": "450GB/s", "latency": "2us"}]},
+    "model": {"layers": 1, "hidden": 2048, "ffn_hidden": 1024, "experts": 8, "top_k": 2, "heads": 16, "vocab": 0,
+              "expert_kind": "swiglu", "attention": false},
+    "training": {"sequence_length": 4096, "micro_batch_size": 1},
+    "routing": {"sampling": "expected"},
+    "strategy": {"name": "ep"}
+  })");
+  if (!software.is_null()) doc["software"] = software;
+  return doc;
+}
+}  // namespace
+
+TEST(SoftwareKernels, TorchtitanPresetSetsItsKernels) {
+  const auto sc = test::scenario_from(one_layer(schema::Json{{"preset", "torchtitan"}}).dump());
+  EXPECT_EQ(sc.software.permute, compute::PermuteKernels::Torchtitan);
+  EXPECT_FALSE(sc.software.fused_activation);
+  EXPECT_EQ(sc.software.grouped_gemm, compute::GroupedGemmKernels::TorchGroupedMm);
+  EXPECT_EQ(sc.software.router_kernels, 12);  // torchtitan-moe.md §1: 8 router kernels, 4 of bookkeeping
+  // The compute model costs them.
+  EXPECT_EQ(sc.compute.permute_kernels, compute::PermuteKernels::Torchtitan);
+  EXPECT_FALSE(sc.compute.fused_activation);
+  // Overridden key by key, as every preset.
+  const auto fused = test::scenario_from(one_layer(schema::Json{{"preset", "torchtitan"}, {"permute", "fused"}}).dump());
+  EXPECT_EQ(fused.software.permute, compute::PermuteKernels::Fused);
+  EXPECT_FALSE(fused.software.fused_activation);
+}
+
+TEST(SoftwareKernels, TheSwitchesLengthenTheIterationByTheirKernels) {
+  // With no host costs the one GPU runs the layer's kernels back to back: the router and permute,
+  // the experts, the un-permute, then their backwards. Switching the permutation to torchtitan's
+  // kernels and SwiGLU to two eager kernels lengthens the iteration by exactly the difference of
+  // those kernels, forward and backward (layer_costs.cpp); nothing else moves.
+  simulation::Simulation base(test::scenario_from(one_layer(schema::Json{}).dump()));
+  base.run();
+  const schema::Json eager{{"permute", "torchtitan"}, {"activation_fusion", false}};
+  const auto sc = test::scenario_from(one_layer(eager).dump());
+  simulation::Simulation run(sc);
+  run.run();
+  const auto plain = test::scenario_from(one_layer(schema::Json{}).dump());
+  const compute::ComputeModel f(plain.topology().gpu(0), plain.compute), e(sc.topology().gpu(0), sc.compute);
+  const workload::ModelShape& m = sc.model;
+  const double t = 4096;
+  const std::vector<double> rows(8, t * 2 / 8);
+  const auto edges = [&](const compute::ComputeModel& cm) {
+    return blocks::gate_time(cm, m, t).time + blocks::combine_time(cm, m, t).time + blocks::gate_backward_time(cm, m, t).time +
+           blocks::combine_backward_time(cm, m, t).time;
+  };
+  const auto experts = [&](const compute::ComputeModel& cm) {
+    const blocks::ExpertsWork w = blocks::experts_work(cm, m, rows, m.ffn_hidden);
+    return w.forward.time + w.backward.time;
+  };
+  const Time more = (edges(e) - edges(f)) + (experts(e) - experts(f));
+  EXPECT_GT(more, 0);
+  EXPECT_EQ(run.mean_iteration_time() - base.mean_iteration_time(), more);
+}
