@@ -199,9 +199,19 @@ BiasWork expert_bias_work(const compute::ComputeModel& cm, const workload::Model
   return w;
 }
 
+// Whether the routed experts' GeMMs are Transformer Engine's GroupedLinear under Megatron-Core's
+// TEGroupedMLP (grouped GeMM backend per_expert): each GroupedLinear quantizes its own input and
+// output gradient under FP8 (transformer_engine/pytorch/module/grouped_linear.py at v2.14:
+// tex.split_quantize in forward, L151, and backward, L356-366), whatever kernel came before, so the
+// activation's output and gradient are cast in kernels of their own, not fused into it.
+bool te_grouped_linear(const compute::ComputeModel& cm) {
+  return cm.options().grouped_gemm_kernels == compute::GroupedGemmKernels::PerExpert;
+}
+
 // The FFNs of experts_time; `routed`: the permuted tokens of routed experts, whose fc1 input comes
-// from no norm, so under FP8 training it is cast in a kernel of its own, and whose output bias
-// (a model with linear_bias) is added after fc2.
+// from no norm, so under FP8 training it is cast in a kernel of its own (and fc2's too, through
+// Transformer Engine's GroupedLinear), and whose output bias (a model with linear_bias) is added
+// after fc2.
 compute::Work grouped_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
                                std::span<const double> tokens, double ffn, bool routed) {
   double copies = 0;
@@ -210,9 +220,11 @@ compute::Work grouped_ffn_time(const compute::ComputeModel& cm, const workload::
   if (copies <= 0) return {};
   const bool gated = m.ffn_gemms() == 3;
   const compute::Work fc1 = grouped_gemm(cm, tokens, (gated ? 2 : 1) * ffn, m.hidden);
+  const compute::Work fc2 = grouped_gemm(cm, tokens, m.hidden, ffn);
   const compute::Work cast = routed ? fp8_cast(cm, copies * m.hidden, fc1.kernels) : compute::Work{};
+  const compute::Work fc2_cast = routed && te_grouped_linear(cm) ? fp8_cast(cm, copies * ffn, fc2.kernels) : compute::Work{};
   const compute::Work bias = routed ? expert_bias_work(cm, m, tokens).forward : compute::Work{};
-  return cast + fc1 + expert_activation_time(cm, m, copies, ffn) + grouped_gemm(cm, tokens, m.hidden, ffn) + bias;
+  return cast + fc1 + expert_activation_time(cm, m, copies, ffn) + fc2_cast + fc2 + bias;
 }
 }  // namespace
 
@@ -263,8 +275,11 @@ ExpertsWork experts_work(const compute::ComputeModel& cm, const workload::ModelS
           ? memory_kernels(cm, {3 * bytes, 3 * bytes, 3 * bytes})
           : compute::kernel(cm.memory_bound((gated ? 5.0 : 3.0) * bytes));
   const compute::Work cast = fp8_cast(cm, copies * m.hidden, fc2_dgrad.kernels);
+  // Through GroupedLinear, fc1's output gradient (the activation's backward) is cast on its own.
+  const compute::Work fc1_cast = te_grouped_linear(cm) ? fp8_cast(cm, copies * width, fc1_dgrad.kernels) : compute::Work{};
   w.wgrad = fc2_wgrad + fc1_wgrad;
-  w.backward = expert_bias_work(cm, m, tokens).backward + cast + fc2_dgrad + activation + fc1_dgrad + w.wgrad;
+  w.backward =
+      expert_bias_work(cm, m, tokens).backward + cast + fc2_dgrad + activation + fc1_cast + fc1_dgrad + w.wgrad;
   return w;
 }
 

@@ -212,7 +212,8 @@ class ComputeModel {
   Time atomic_scatter_add(double bytes, double adds) const;
   // Under FP8 training, the kernel that casts a GeMM's activation operand of `elements` elements
   // from BF16 to FP8 where no earlier kernel fuses the cast (Transformer Engine fuses it into a
-  // norm before the GeMM, LayerNormLinear, and into the activation before an FFN's fc2): it reads
+  // norm before the GeMM, LayerNormLinear, and into the activation before an FFN's fc2 in its fused
+  // MLPs; its GroupedLinear quantizes its own inputs, blocks::experts_work): it reads
   // the BF16 tensor and writes two FP8 copies, one scaled along each axis (the wgrad GeMM reads
   // the input transposed: TE's FP8 transpose on Hopper, MXFP8's column-wise blocks on Blackwell),
   // 2 + 2·1 bytes per element (the block scales, 1/32 byte per copy, neglected). 0 otherwise.

@@ -137,10 +137,27 @@ TEST(LayerCosts, Fp8CastsTheGemmInputsNoNormProduces) {
   const std::vector<double> copies{300, 0, 700};
   const Time ffn = fp8.grouped_gemm(copies, 1024, 1024) + mb(3.0 * 1000 * 512 * 2) + fp8.grouped_gemm(copies, 1024, 512);
   EXPECT_EQ(blocks::experts_time(fp8, m, copies, 512), (compute::Work{mb(4.0 * 1000 * 1024) + ffn, 4}));
-  // Launched per expert, each expert's rows are cast on their own before its fc1: two casts (the
-  // same bytes in all), two fc1 GeMMs, the activation, two fc2 GeMMs.
+  // Through Transformer Engine's GroupedLinear (per_expert), each GroupedLinear quantizes its own
+  // input, expert by expert: two casts of the copies (4 · 1000 · H B in all), two fc1 GeMMs, the
+  // activation, two casts of its output before fc2 (4 · 1000 · 512 B), two fc2 GeMMs: 9 kernels.
   o.grouped_gemm_kernels = compute::GroupedGemmKernels::PerExpert;
-  EXPECT_EQ(blocks::experts_time(compute::ComputeModel(gpu(), o), m, copies, 512).kernels, 7);
+  const compute::ComputeModel te(gpu(), o);
+  EXPECT_EQ(blocks::experts_time(te, m, copies, 512),
+            (compute::Work{mb(4.0 * 1000 * 1024) + te.grouped_gemm(copies, 1024, 1024) + mb(3.0 * 1000 * 512 * 2) +
+                               mb(4.0 * 1000 * 512) + te.grouped_gemm(copies, 1024, 512),
+                           9}));
+  // Its backward casts the output gradients of both: fc2's (1000 × H) and fc1's, the activation's
+  // gradient (1000 × 2·512), each expert's on its own; the one grouped kernel the first only.
+  const blocks::ExpertsWork te_work = blocks::experts_work(te, m, copies, 512), one_work = blocks::experts_work(fp8, m, copies, 512);
+  // Kernels: fc2's gradient cast per expert (2 for 1), fc1's (2 more), and each of the four GeMMs
+  // per expert (2 for 1): 7 more.
+  EXPECT_EQ(te_work.backward.kernels - one_work.backward.kernels, 1 + 2 + 4);
+  EXPECT_EQ(te_work.backward.time - one_work.backward.time,
+            mb(4.0 * 1000 * 1024) +  // fc1's output gradient, 2·512 wide
+                (te.grouped_gemm(copies, 512, 1024) - fp8.grouped_gemm(copies, 512, 1024)) +
+                (te.grouped_gemm(copies, 1024, 1024) - fp8.grouped_gemm(copies, 1024, 1024)) +
+                (te.grouped_gemm_wgrad(copies, 1024, 512) - fp8.grouped_gemm_wgrad(copies, 1024, 512)) +
+                (te.grouped_gemm_wgrad(copies, 1024, 1024) - fp8.grouped_gemm_wgrad(copies, 1024, 1024)));
   // A dense FFN or the shared experts read the norm's FP8 output: no cast.
   const std::vector<double> one{1000};
   EXPECT_EQ(blocks::ffn_time(fp8, m, 1000, 512),
