@@ -233,12 +233,16 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
     if (x.backward && x.recompute_locally)
       cur[g] = em.pb.compute(g, ef + regroup,
                              em.label(Phase::Recompute, WorkKind::Expert, "experts", x.layer, x.microbatch, c), cur[g]);
-    // Selective recomputation of the experts' activation (moe_act, recompute_block.hpp): its
-    // kernel again over the chunk's copies, just before their backward.
-    if (x.backward && work.activation.time > 0)
+    // Selective recomputation of the experts' activation (moe_act, recompute_block.hpp), or of
+    // their whole forward (routed_experts): again over the chunk's copies, just before their
+    // backward.
+    if (x.backward && work.activation.time > 0) {
+      const bool whole = em.ctx.training.recomputes(workload::RecomputeModule::RoutedExperts);
       cur[g] = em.pb.compute(g, work.activation,
-                             em.label(Phase::Recompute, WorkKind::Expert, "expert_activation", x.layer, x.microbatch, c),
+                             em.label(Phase::Recompute, WorkKind::Expert, whole ? "routed_experts" : "expert_activation",
+                                      x.layer, x.microbatch, c),
                              cur[g]);
+    }
     // Delayed weight gradients: the data gradients (and the regroup) end the chunk's part before
     // the exchange back; the weight gradients follow on the compute stream beside it, and end the
     // experts' gradients.

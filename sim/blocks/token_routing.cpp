@@ -18,9 +18,11 @@ namespace moesim::blocks {
 
 namespace {
 
-// The activation GPU g's experts recompute over `rows` token copies per local expert (FFN size
-// `ffn`), where the training recomputes it.
+// What GPU g's experts recompute over `rows` token copies per local expert (FFN size `ffn`) before
+// their backward: their whole forward (routed_experts), else the activation (moe_act), else nothing.
 compute::Work recomputed_activation(const Context& ctx, std::uint32_t g, std::span<const double> rows, double ffn) {
+  if (ctx.training.recomputes(workload::RecomputeModule::RoutedExperts))
+    return experts_work(ctx.compute_of(g), ctx.model, rows, ffn).forward;
   if (!ctx.training.recomputes(workload::RecomputeModule::MoeAct)) return {};
   double copies = 0;
   for (const double r : rows)

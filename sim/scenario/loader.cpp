@@ -267,7 +267,8 @@ std::uint8_t read_recompute_modules(const Json& t, const Scenario& s, const std:
   static const std::pair<const char*, workload::RecomputeModule> names[] = {
       {"core_attn", workload::RecomputeModule::CoreAttn},     {"layernorm", workload::RecomputeModule::Layernorm},
       {"mla_up_proj", workload::RecomputeModule::MlaUpProj},  {"moe_act", workload::RecomputeModule::MoeAct},
-      {"mlp", workload::RecomputeModule::Mlp},                {"shared_experts", workload::RecomputeModule::SharedExperts}};
+      {"mlp", workload::RecomputeModule::Mlp},                {"shared_experts", workload::RecomputeModule::SharedExperts},
+      {"routed_experts", workload::RecomputeModule::RoutedExperts}};
   std::uint8_t bits = 0;
   for (const Json& j : t.at("recompute_modules")) {
     const std::string name = j.get<std::string>();

@@ -270,7 +270,8 @@ NodePtr scenario_schema() {
                "FlashAttention, which recomputes it anyway); full (each layer's forward, its all-to-alls included, "
                "run again before its backward; only layer inputs kept)"),
       optional("recompute_modules",
-               array_of(enumeration({"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "shared_experts", "moe"})),
+               array_of(enumeration({"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "shared_experts", "moe",
+                                     "routed_experts"})),
                nullptr,
                "under selective recomputation, the modules recomputed, as Megatron-Core's recompute_modules (default "
                "[\"core_attn\"]): each frees the activations its forward keeps and runs that forward again before "

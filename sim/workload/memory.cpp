@@ -46,7 +46,8 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   // What the recomputed modules (TrainingConfig::recompute_modules) do not keep, per token of one
   // layer: layernorm the norms' outputs (the QKV projection's input, 2h of the attention's, split
   // like it; a dense FFN's or the shared experts' input, 2h); mla_up_proj the up projections'
-  // Q, K and V; moe_act each routed copy's activation output (2·ffn); mlp a dense FFN's
+  // Q, K and V; moe_act each routed copy's activation output (2·ffn); routed_experts each routed
+  // copy's activations but its input (torchtitan's selective checkpointing); mlp a dense FFN's
   // activations but its input; shared_experts the shared experts' likewise. The router's input,
   // the pre-MLP norm's output, is not counted here (it shares its storage with the shared experts'
   // input, and a layer without shared experts keeps only it).
@@ -69,7 +70,11 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
       a += in.expert_tokens_per_layer * mlp_per_token(expert_ffn);
       a += m.shared_experts * in.tokens * mlp_per_token(m.ffn_hidden);
       a += 2.0 * in.tokens * m.experts;  // router logits
-      if (recomputes(RecomputeModule::MoeAct)) freed += in.expert_tokens_per_layer * 2.0 * expert_ffn;
+      // routed_experts keeps only the experts' input (2h a copy), moe_act all but the activation.
+      if (recomputes(RecomputeModule::RoutedExperts))
+        freed += in.expert_tokens_per_layer * (mlp_per_token(expert_ffn) - 2.0 * m.hidden);
+      else if (recomputes(RecomputeModule::MoeAct))
+        freed += in.expert_tokens_per_layer * 2.0 * expert_ffn;
       if (m.shared_experts > 0) {
         const double shared = m.shared_experts * in.tokens * (mlp_per_token(m.ffn_hidden) - 2.0 * m.hidden);
         freed += recomputes(RecomputeModule::SharedExperts) ? shared : 0.0;

@@ -110,8 +110,12 @@ enum class Recompute : std::uint8_t { None, Selective, Full };
 // outputs (the GeMM inputs they feed); mla_up_proj: MLA's up projections, their Q, K, V; moe_act:
 // the routed experts' activation output; mlp: a dense layer's FFN from its input; shared_experts:
 // the shared experts from theirs. Megatron's "moe" (the whole MoE layer, exchanges included) is
-// not modelled: training.recompute "full" recomputes whole layers.
-enum class RecomputeModule : std::uint8_t { CoreAttn, Layernorm, MlaUpProj, MoeAct, Mlp, SharedExperts, Count };
+// not modelled: training.recompute "full" recomputes whole layers. One more is torchtitan's, not
+// Megatron's: routed_experts, the routed experts' whole FFN from their input (fc1, the activation,
+// fc2), recomputed before their backward, as torchtitan's selective activation checkpointing does
+// because it does not save torch._grouped_mm's outputs (torchtitan@b5bcd76
+// torchtitan/distributed/activation_checkpoint.py L31-94; the exchanges' outputs it saves).
+enum class RecomputeModule : std::uint8_t { CoreAttn, Layernorm, MlaUpProj, MoeAct, Mlp, SharedExperts, RoutedExperts, Count };
 
 // The optimizer's state per parameter, in bytes, as Megatron-Core's precision-aware optimizer
 // (OptimizerConfig.use_precision_aware_optimizer with main_params_dtype, exp_avg_dtype,

@@ -162,3 +162,31 @@ TEST(RecomputeModules, WhatIsNotModelledOrMeaninglessIsRefused) {
   full["training"]["recompute"] = "full";
   test::expect_refused_at(full, "$.training.recompute_modules");
 }
+
+TEST(RecomputeModules, RoutedExpertsRecomputeTheirWholeForwardAsTorchtitan) {
+  // routed_experts (torchtitan's selective checkpointing, which saves no torch._grouped_mm output):
+  // memory keeps each routed copy's input only, mlp_per_token(d) − 2h = 3h + 6d − 2h = h + 6d
+  // bytes freed per copy: F = 8192 · (1024 + 6 · 512) per MoE layer, n = 3, saved 2·n·F − F = 5·F.
+  const workload::ModelShape m = small_model();
+  EXPECT_DOUBLE_EQ(activations(m, 0) - activations(m, bits({RecomputeModule::RoutedExperts})), 5.0 * 8192 * (1024 + 6 * 512));
+  // With moe_act as well it frees no more (the activation is among what it frees).
+  EXPECT_DOUBLE_EQ(activations(m, bits({RecomputeModule::RoutedExperts, RecomputeModule::MoeAct})),
+                   activations(m, bits({RecomputeModule::RoutedExperts})));
+  // Time: in each of the 3 MoE layers and 2 microbatches, one recompute task per GPU before the
+  // experts' backward, as long as the experts' forward over the GPU's 4 experts × 2048 copies
+  // (layer_costs' experts_time), in the place of moe_act's activation.
+  simulation::Simulation sim(test::scenario_from(recompute_case(schema::Json::array({"routed_experts"})).dump()));
+  sim.run(test::with_task_log());
+  const compute::ComputeModel cm(sim.scenario().kinds[0], sim.scenario().compute);
+  const std::vector<double> rows(4, 2048);
+  const compute::Work forward = blocks::experts_time(cm, sim.scenario().model, rows, 512);
+  const auto& names = sim.engine().names();
+  int count = 0;
+  for (const auto& t : sim.task_log().tasks()) {
+    if (t.gpu != 0 || t.end < 0 || t.label.phase != engine::Phase::Recompute) continue;
+    ++count;
+    EXPECT_EQ(names[t.label.name], "routed_experts");
+    EXPECT_EQ(t.end - t.start, forward.time);
+  }
+  EXPECT_EQ(count, 3 * 2);
+}

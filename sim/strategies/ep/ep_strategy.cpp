@@ -163,7 +163,7 @@ ProgramSize program_per_iteration(const StrategyContext& ctx, int chunks,
                                   again(RecomputeModule::CoreAttn) + again(RecomputeModule::Layernorm));
   const P recomputed_dense = recomputed + again(RecomputeModule::Mlp) * (P::kernels(1) + tp);
   const P recomputed_moe = recomputed + (m.shared_experts > 0 ? again(RecomputeModule::SharedExperts) * (P::kernels(1) + tp) : P{}) +
-                           P::kernels(again(RecomputeModule::MoeAct) * chunks);
+                           P::kernels(std::max(again(RecomputeModule::MoeAct), again(RecomputeModule::RoutedExperts)) * chunks);
   // The optimizer step and its waits; on the host two of them are the copies to and from it.
   const P optimizer = t.optimizer_on_host ? P::kernels(2) + P::host_copies(2) : P::kernels(4);
   P total;
