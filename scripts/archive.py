@@ -194,6 +194,7 @@ def scenario(row, recipe, spec):
         software["shared_expert_overlap"] = True
     if setting(recipe, "moe_router_fusion") is False:
         software["router_kernels"] = 72  # Megatron-LM's DeepSeek-V3 GB200 guide L85: 72 unfused
+        software["router_fusion"] = False  # torch.topk instead of TE's fused top-k
     dispatcher = setting(recipe, "moe_token_dispatcher_type", "alltoall")
     if dispatcher == "flex":
         backend = setting(recipe, "moe_flex_dispatcher_backend")

@@ -371,6 +371,14 @@ compute::Work attention_backward_time(const compute::ComputeModel& cm, const wor
   return cm.backward(attention_projections(cm, m, t, tp)) + attention_core_backward_time(cm, m, t, tp, layer);
 }
 
+namespace {
+// What an eager router's top-k (torch.topk, after its own softmax kernel) costs beyond the fused
+// softmax-and-top-k kernel: its measured time (ComputeModel::eager_topk); 0 with a fused router.
+Time eager_topk_extra(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
+  return cm.options().fused_router ? 0 : cm.eager_topk(tokens, m.experts);
+}
+}  // namespace
+
 compute::Work gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute,
                         int router_kernels) {
   if (tokens <= 0) return {};
@@ -379,8 +387,9 @@ compute::Work gate_time(const compute::ComputeModel& cm, const workload::ModelSh
   // Router logits: a GeMM of the tokens against the E router columns.
   const Time router = cm.gemm(tokens, m.experts, m.hidden);
   // Softmax and top-k in one kernel over fp32 logits: reads T·E·4, writes the dense routing
-  // probabilities T·E·4 (Megatron-Core's routing map and probs are T×E): 2·T·E·4.
-  const Time top_k = cm.memory_bound(2 * tokens * m.experts * 4);
+  // probabilities T·E·4 (Megatron-Core's routing map and probs are T×E): 2·T·E·4. An eager router
+  // (software.router_fusion false) runs the softmax as that kernel and torch.topk after it.
+  const Time top_k = cm.memory_bound(2 * tokens * m.experts * 4) + eager_topk_extra(cm, m, tokens);
   // Permute: the software's kernels (permute_work).
   const compute::Work permute = fused_permute ? compute::Work{} : permute_work(cm, m, tokens);
   // The router's time is its two large kernels; its launches are the software's count (score
@@ -392,9 +401,11 @@ compute::Work gate_backward_time(const compute::ComputeModel& cm, const workload
                                  bool fused_permute, int router_kernels) {
   if (tokens <= 0) return {};
   const compute::Work forward = gate_time(cm, m, tokens, fused_permute, router_kernels);
-  if (fused_permute) return cm.backward(forward);
+  if (fused_permute) return cm.backward({forward.time - eager_topk_extra(cm, m, tokens), forward.kernels});
   const compute::Work permute = permute_work(cm, m, tokens);
-  const compute::Work rest{forward.time - permute.time, forward.kernels - permute.kernels};
+  // torch.topk's gradient is a scatter into zeros: its backward is the fused kernel's, not twice
+  // its measured forward.
+  const compute::Work rest{forward.time - permute.time - eager_topk_extra(cm, m, tokens), forward.kernels - permute.kernels};
   return cm.backward(rest) + permute_backward_work(cm, m, tokens);
 }
 

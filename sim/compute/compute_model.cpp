@@ -300,6 +300,11 @@ Time ComputeModel::atomic_scatter_add(double bytes, double adds) const {
          seconds_to_time(std::max(bytes / (kHbmEfficiency * gpu_.hbm_bytes_per_second), adds > 0 ? adds / rate : 0.0));
 }
 
+Time ComputeModel::eager_topk(double rows, double experts) const {
+  if (rows <= 0) return 0;
+  return kTopkFixed + seconds_to_time(rows * (kTopkPerRowSeconds + experts * kTopkPerScoreSeconds));
+}
+
 Time ComputeModel::fp8_cast(double elements) const {
   if (!cluster::is_fp8(options_.dtype) || elements <= 0) return 0;
   return memory_bound(elements * (element_bytes_ + 2 * cluster::dtype_bytes(options_.dtype)));

@@ -75,6 +75,14 @@ inline constexpr double kHbmEfficiency = 0.814;
 // proportion to their HBM bandwidth (assumption: no other measurement).
 inline constexpr double kAtomicAddsPerSecond = 99e9;
 inline constexpr double kAtomicReferenceHbm = 3.35e12;  // the H100 SXM's HBM3 bytes/s it was measured on
+// PyTorch's torch.topk(k = 8) over T rows of E fp32 scores, far from HBM-bound (0.06-0.09 TB/s):
+// kTopkFixed + T·(kTopkPerRow + E·kTopkPerScore), fitted by relative least squares to this
+// project's H100 measurements (tests/data/measured/h100-memory-bound-kernels.json, topk8: T 4096,
+// 16384, 65536 × E 64, 256): 2.5 % mean time error, worst 5.2 %. Taken for every GPU kind
+// (assumption: no other measurement).
+inline constexpr Time kTopkFixed = 10'200'000;      // 10.2 us
+inline constexpr double kTopkPerRowSeconds = 0.87e-9;
+inline constexpr double kTopkPerScoreSeconds = 0.045e-9;
 
 // Self-attention core FLOPs: QKᵀ and P·V, two GeMMs of 2·L·L·d per head; causal masking halves
 // the useful work. A sliding window of `window` tokens (causal; 0: none) leaves the kernel the
@@ -160,6 +168,10 @@ struct ComputeOptions {
   double optimizer_bytes_per_param = 32;        // Adam: read/write fp32 master, moments, gradient
   GroupedGemmKernels grouped_gemm_kernels = GroupedGemmKernels::One;
   PermuteKernels permute_kernels = PermuteKernels::Fused;
+  // The router's softmax and top-k as one fused kernel (Megatron-Core's moe_router_fusion,
+  // Transformer Engine's fused_topk_with_score_function); false: torch.topk after the softmax, at
+  // its measured rate (ComputeModel::eager_topk).
+  bool fused_router = true;
   // The gated experts' activation as one fused kernel (Megatron-Core's bias_activation_fusion,
   // Transformer Engine's); false: SiLU and the product as two eager PyTorch kernels (torchtitan's
   // GroupedExperts), blocks::expert_activation_time.
@@ -210,6 +222,8 @@ class ComputeModel {
   // A scatter-add of `adds` 16-bit elements by atomics (scatter_add_, index_add_) moving `bytes`:
   // the slower of the bytes through HBM and the atomics (kAtomicAddsPerSecond).
   Time atomic_scatter_add(double bytes, double adds) const;
+  // torch.topk over `rows` rows of `experts` scores (kTopkFixed and the per-row rates).
+  Time eager_topk(double rows, double experts) const;
   // Under FP8 training, the kernel that casts a GeMM's activation operand of `elements` elements
   // from BF16 to FP8 where no earlier kernel fuses the cast (Transformer Engine fuses it into a
   // norm before the GeMM, LayerNormLinear, and into the activation before an FFN's fc2 in its fused

@@ -307,6 +307,7 @@ software::Software read_software(const Json& doc, const Scenario& s, const std::
                 : permute == "torchtitan" ? compute::PermuteKernels::Torchtitan
                                           : compute::PermuteKernels::Fused;
   out.fused_activation = sw.at("activation_fusion").get<bool>();
+  out.fused_router = sw.at("router_fusion").get<bool>();
   out.ep_overlap = sw.at("ep_overlap").get<bool>();
   out.shared_expert_overlap = sw.at("shared_expert_overlap").get<bool>();
   out.delay_wgrad = sw.at("delay_wgrad").get<bool>();
@@ -717,6 +718,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.compute.grouped_gemm_kernels = s.software.grouped_gemm;
   s.compute.permute_kernels = s.software.permute;
   s.compute.fused_activation = s.software.fused_activation;
+  s.compute.fused_router = s.software.fused_router;
   s.network_model = doc.at("network").at("model").get<std::string>();
   const std::string ar = doc.at("network").at("all_reduce").get<std::string>();
   s.all_reduce = ar == "hierarchical" ? network::Algorithm::Hierarchical

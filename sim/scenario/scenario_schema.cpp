@@ -246,6 +246,9 @@ NodePtr software_schema() {
                "(Megatron-Core's unfused PyTorch path: argsort of the routing map, index_select, probabilities "
                "multiplied, scatter_add) or torchtitan (argsort of the expert ids, a row gather; outputs scaled in "
                "fp32 and summed by a sort-based deterministic scatter_add)"),
+      optional("router_fusion", boolean(), true,
+               "the router's softmax and top-k as one fused kernel (Megatron-Core's moe_router_fusion); false: "
+               "torch.topk after the softmax, at its measured rate (eager PyTorch, torchtitan)"),
       optional("activation_fusion", boolean(), true,
                "the gated experts' activation as one kernel (Megatron-Core's bias_activation_fusion); false: SiLU "
                "and the product as two eager PyTorch kernels (torchtitan)"),

@@ -334,3 +334,20 @@ TEST(LayerCosts, UnfusedSwiGluIsTwoKernelsForwardAndThreeBackward) {
   mlp.expert_kind = workload::ExpertKind::Mlp;
   EXPECT_EQ(blocks::expert_activation_time(eager, mlp, 800, 512), blocks::expert_activation_time(fused, mlp, 800, 512));
 }
+
+TEST(LayerCosts, AnEagerRouterRunsTorchTopkAtItsMeasuredRate) {
+  // software.router_fusion false: after the softmax kernel, torch.topk over T = 1000 rows of E = 16
+  // scores takes 10.2 us + 1000 · (0.87 + 16 · 0.045) ns = 11.79 us (the H100 fit of
+  // h100-memory-bound-kernels.json's topk8 rows); its backward is a scatter, costed as the fused
+  // router's: the gate's backward does not change.
+  compute::ComputeOptions o;
+  const compute::ComputeModel fused(gpu(), o);
+  o.fused_router = false;
+  const compute::ComputeModel eager(gpu(), o);
+  const auto m = moe_layer(true);
+  EXPECT_EQ(eager.eager_topk(1000, 16), 11'790'000);
+  EXPECT_EQ(blocks::gate_time(eager, m, 1000).time - blocks::gate_time(fused, m, 1000).time, 11'790'000);
+  EXPECT_EQ(blocks::gate_time(eager, m, 1000).kernels, blocks::gate_time(fused, m, 1000).kernels);
+  EXPECT_EQ(blocks::gate_backward_time(eager, m, 1000), blocks::gate_backward_time(fused, m, 1000));
+  EXPECT_EQ(blocks::gate_backward_time(eager, m, 1000, true), blocks::gate_backward_time(fused, m, 1000, true));
+}
