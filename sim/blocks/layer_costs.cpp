@@ -372,8 +372,22 @@ compute::Work attention_backward_time(const compute::ComputeModel& cm, const wor
 }
 
 namespace {
-// What an eager router's top-k (torch.topk, after its own softmax kernel) costs beyond the fused
-// softmax-and-top-k kernel: its measured time (ComputeModel::eager_topk); 0 with a fused router.
+// The gate before its permutation, as a fused router runs it: the pre-MLP RMSNorm (a layer with
+// attention; expert-only models have none); the router logits, a GeMM of the tokens against the E
+// router columns; softmax and top-k in one kernel over fp32 logits: reads T·E·4, writes the dense
+// routing probabilities T·E·4 (Megatron-Core's routing map and probs are T×E): 2·T·E·4. Its time
+// is those large kernels; its launches the software's count (score function, top-k, auxiliary
+// losses and their small kernels), at least the router's two. Its backward is twice it.
+compute::Work router_work(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int router_kernels) {
+  const compute::Work pre_norm = m.attention ? norm(cm, tokens, m.hidden) : compute::Work{};
+  const Time router = cm.gemm(tokens, m.experts, m.hidden);
+  const Time top_k = cm.memory_bound(2 * tokens * m.experts * 4);
+  return pre_norm + compute::Work{router + top_k, std::max(2, router_kernels)};
+}
+
+// What an eager router (software.router_fusion false) adds in its forward: torch.topk after the
+// softmax kernel, at its measured time (ComputeModel::eager_topk). Its gradient is a scatter into
+// zeros, so its backward is the fused kernel's, not twice this.
 Time eager_topk_extra(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
   return cm.options().fused_router ? 0 : cm.eager_topk(tokens, m.experts);
 }
@@ -382,31 +396,16 @@ Time eager_topk_extra(const compute::ComputeModel& cm, const workload::ModelShap
 compute::Work gate_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, bool fused_permute,
                         int router_kernels) {
   if (tokens <= 0) return {};
-  // The pre-MLP RMSNorm (a layer with attention; expert-only models have none).
-  const compute::Work pre_norm = m.attention ? norm(cm, tokens, m.hidden) : compute::Work{};
-  // Router logits: a GeMM of the tokens against the E router columns.
-  const Time router = cm.gemm(tokens, m.experts, m.hidden);
-  // Softmax and top-k in one kernel over fp32 logits: reads T·E·4, writes the dense routing
-  // probabilities T·E·4 (Megatron-Core's routing map and probs are T×E): 2·T·E·4. An eager router
-  // (software.router_fusion false) runs the softmax as that kernel and torch.topk after it.
-  const Time top_k = cm.memory_bound(2 * tokens * m.experts * 4) + eager_topk_extra(cm, m, tokens);
   // Permute: the software's kernels (permute_work).
   const compute::Work permute = fused_permute ? compute::Work{} : permute_work(cm, m, tokens);
-  // The router's time is its two large kernels; its launches are the software's count (score
-  // function, top-k, auxiliary losses and their small kernels), at least those two.
-  return pre_norm + compute::Work{router + top_k, std::max(2, router_kernels)} + permute;
+  return router_work(cm, m, tokens, router_kernels) + compute::Work{eager_topk_extra(cm, m, tokens), 0} + permute;
 }
 
 compute::Work gate_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
                                  bool fused_permute, int router_kernels) {
   if (tokens <= 0) return {};
-  const compute::Work forward = gate_time(cm, m, tokens, fused_permute, router_kernels);
-  if (fused_permute) return cm.backward({forward.time - eager_topk_extra(cm, m, tokens), forward.kernels});
-  const compute::Work permute = permute_work(cm, m, tokens);
-  // torch.topk's gradient is a scatter into zeros: its backward is the fused kernel's, not twice
-  // its measured forward.
-  const compute::Work rest{forward.time - permute.time - eager_topk_extra(cm, m, tokens), forward.kernels - permute.kernels};
-  return cm.backward(rest) + permute_backward_work(cm, m, tokens);
+  const compute::Work router = cm.backward(router_work(cm, m, tokens, router_kernels));
+  return fused_permute ? router : router + permute_backward_work(cm, m, tokens);
 }
 
 compute::Work combine_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
