@@ -17,6 +17,8 @@
 
 namespace moesim::blocks {
 
+class ActivationOffload;
+
 struct Context {
   const cluster::Topology& topology;
   const workload::ModelShape& model;
@@ -90,6 +92,8 @@ struct Emission {
     return ctx.software ? *ctx.software : none;
   }
   bool runs_experts(std::uint32_t g) const { return plan.role(g) & parallel::kRunsExperts; }
+  // The activations offloaded to the host and not yet back (null: the training offloads none).
+  ActivationOffload* offload = nullptr;
 };
 
 }  // namespace moesim::blocks

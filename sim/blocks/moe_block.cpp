@@ -1,5 +1,7 @@
 #include "sim/blocks/moe_block.hpp"
 
+#include "sim/blocks/activation_offload.hpp"
+
 #include <algorithm>
 #include <functional>
 
@@ -230,6 +232,9 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
     if (first) t.time += prologue(em, p, g);
     // Local recomputation: the expert's forward again from the copies it kept, just before its
     // backward (the copies' gradients arrive meanwhile).
+    // Offloaded activations (expert_fc1, moe_act) come back before anything of the backward.
+    if (x.backward && em.offload)
+      cur[g] = em.offload->reload(em, OffloadSite::Experts, x.layer, x.microbatch, c, g, cur[g]);
     if (x.backward && x.recompute_locally)
       cur[g] = em.pb.compute(g, ef + regroup,
                              em.label(Phase::Recompute, WorkKind::Expert, "experts", x.layer, x.microbatch, c), cur[g]);
@@ -251,6 +256,9 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
     const TaskId e = em.pb.compute(g, compute::Work{t.time - wgrad.time, t.kernels - wgrad.kernels}, le, cur[g]);
     if (x.fetched) em.pb.depend((*x.fetched)[g], e);
     cur[g] = (*x.experts_done)[g] = e;
+    if (em.offload && x.phase == Phase::Forward)
+      em.offload->offload(em, OffloadSite::Experts, x.layer, x.microbatch, c, g, work.offloaded_bytes, e);
+    if (em.offload && x.backward) em.offload->backward_done(x.layer, x.microbatch, g, e);
     if (delay)
       (*x.experts_done)[g] =
           em.pb.compute(g, wgrad, em.label(x.phase, WorkKind::Expert, "experts_wgrad", x.layer, x.microbatch, c), e);
@@ -334,6 +342,8 @@ void moe_open(Emission& em, MoeInFlight& x, Frontier& f, bool defer) {
     for (const std::uint32_t g : em.active())
       if (em.runs_attention(g)) f[g] = em.pb.compute(g, kernel(g), l_first, f[g]);
   }
+  // The pre-MLP norm's input (mlp_norm) leaves after the router, where it is costed.
+  if (x.phase == Phase::Forward) offload_after_forward(em, OffloadSite::MlpNorm, layer, mb, f);
   if (!x.backward) run_steps(em, steps_at(p, MoePoint::AfterGate), x.phase, layer, mb, f);
   host_sync(em, x, f);
   const ProgramBuilder::InModule in(em.pb, software::Module::Experts);
@@ -393,10 +403,15 @@ void moe_close(Emission& em, MoeInFlight& x, Frontier& f) {
   }
   const bool shared_tp = em.ctx.model.shared_experts > 0 && em.plan.tensor_parallel.size > 1;
   for (const std::uint32_t g : em.active()) {
+    // The pre-MLP norm's input comes back before the router's backward (on the compute stream
+    // before it).
+    if (x.backward && em.offload && em.runs_attention(g))
+      em.offload->reload(em, OffloadSite::MlpNorm, x.layer, x.microbatch, 0, g, engine::kNone);
     f[g] = em.runs_attention(g) ? after_chunks(em, g, kernel(g), l_last, x.chunks, x.join)
                                 : x.chunks.back()[g];
     if (shared_tp && em.runs_attention(g)) em.pb.depend(x.shared[g], f[g]);
   }
+  if (x.backward) offloaded_backward_done(em, x.layer, x.microbatch, f);
   run_steps(em, steps_at(p, pass.after), x.phase, x.layer, x.microbatch, f);
 }
 

@@ -2,20 +2,6 @@
 
 namespace moesim::blocks {
 
-namespace {
-
-engine::TaskId host_copy(Emission& em, std::uint32_t g, double bytes, bool to_host, const engine::Label& label,
-                         engine::TaskId after) {
-  network::CollectiveOp op{network::CollectiveKind::HostCopy, network::Algorithm::Direct, em.pb.group({g}), bytes, nullptr};
-  op.to_host = to_host;
-  std::vector<engine::TaskId> member;
-  em.pb.collective(std::move(op), parallel::StreamRole::HostCopy, label, member);
-  em.pb.depend(after, member[0]);
-  return member[0];
-}
-
-}  // namespace
-
 void optimizer_step(Emission& em, const Frontier& after, const Frontier& last_gradient_sync) {
   if (em.plan.optimizer == parallel::OptimizerPlacement::Gpu) {
     const auto label = em.label(engine::Phase::Optimizer, engine::WorkKind::Optimizer, "optimizer", 0);
@@ -40,11 +26,11 @@ void optimizer_step(Emission& em, const Frontier& after, const Frontier& last_gr
     // The gradients leave once the GPU's backward and its gradient collectives are done.
     const engine::TaskId ready = em.pb.wait(g, 0, l_ready, after[g]);
     em.pb.depend(last_gradient_sync[g], ready);
-    const engine::TaskId down = host_copy(em, g, bytes, true, l_down, ready);
+    const engine::TaskId down = em.pb.host_copy(g, bytes, true, parallel::StreamRole::HostCopy, l_down, ready);
     const Time step = compute::host_optimizer_step(params, em.ctx.compute_of(g).options().optimizer_bytes_per_param,
                                                    host.optimizer_bytes_per_second);
     const engine::TaskId cpu = em.pb.wait(g, step, l_cpu, down, parallel::StreamRole::HostCpu);
-    const engine::TaskId up = host_copy(em, g, bytes, false, l_up, cpu);
+    const engine::TaskId up = em.pb.host_copy(g, bytes, false, parallel::StreamRole::HostCopy, l_up, cpu);
     // The GPU's next kernels wait for the updated weights.
     em.pb.wait(g, 0, l_wait, up);
   }

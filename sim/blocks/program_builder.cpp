@@ -78,6 +78,16 @@ engine::TaskId ProgramBuilder::p2p(std::uint32_t sender, std::uint32_t receiver,
   return engine_.add_member(id, receiver, stream(receive), l, 0, host_.launch(receiver, module_, l, 1));
 }
 
+engine::TaskId ProgramBuilder::host_copy(std::uint32_t gpu, double bytes, bool to_host, parallel::StreamRole role,
+                                         const engine::Label& label, engine::TaskId after) {
+  network::CollectiveOp op{network::CollectiveKind::HostCopy, network::Algorithm::Direct, group({gpu}), bytes, nullptr};
+  op.to_host = to_host;
+  std::vector<engine::TaskId> member;
+  collective(std::move(op), role, label, member);
+  depend(after, member[0]);
+  return member[0];
+}
+
 void ProgramBuilder::depend(engine::TaskId before, engine::TaskId after) {
   if (before != engine::kNone) engine_.depend(before, after);
 }

@@ -63,6 +63,10 @@ class ProgramBuilder {
   // `receiver` (on its `receive` stream); returns the receiver's task.
   engine::TaskId p2p(std::uint32_t sender, std::uint32_t receiver, double bytes, parallel::StreamRole send,
                      parallel::StreamRole receive, const engine::Label& label, engine::TaskId after);
+  // A copy of `bytes` between `gpu` and its host's memory over PCIe (to the host when `to_host`,
+  // else back) on `role`'s stream, after `after`.
+  engine::TaskId host_copy(std::uint32_t gpu, double bytes, bool to_host, parallel::StreamRole role,
+                           const engine::Label& label, engine::TaskId after);
   void depend(engine::TaskId before, engine::TaskId after);
   network::GroupId group(std::vector<std::uint32_t> gpus) { return program_.groups.intern(std::move(gpus)); }
   const std::vector<std::uint32_t>& group_members(network::GroupId id) const { return program_.groups.members(id); }

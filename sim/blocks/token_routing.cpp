@@ -13,6 +13,7 @@
 #include "sim/core/parallel.hpp"
 #include "sim/network/collective_plan.hpp"
 #include "sim/workload/ep_buffers.hpp"
+#include "sim/workload/memory.hpp"
 
 namespace moesim::blocks {
 
@@ -31,10 +32,14 @@ compute::Work recomputed_activation(const Context& ctx, std::uint32_t g, std::sp
 }
 
 // GPU g's expert work over `rows` token copies per local expert (FFN size `ffn`), with `regroup`
-// around it and the activation it recomputes.
+// around it, the activation it recomputes and the bytes it offloads.
 ExpertChunk expert_chunk(const Context& ctx, std::uint32_t g, std::span<const double> rows, double ffn,
                          compute::Work regroup) {
-  return {experts_work(ctx.compute_of(g), ctx.model, rows, ffn), regroup, recomputed_activation(ctx, g, rows, ffn)};
+  double copies = 0;
+  for (const double r : rows) copies += std::max(0.0, r);
+  const double offloaded = copies * workload::offloaded_bytes(ctx.model, ctx.training, 1, false, ffn).per_expert_copy;
+  return {experts_work(ctx.compute_of(g), ctx.model, rows, ffn), regroup, recomputed_activation(ctx, g, rows, ffn),
+          offloaded};
 }
 
 // Each rank's replicas as (expert, share), in expert order.

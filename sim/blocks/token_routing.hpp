@@ -38,6 +38,9 @@ struct ExpertChunk {
   // The experts' activation alone, which they run again before their backward where the training
   // recomputes it (workload::RecomputeModule::MoeAct); none where it does not.
   compute::Work activation;
+  // The bytes its copies' offloaded modules (expert_fc1, moe_act) send to the host; 0 where the
+  // training offloads neither.
+  double offloaded_bytes = 0;
   friend bool operator==(const ExpertChunk&, const ExpertChunk&) = default;
 };
 

@@ -22,6 +22,8 @@ std::string_view to_string(StreamRole role) {
     case StreamRole::PipelineRecvGrad: return "pipeline_recv_grad";
     case StreamRole::ContextParallel: return "context_parallel";
     case StreamRole::ParamGather: return "param_gather";
+    case StreamRole::Offload: return "offload";
+    case StreamRole::Reload: return "reload";
     case StreamRole::Count: break;
   }
   return "?";
@@ -41,6 +43,8 @@ std::string_view trace_name(StreamRole role) {
     case StreamRole::PipelineRecvGrad: return "comm: pipeline receive (gradients)";
     case StreamRole::ContextParallel: return "comm: context-parallel K/V ring";
     case StreamRole::ParamGather: return "comm: parameter all-gather (FSDP)";
+    case StreamRole::Offload: return "activations to host (PCIe)";
+    case StreamRole::Reload: return "activations from host (PCIe)";
     case StreamRole::Count: break;
   }
   return "?";
@@ -82,10 +86,15 @@ PipelinePlan single_stage(std::uint32_t gpus, int layers) {
   return p;
 }
 
-std::shared_ptr<const StreamSet> streams_for(std::vector<StreamRole> roles, OptimizerPlacement optimizer) {
+std::shared_ptr<const StreamSet> streams_for(std::vector<StreamRole> roles, OptimizerPlacement optimizer,
+                                             bool offloads_activations) {
   if (optimizer == OptimizerPlacement::Host) {
     roles.push_back(StreamRole::HostCopy);
     roles.push_back(StreamRole::HostCpu);
+  }
+  if (offloads_activations) {
+    roles.push_back(StreamRole::Offload);
+    roles.push_back(StreamRole::Reload);
   }
   return std::make_shared<StreamSet>(roles);
 }

@@ -26,12 +26,13 @@
 namespace moesim::parallel {
 
 // What a stream is for. Only Compute streams run kernels on the GPU's SMs without a reservation.
-// HostCpu: work the GPU's host CPU does for it (the optimizer step offloaded there). A pipeline
+// HostCpu: work the GPU's host CPU does for it (the optimizer step offloaded there). Offload and
+// Reload: activations copied to the host and back (training.offload_modules), one stream each way. A pipeline
 // stage sends on one stream in the order it computes, and receives activations and gradients on
 // one stream each, so every receive stream hears from one neighbour in that neighbour's order.
 enum class StreamRole : std::uint8_t {
   Compute, Dispatch, Combine, Gradient, Side, HostCopy, HostCpu, PipelineSend, PipelineRecv, PipelineRecvGrad,
-  ContextParallel, ParamGather, Count
+  ContextParallel, ParamGather, Offload, Reload, Count
 };
 inline constexpr int kStreamRoles = static_cast<int>(StreamRole::Count);
 std::string_view to_string(StreamRole role);
@@ -313,7 +314,9 @@ using PlanPtr = std::shared_ptr<const IterationPlan>;
 // The pipeline of one stage: every GPU, every layer.
 PipelinePlan single_stage(std::uint32_t gpus, int layers);
 
-// The streams a plan of these roles needs, with the host's when the optimizer steps there.
-std::shared_ptr<const StreamSet> streams_for(std::vector<StreamRole> roles, OptimizerPlacement optimizer);
+// The streams a plan of these roles needs, with the host's when the optimizer steps there and the
+// activation copies' when the training offloads activations.
+std::shared_ptr<const StreamSet> streams_for(std::vector<StreamRole> roles, OptimizerPlacement optimizer,
+                                             bool offloads_activations);
 
 }  // namespace moesim::parallel

@@ -287,6 +287,28 @@ std::uint8_t read_recompute_modules(const Json& t, const Scenario& s, const std:
   return bits;
 }
 
+// training.offload_modules (workload::OffloadModule), given: not beside full recomputation, which
+// keeps only each layer's input.
+std::uint8_t read_offload_modules(const Json& t, const Scenario& s, const std::string& file) {
+  if (s.training.recompute == workload::Recompute::Full)
+    throw InputError(file, "$.training.offload_modules",
+                     "offload_modules moves the activations a layer keeps to the host, and training.recompute \"full\" "
+                     "keeps only each layer's input",
+                     "remove offload_modules, or set training.recompute to \"selective\" or \"none\"");
+  static const std::pair<const char*, workload::OffloadModule> names[] = {
+      {"attn_norm", workload::OffloadModule::AttnNorm}, {"qkv_linear", workload::OffloadModule::QkvLinear},
+      {"core_attn", workload::OffloadModule::CoreAttn}, {"attn_proj", workload::OffloadModule::AttnProj},
+      {"mlp_norm", workload::OffloadModule::MlpNorm},   {"expert_fc1", workload::OffloadModule::ExpertFc1},
+      {"moe_act", workload::OffloadModule::MoeAct}};
+  std::uint8_t bits = 0;
+  for (const Json& j : t.at("offload_modules")) {
+    const std::string name = j.get<std::string>();
+    for (const auto& [key, module] : names)
+      if (name == key) bits |= static_cast<std::uint8_t>(1u << static_cast<int>(module));
+  }
+  return bits;
+}
+
 // The software section (software/software.hpp). A full-iteration CUDA graph cannot hold the
 // device-to-host read of a blocking EP dispatch (Megatron-Core refuses to capture it).
 software::Software read_software(const Json& doc, const Scenario& s, const std::string& file) {
@@ -663,6 +685,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                          : t.at("recompute") == "selective" ? workload::Recompute::Selective
                                                             : workload::Recompute::None;
   if (t.contains("recompute_modules")) s.training.recompute_modules = read_recompute_modules(t, s, file);
+  if (t.contains("offload_modules")) s.training.offload_modules = read_offload_modules(t, s, file);
   if (s.training.optimizer_on_host && !s.hosts)
     throw InputError(file, "$.training.optimizer",
                      "the optimizer steps on the host, but the cluster describes no hosts (memory, CPU optimizer rate, "

@@ -279,6 +279,12 @@ NodePtr scenario_schema() {
                "under selective recomputation, the modules recomputed, as Megatron-Core's recompute_modules (default "
                "[\"core_attn\"]): each frees the activations its forward keeps and runs that forward again before "
                "its backward; \"moe\" (the whole MoE layer) is not modelled"),
+      optional("offload_modules",
+               array_of(enumeration({"attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"})),
+               nullptr,
+               "fine-grained activation offloading, as Megatron-Core's offload_modules (with "
+               "fine_grained_activation_offloading): each module's saved activations copy to host memory over PCIe "
+               "after its forward and come back before its backward (default: none)"),
       optional("optimizer_states",
                object({
                    optional("main_params", enumeration({"fp32", "bf16", "fp16"}), "fp32",

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/blocks/activation_offload.hpp"
 #include "sim/blocks/attention_block.hpp"
 #include "sim/blocks/dense_ffn_block.hpp"
 #include "sim/blocks/expert_fetch.hpp"
@@ -39,6 +40,7 @@ class Writer {
         layer_major_(plan_.schedule == parallel::ScheduleKind::LayerMajor),
         open_(ctx.training.microbatches) {
     outcome_.iteration = iteration;
+    if (ctx.training.offload_modules != 0) em_.offload = &offload_;
     outcome_.plan = plan;
     outcome_.tokens = plan_.tokens;
     outcome_.expert_tokens.resize(layers_);
@@ -104,6 +106,7 @@ class Writer {
   std::vector<Frontier> attention_done_, experts_done_;
   Frontier end_;  // each GPU's frontier after its last backward
   blocks::GradientSync sync_;
+  blocks::ActivationOffload offload_;  // the activations on the host (training.offload_modules)
   const bool layer_major_;
   std::vector<std::unique_ptr<Open>> open_;  // per microbatch
 };
@@ -140,8 +143,10 @@ void Writer::layer_forward(Phase phase, int l, int mb, const blocks::LayerRoutin
   const bool mtp = phase == Phase::Forward && em_.ctx.model.is_mtp(l);
   if (mtp) blocks::mtp_input(em_, phase, l, mb, f);
   blocks::attention(em_, phase, l, mb, f);
+  if (phase == Phase::Forward) blocks::offload_after_forward(em_, blocks::OffloadSite::Attention, l, mb, f);
   if (!moe) {
     blocks::dense_ffn(em_, phase, l, mb, f);
+    if (phase == Phase::Forward) blocks::offload_after_forward(em_, blocks::OffloadSite::MlpNorm, l, mb, f);
   } else {
     if (phase == Phase::Forward && moe->fetch && !moe->fetch->at_iteration_start && mb == 0)
       blocks::fetch_layer(em_, *moe, l, f, fetched_[l]);
@@ -183,8 +188,10 @@ void Writer::close_block(int mb, Frontier& f) {
 // The attention's part of layer l's backward, after its FFN or MoE block's (and an MTP module's
 // input projection after it).
 void Writer::attention_backward(int l, int mb, Frontier& f) {
+  blocks::reload_before_backward(em_, blocks::OffloadSite::Attention, l, mb, f);
   blocks::recompute_before_attention_backward(em_, l, mb, f);
   blocks::attention(em_, Phase::Backward, l, mb, f);
+  blocks::offloaded_backward_done(em_, l, mb, f);
   if (em_.ctx.model.is_mtp(l)) blocks::mtp_input(em_, Phase::Backward, l, mb, f);
   // The layer's dense gradients (an MTP module's projection's among them) are ready.
   attention_done_[l] = f;
@@ -223,6 +230,7 @@ void Writer::run(const WorkItem& item) {
           routing_.erase(it);
         } else {
           blocks::dense_ffn(em_, Phase::Backward, l, mb, f);
+          blocks::offloaded_backward_done(em_, l, mb, f);
         }
         attention_backward(l, mb, f);
       }
@@ -249,6 +257,9 @@ void Writer::forward_prelude(int l, int mb, Frontier& f) {
 void Writer::backward_prelude(int l, int mb, const blocks::LayerRouting* rt, Frontier& f) {
   const bool moe = plan_.moe[l] != nullptr;
   fsdp_gather(Phase::Backward, l, mb, f);  // for the recomputation too
+  // A dense FFN's offloaded norm input comes back before its recomputation (an MoE layer's before
+  // its router's backward).
+  if (!moe) blocks::reload_before_backward(em_, blocks::OffloadSite::MlpNorm, l, mb, f);
   // A layer-major MoE block recomputes each side's part locally (moe_block.hpp).
   if (em_.ctx.training.recompute == workload::Recompute::Full && !(moe && layer_major_))
     layer_forward(Phase::Recompute, l, mb, rt, f);
@@ -417,6 +428,7 @@ void Writer::overlapped_layers(int fl, int fmb, int bl, int bmb) {
   blocks::MoeInFlight f = blocks::MoeInFlight::of(*fmoe, frt, Phase::Forward, fl, fmb, nullptr, forward_experts);
   blocks::moe_open(em_, b, bf, true);
   blocks::attention(em_, Phase::Forward, fl, fmb, ff);
+  blocks::offload_after_forward(em_, blocks::OffloadSite::Attention, fl, fmb, ff);
   blocks::moe_open(em_, f, ff, true);
   blocks::moe_return(em_, b);
   blocks::moe_return(em_, f);

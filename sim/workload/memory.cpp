@@ -90,12 +90,20 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   std::vector<int> all;
   if (in.layers.empty())
     for (int l = 0; l < m.layers; ++l) all.push_back(l);
-  double layers_total = 0, largest = 0, largest_freed = 0;
+  // What the offloaded modules move to the host of one microbatch's layer (bytes).
+  const OffloadedBytes off = offloaded_bytes(m, t, in.tensor_parallel, in.sequence_parallel, expert_ffn);
+  const auto layer_offloaded = [&](int l) {
+    if (!offloads_layer(m, t, l)) return 0.0;
+    return in.tokens * off.per_token() + (m.is_moe(l) ? in.expert_tokens_per_layer * off.per_expert_copy : 0.0);
+  };
+  double layers_total = 0, largest = 0, largest_freed = 0, offloaded = 0, largest_offloaded = 0;
   for (const int l : in.layers.empty() ? all : in.layers) {
     const auto [bytes, freed] = layer_bytes(l);
     layers_total += bytes - freed;
     largest = std::max(largest, bytes);
     largest_freed = std::max(largest_freed, freed);
+    offloaded += layer_offloaded(l);
+    largest_offloaded = std::max(largest_offloaded, layer_offloaded(l));
   }
   if (t.recompute == Recompute::Full) {
     // Each layer keeps its input, 2·sbh (split over tp with sequence parallelism), for every
@@ -107,8 +115,11 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
     const double expert_inputs = 2.0 * in.kept_expert_inputs * m.hidden * scale;
     f.activations = in.in_flight * (held * inputs + moe_held * expert_inputs) + largest;
   } else {
-    // The recomputed modules' activations live again during one layer's backward at a time.
-    f.activations = in.in_flight * layers_total + largest_freed;
+    // The recomputed modules' activations live again during one layer's backward at a time, and
+    // so do the offloaded ones, brought back one layer ahead of their backward; the host holds
+    // the rest, pinned.
+    f.activations = in.in_flight * (layers_total - offloaded) + largest_freed + largest_offloaded;
+    f.host += in.in_flight * offloaded;
   }
   if (m.vocab > 0) {
     // The embedding keeps its tokens' ids (8 bytes each) and dropout mask (1 byte per element)
@@ -128,6 +139,36 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
     }
   }
   return f;
+}
+
+OffloadedBytes offloaded_bytes(const ModelShape& m, const TrainingConfig& t, int tensor_parallel, bool sequence_parallel,
+                               double expert_ffn_hidden) {
+  OffloadedBytes b;
+  if (t.offload_modules == 0) return b;
+  const double tp = tensor_parallel, h = m.hidden;
+  const auto on = [&](OffloadModule o) { return t.offloads(o); };
+  if (m.attention) {
+    const double norm_input = sequence_parallel ? 2.0 * h / tp : 2.0 * h;
+    b.attention += on(OffloadModule::AttnNorm) ? norm_input : 0.0;
+    if (on(OffloadModule::QkvLinear) && !t.recomputes(RecomputeModule::Layernorm)) b.attention += 2.0 * h / tp;
+    if (on(OffloadModule::CoreAttn) && !(m.mla && t.recomputes(RecomputeModule::MlaUpProj)))
+      b.attention += 2.0 * (m.query_width() + m.key_width() + m.value_width()) / tp;
+    b.attention += on(OffloadModule::AttnProj) ? 2.0 * m.output_width() / tp : 0.0;
+    b.mlp_norm = on(OffloadModule::MlpNorm) ? norm_input : 0.0;
+  }
+  const double ffn = expert_ffn_hidden > 0 ? expert_ffn_hidden : m.ffn_hidden;
+  b.per_expert_copy += on(OffloadModule::ExpertFc1) ? 2.0 * h : 0.0;
+  if (on(OffloadModule::MoeAct) && !t.recomputes(RecomputeModule::RoutedExperts))
+    b.per_expert_copy += (m.ffn_gemms() == 3 ? 4.0 : 2.0) * ffn;
+  const double scale = cluster::dtype_bytes(t.dtype) / 2.0;
+  b.attention *= scale;
+  b.mlp_norm *= scale;
+  b.per_expert_copy *= scale;
+  return b;
+}
+
+bool offloads_layer(const ModelShape& m, const TrainingConfig& t, int layer) {
+  return t.offload_modules != 0 && layer != m.layers - 1;
 }
 
 }  // namespace moesim::workload

@@ -16,6 +16,8 @@
 // 8·sb + sbh, and before the loss the final norm's and output projection's inputs with the fp32
 // logits, 4·sbh·(1 + v/h), split over tp; a multi-token prediction module (DeepSeek-V3 §2.2)
 // keeps its layer's, its two norms' and projection's inputs (8·sbh) and a second head's.
+// Fine-grained activation offloading (TrainingConfig::offload_modules) moves what its modules keep
+// to host memory, all but one layer's, which comes back during its backward.
 #pragma once
 
 #include <vector>
@@ -61,5 +63,28 @@ struct MemoryInputs {
 };
 
 MemoryFootprint memory_footprint(const ModelShape& model, const TrainingConfig& training, const MemoryInputs& in);
+
+// What training.offload_modules (OffloadModule) copy to the host of one microbatch's activations in
+// a layer, in bytes, counted as memory_footprint counts what the layer keeps (16-bit bytes scaled
+// by the dtype's width over 2): per token of the rank with the attention (attn_norm's 2h, qkv_linear's
+// 2h, core_attn's Q, K and V, attn_proj's core output; split over tp as the attention block is,
+// the norm's input only with sequence parallelism) and with the pre-MLP norm (mlp_norm's 2h, in
+// dense and MoE layers alike), and per routed token copy with the experts (expert_fc1's 2h,
+// moe_act's fc1 output: 4·ffn for a GLU, else 2·ffn). What a recomputed module does not keep is not
+// there to offload: qkv_linear's input under layernorm, core_attn's Q, K, V under mla_up_proj,
+// moe_act's input under routed_experts.
+struct OffloadedBytes {
+  double attention = 0;  // per token
+  double mlp_norm = 0;   // per token
+  double per_expert_copy = 0;
+  double per_token() const { return attention + mlp_norm; }
+};
+OffloadedBytes offloaded_bytes(const ModelShape& model, const TrainingConfig& training, int tensor_parallel,
+                               bool sequence_parallel, double expert_ffn_hidden);
+// Whether layer `layer`'s modules offload at all: all but the model's last layer, whose backward
+// follows its forward at once on the last pipeline stage, so Megatron-Core keeps its groups on the
+// GPU (PipelineOffloadManager.post_warmup_callback and ChunkOffloadHandler.should_bulk_offload,
+// the last group of each name).
+bool offloads_layer(const ModelShape& model, const TrainingConfig& training, int layer);
 
 }  // namespace moesim::workload

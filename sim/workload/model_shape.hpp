@@ -117,6 +117,19 @@ enum class Recompute : std::uint8_t { None, Selective, Full };
 // torchtitan/distributed/activation_checkpoint.py L31-94; the exchanges' outputs it saves).
 enum class RecomputeModule : std::uint8_t { CoreAttn, Layernorm, MlaUpProj, MoeAct, Mlp, SharedExperts, RoutedExperts, Count };
 
+// Fine-grained activation offloading by module, as Megatron-Core names them
+// (TransformerConfig.offload_modules with fine_grained_activation_offloading; core_v0.17.0
+// megatron/core/pipeline_parallel/fine_grained_activation_offload.py, and the modules' forwards in
+// transformer_layer.py, attention.py and moe/experts.py): at the end of a module's forward the
+// tensors it saved for its backward are copied to pinned host memory on a device-to-host stream
+// and freed on the GPU; they come back on a host-to-device stream once the backward of the
+// module offloaded after it (in forward order) is done, and its backward waits for them.
+// attn_norm: the input norm's input; qkv_linear: the QKV projection's input; core_attn: the
+// core's Q, K and V; attn_proj: the output projection's input; mlp_norm: the pre-MLP norm's input;
+// expert_fc1: each routed copy's fc1 input; moe_act: each routed copy's activation input (fc1's
+// output). workload::offloaded_bytes counts them.
+enum class OffloadModule : std::uint8_t { AttnNorm, QkvLinear, CoreAttn, AttnProj, MlpNorm, ExpertFc1, MoeAct, Count };
+
 // The optimizer's state per parameter, in bytes, as Megatron-Core's precision-aware optimizer
 // (OptimizerConfig.use_precision_aware_optimizer with main_params_dtype, exp_avg_dtype,
 // exp_avg_sq_dtype and main_grads_dtype; Transformer Engine's FusedAdam steps them): the master
@@ -152,7 +165,11 @@ struct TrainingConfig {
   Recompute recompute = Recompute::None;
   // Under Recompute::Selective, the modules recomputed (bits by RecomputeModule).
   std::uint8_t recompute_modules = 1u << static_cast<int>(RecomputeModule::CoreAttn);
+  // The modules whose saved activations are offloaded to the host (bits by OffloadModule; none by
+  // default).
+  std::uint8_t offload_modules = 0;
   double tokens_per_microbatch() const { return static_cast<double>(sequence_length) * micro_batch_size; }
+  bool offloads(OffloadModule m) const { return offload_modules >> static_cast<int>(m) & 1u; }
   bool recomputes(RecomputeModule m) const {
     return recompute == Recompute::Selective && (recompute_modules >> static_cast<int>(m) & 1u);
   }

@@ -116,7 +116,7 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
   if (sizes.pp > 1)
     roles.insert(roles.end(), {parallel::StreamRole::PipelineSend, parallel::StreamRole::PipelineRecv,
                                parallel::StreamRole::PipelineRecvGrad});
-  plan->streams = parallel::streams_for(roles, plan->optimizer);
+  plan->streams = parallel::streams_for(roles, plan->optimizer, t.offload_modules != 0);
   plan->vocabulary = m.vocab > 0;
   if (sizes.tp > 1) {
     auto& tp = plan->tensor_parallel;

@@ -348,7 +348,8 @@ parallel::PlanPtr ParmStrategy::plan(const StrategyContext& ctx, int, const para
   auto plan = std::make_shared<parallel::IterationPlan>();
   plan->optimizer = ep::optimizer_placement(ctx);
   plan->streams = parallel::streams_for(
-      {StreamRole::Compute, StreamRole::Dispatch, StreamRole::Combine, StreamRole::Gradient, StreamRole::Side}, plan->optimizer);
+      {StreamRole::Compute, StreamRole::Dispatch, StreamRole::Combine, StreamRole::Gradient, StreamRole::Side}, plan->optimizer,
+      t.offload_modules != 0);
   plan->vocabulary = m.vocab > 0;
   plan->pipeline = parallel::single_stage(gpus, m.layers);
   // Attention and dense FFNs are tensor-parallel over the MP group (Megatron-LM).
