@@ -306,6 +306,12 @@ std::uint8_t read_offload_modules(const Json& t, const Scenario& s, const std::s
     for (const auto& [key, module] : names)
       if (name == key) bits |= static_cast<std::uint8_t>(1u << static_cast<int>(module));
   }
+  const auto has = [&](workload::OffloadModule m) { return (bits >> static_cast<int>(m) & 1u) != 0; };
+  // Megatron-Core refuses it too (TransformerConfig.__post_init__, core_v0.17.0).
+  if (has(workload::OffloadModule::AttnProj) && !has(workload::OffloadModule::CoreAttn))
+    throw InputError(file, "$.training.offload_modules",
+                     "attn_proj offloads the attention core's output, which the core's backward needs as well",
+                     "add core_attn to offload_modules, or remove attn_proj");
   return bits;
 }
 

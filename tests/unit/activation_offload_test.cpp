@@ -170,6 +170,8 @@ TEST(ActivationOffload, WhatCannotBeOffloadedIsRefused) {
   auto full = offload_case(schema::Json::array({"expert_fc1"}));
   full["training"]["recompute"] = "full";
   test::expect_refused_at(full, "$.training.offload_modules");
+  // The core's output without the core (Megatron-Core refuses it: the core's backward needs it).
+  test::expect_refused_at(offload_case(schema::Json::array({"attn_proj"})), "$.training.offload_modules");
   // A module Megatron-Core does not offload.
   test::expect_refused_at(offload_case(schema::Json::array({"shared_experts"})), "$.training.offload_modules[0]");
 }
