@@ -143,8 +143,10 @@ def not_modelled(recipe):
     modules = setting(recipe, "recompute_modules") or []
     if setting(recipe, "recompute_granularity") == "selective" and "moe" in modules:
         notes.append("recompute of the whole MoE layer")
-    if setting(recipe, "fine_grained_activation_offloading") or setting(recipe, "cpu_offloading"):
-        notes.append("activation offloading")
+    if setting(recipe, "cpu_offloading"):
+        notes.append("layer-wise CPU activation offloading (cpu_offloading)")
+    if setting(recipe, "cross_entropy_loss_fusion") and setting(recipe, "cross_entropy_fusion_impl") == "native":
+        notes.append("Megatron-Core's fused native cross entropy (timed as Transformer Engine's)")
     return notes
 
 
@@ -192,6 +194,8 @@ def scenario(row, recipe, spec):
             software["delay_wgrad"] = True
     if setting(recipe, "moe_shared_expert_overlap"):
         software["shared_expert_overlap"] = True
+    if setting(recipe, "cross_entropy_loss_fusion") is False:
+        software["cross_entropy"] = "megatron"  # vocab_parallel_cross_entropy, unfused, in fp32
     if setting(recipe, "moe_router_fusion") is False:
         software["router_kernels"] = 72  # Megatron-LM's DeepSeek-V3 GB200 guide L85: 72 unfused
         software["router_fusion"] = False  # torch.topk instead of TE's fused top-k
@@ -233,6 +237,8 @@ def scenario(row, recipe, spec):
     if recompute == "selective":
         # Megatron-Core's recompute_modules (default core_attn); the whole MoE layer is not modelled.
         training["recompute_modules"] = [m for m in setting(recipe, "recompute_modules", ["core_attn"]) if m != "moe"]
+    if setting(recipe, "fine_grained_activation_offloading") and setting(recipe, "offload_modules"):
+        training["offload_modules"] = list(setting(recipe, "offload_modules"))
     if setting(recipe, "use_precision_aware_optimizer") is True:
         # Megatron-Core's precision-aware optimizer: the state dtypes the recipe gives (DeepSeek-V3:
         # BF16 moments and main gradients). FP32 main gradients are left at moesim's default (the

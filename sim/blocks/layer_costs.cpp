@@ -438,11 +438,56 @@ compute::Work embedding_time(const compute::ComputeModel& cm, const workload::Mo
   return compute::kernel(cm.memory_bound(2 * tokens * m.hidden * act(cm)));
 }
 
+CrossEntropyWork cross_entropy_work(const compute::ComputeModel& cm, double tokens, double columns) {
+  const double elements = tokens * columns;
+  const auto pass = [&](double bytes_per_element, int kernels) {
+    return compute::Work{cm.memory_bound(elements * bytes_per_element), kernels};
+  };
+  switch (cm.options().cross_entropy) {
+    case compute::CrossEntropyKernels::TransformerEngine:
+      // NVIDIA/TransformerEngine v2.10 transformer_engine/common/triton/cross_entropy.py (called from
+      // pytorch/triton/cross_entropy.py): online_softmax_kernel reads the 16-bit logits once (max and
+      // sum of exponentials), cross_entropy_kernel reads them again and writes the gradient over them
+      // (6 bytes an element, 2 kernels; with tp > 1 the per-row max and sum are all-gathered, 12
+      // bytes a token); the backward's element_mul_kernel scales the gradient by the per-token loss
+      // gradient in place (4 bytes, 1 kernel: Megatron-Core passes unreduced losses, so the
+      // grad_output == 1 shortcut does not apply).
+      return {pass(6, 2), pass(4, 1)};
+    case compute::CrossEntropyKernels::Megatron:
+      // NVIDIA/Megatron-LM core_v0.17.0 megatron/core/tensor_parallel/cross_entropy.py,
+      // _VocabParallelCrossEntropy: forward .float() (reads 2, writes 4), max (reads 4), the in-place
+      // subtraction of the max (4 + 4), exp in place (4 + 4), sum (4), the division by the sum in
+      // place (4 + 4): 38 bytes; 19 kernels with the per-token target mask, gathers and log. Backward:
+      // the target's update (per token), the multiplication by the loss gradient in place (4 + 4)
+      // and .float()'s backward, the cast back to 16 bits (4 + 2): 14 bytes, 7 kernels.
+      return {pass(38, 19), pass(14, 7)};
+    case compute::CrossEntropyKernels::PyTorch:
+      // F.cross_entropy(logits.float(), labels) (torchtitan@b5bcd76 torchtitan/components/loss.py
+      // L57): the cast (2 + 4), log_softmax (PyTorch's cunn_SoftMaxForward for rows beyond shared
+      // memory: three reads, for the max, the sum of exponentials and the output, and one write:
+      // 16) and nll_loss's gather: 22 bytes, 3 kernels. Backward: nll_loss_backward's zero fill of
+      // the fp32 gradient (4) and scatter, cunn_SoftMaxBackward (the gradient's sum, then the
+      // gradient and output read again and the input's gradient written: 16), the cast back
+      // (4 + 2): 26 bytes, 4 kernels.
+      return {pass(22, 3), pass(26, 4)};
+  }
+  return {};
+}
+
+namespace {
+// The final RMSNorm and the logits GeMM over the rank's vocabulary columns.
+compute::Work logits_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
+  return (m.attention ? norm(cm, tokens, m.hidden) : compute::Work{}) + gemm(cm, tokens, m.vocab / tp, m.hidden);
+}
+}  // namespace
+
 compute::Work lm_head_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
-  // The final RMSNorm, the logits GeMM, and the fp32 softmax over the rank's vocabulary columns
-  // (reads and writes T·V/tp·4).
-  return (m.attention ? norm(cm, tokens, m.hidden) : compute::Work{}) + gemm(cm, tokens, m.vocab / tp, m.hidden) +
-         compute::kernel(cm.memory_bound(2 * tokens * m.vocab / tp * 4));
+  return logits_time(cm, m, tokens, tp) + cross_entropy_work(cm, tokens, m.vocab / tp).forward;
+}
+
+compute::Work lm_head_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
+                                    int tp) {
+  return cm.backward(logits_time(cm, m, tokens, tp)) + cross_entropy_work(cm, tokens, m.vocab / tp).backward;
 }
 
 }  // namespace moesim::blocks

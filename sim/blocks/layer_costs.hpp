@@ -110,8 +110,16 @@ compute::Work combine_backward_time(const compute::ComputeModel& cm, const workl
 compute::Work dense_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 // The embedding lookup of `tokens` tokens (a gather of their rows).
 compute::Work embedding_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens);
-// The final norm, the logits of `tokens` tokens over the vocabulary split over `tp` GPUs, and their
-// fp32 softmax.
+// The loss over `tokens` rows of `columns` logits, forward and backward, as the software's kernels
+// compute it (compute::CrossEntropyKernels).
+struct CrossEntropyWork {
+  compute::Work forward, backward;
+};
+CrossEntropyWork cross_entropy_work(const compute::ComputeModel& cm, double tokens, double columns);
+// The final norm, the logits of `tokens` tokens over the vocabulary split over `tp` GPUs, and the
+// loss over them; and its backward (the norm's and GeMM's at the backward factor, the loss's own).
 compute::Work lm_head_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
+compute::Work lm_head_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
+                                    int tp = 1);
 
 }  // namespace moesim::blocks

@@ -6,16 +6,24 @@
 namespace moesim::blocks {
 
 namespace {
-template <typename Cost>
+// `forward(cm)` or, backward, `backward(cm)` on each GPU that holds the microbatch's tokens.
+template <typename Forward, typename Backward>
 void on_token_holders(Emission& em, engine::Phase direction, std::string_view name, int layer, int mb, Frontier& f,
-                      Cost cost) {
+                      Forward forward, Backward backward) {
   const auto label = em.label(direction, engine::WorkKind::OtherCompute, name, layer, mb);
   auto duration = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
-    const compute::Work forward = cost(cm);
-    return direction != engine::Phase::Backward ? forward : cm.backward(forward);
+    return direction != engine::Phase::Backward ? forward(cm) : backward(cm);
   });
   for (const std::uint32_t g : em.active())
     if (em.runs_attention(g)) f[g] = em.pb.compute(g, duration(g), label, f[g]);
+}
+
+// The same with the backward at the backward factor of the forward.
+template <typename Cost>
+void on_token_holders(Emission& em, engine::Phase direction, std::string_view name, int layer, int mb, Frontier& f,
+                      Cost cost) {
+  on_token_holders(em, direction, name, layer, mb, f, cost,
+                   [&](const compute::ComputeModel& cm) { return cm.backward(cost(cm)); });
 }
 
 // The embedding lookup of the rank's tokens, labelled `name` at `layer`.
@@ -28,14 +36,16 @@ void lookup(Emission& em, engine::Phase direction, std::string_view name, int la
   if (!backward) tensor_parallel_exit(em, direction, layer, mb, f);
 }
 
-// The LM head and its softmax over the rank's tokens, labelled `name` at `layer`.
+// The LM head and its loss over the rank's tokens, labelled `name` at `layer`.
 void head(Emission& em, engine::Phase direction, std::string_view name, int layer, int mb, Frontier& f) {
   const double tokens = em.rank_tokens();
   const int tp = em.plan.tensor_parallel.size;
   const bool backward = direction == engine::Phase::Backward;
   if (!backward) tensor_parallel_enter(em, direction, layer, mb, f);
-  on_token_holders(em, direction, name, layer, mb, f,
-                   [&](const compute::ComputeModel& cm) { return lm_head_time(cm, em.ctx.model, tokens, tp); });
+  on_token_holders(
+      em, direction, name, layer, mb, f,
+      [&](const compute::ComputeModel& cm) { return lm_head_time(cm, em.ctx.model, tokens, tp); },
+      [&](const compute::ComputeModel& cm) { return lm_head_backward_time(cm, em.ctx.model, tokens, tp); });
   if (backward) tensor_parallel_exit(em, direction, layer, mb, f);
 }
 }  // namespace

@@ -144,6 +144,14 @@ enum class GroupedGemmKernels : std::uint8_t { One, PerExpert, TorchGroupedMm };
 // deterministic, sort-based scatter_add).
 enum class PermuteKernels : std::uint8_t { Fused, Megatron, Torchtitan };
 
+// How the software computes the loss over the logits (blocks::cross_entropy_work, byte by byte
+// there): Transformer Engine's fused Triton kernels (Megatron-Core's cross_entropy_loss_fusion with
+// cross_entropy_fusion_impl "te": an online softmax, then the loss with the gradient written over
+// the 16-bit logits, scaled in the backward), Megatron-Core's unfused vocab_parallel_cross_entropy
+// (fp32 copy, max, subtract, exp, sum, divide, each a PyTorch op), or PyTorch's
+// F.cross_entropy over an fp32 copy (torchtitan: log_softmax and nll_loss).
+enum class CrossEntropyKernels : std::uint8_t { TransformerEngine, Megatron, PyTorch };
+
 // torch._grouped_mm's main loop sustains this fraction of the GeMM ceiling cuBLAS's does (bf16,
 // H100): fitted, by least squares of the log time ratio, to this project's 198 measurements of it
 // (tests/data/measured/h100-grouped-gemm.json: the expert fc1/fc2 shapes of Mixtral-8x7B,
@@ -176,6 +184,7 @@ struct ComputeOptions {
   // Transformer Engine's); false: SiLU and the product as two eager PyTorch kernels (torchtitan's
   // GroupedExperts), blocks::expert_activation_time.
   bool fused_activation = true;
+  CrossEntropyKernels cross_entropy = CrossEntropyKernels::TransformerEngine;
 };
 
 // Calibration hooks: the FLOP/s measured for a shape in the model's dtype (empty: roofline default).

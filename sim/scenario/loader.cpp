@@ -336,6 +336,10 @@ software::Software read_software(const Json& doc, const Scenario& s, const std::
                                           : compute::PermuteKernels::Fused;
   out.fused_activation = sw.at("activation_fusion").get<bool>();
   out.fused_router = sw.at("router_fusion").get<bool>();
+  const std::string loss = sw.at("cross_entropy");
+  out.cross_entropy = loss == "megatron"  ? compute::CrossEntropyKernels::Megatron
+                      : loss == "pytorch" ? compute::CrossEntropyKernels::PyTorch
+                                          : compute::CrossEntropyKernels::TransformerEngine;
   out.ep_overlap = sw.at("ep_overlap").get<bool>();
   out.shared_expert_overlap = sw.at("shared_expert_overlap").get<bool>();
   out.delay_wgrad = sw.at("delay_wgrad").get<bool>();
@@ -748,6 +752,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.compute.permute_kernels = s.software.permute;
   s.compute.fused_activation = s.software.fused_activation;
   s.compute.fused_router = s.software.fused_router;
+  s.compute.cross_entropy = s.software.cross_entropy;
   s.network_model = doc.at("network").at("model").get<std::string>();
   const std::string ar = doc.at("network").at("all_reduce").get<std::string>();
   s.all_reduce = ar == "hierarchical" ? network::Algorithm::Hierarchical

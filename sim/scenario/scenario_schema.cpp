@@ -252,6 +252,10 @@ NodePtr software_schema() {
       optional("activation_fusion", boolean(), true,
                "the gated experts' activation as one kernel (Megatron-Core's bias_activation_fusion); false: SiLU "
                "and the product as two eager PyTorch kernels (torchtitan)"),
+      optional("cross_entropy", enumeration({"te", "megatron", "pytorch"}), "te",
+               "the loss's kernels: te (Transformer Engine's fused cross entropy, Megatron-Core's "
+               "cross_entropy_loss_fusion with cross_entropy_fusion_impl te), megatron (Megatron-Core's unfused "
+               "vocab_parallel_cross_entropy in fp32) or pytorch (F.cross_entropy over an fp32 copy, torchtitan)"),
   });
   return s;
 }

@@ -1,4 +1,4 @@
-// The software's kernel switches (software.permute, software.activation_fusion) from the scenario
+// The software's kernel switches (software.permute, software.activation_fusion, software.cross_entropy) from the scenario
 // to the simulated iteration, and the torchtitan preset that sets them (software/torchtitan.json,
 // read from torchtitan's source: software/sources/torchtitan-moe.md).
 #include <gtest/gtest.h>
@@ -69,4 +69,40 @@ TEST(SoftwareKernels, TheSwitchesLengthenTheIterationByTheirKernels) {
   const Time more = (edges(e) - edges(f)) + (experts(e) - experts(f));
   EXPECT_GT(more, 0);
   EXPECT_EQ(run.mean_iteration_time() - base.mean_iteration_time(), more);
+}
+
+TEST(SoftwareKernels, CrossEntropyKernelsMoveTheirBytes) {
+  // The loss over T = 4096 tokens × V = 32000 logits on an H100, bytes per logit read from each
+  // implementation's source (layer_costs.cpp): Transformer Engine's fused kernels read the 16-bit
+  // logits twice and write the gradient over them once (6), then scale it in place (2 + 2);
+  // Megatron-Core's unfused fp32 path copies (2 + 4), takes the max (4), subtracts it (4 + 4),
+  // exponentiates (4 + 4), sums (4) and divides (4 + 4): 38, then scales (4 + 4) and casts back
+  // (4 + 2): 14; PyTorch's F.cross_entropy over an fp32 copy (2 + 4), log_softmax's three reads
+  // and a write (16): 22, then the zero fill (4), the softmax backward (12 + 4) and the cast back
+  // (4 + 2): 26.
+  const auto sc = test::scenario_from(one_layer(schema::Json{}).dump());
+  const double t = 4096, v = 32000;
+  const auto work = [&](compute::CrossEntropyKernels k) {
+    compute::ComputeOptions o = sc.compute;
+    o.cross_entropy = k;
+    return blocks::cross_entropy_work(compute::ComputeModel(sc.topology().gpu(0), o), t, v);
+  };
+  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  const auto expect = [&](compute::CrossEntropyKernels k, double forward, int fk, double backward, int bk) {
+    const blocks::CrossEntropyWork w = work(k);
+    EXPECT_EQ(w.forward.time, cm.memory_bound(t * v * forward));
+    EXPECT_EQ(w.forward.kernels, fk);
+    EXPECT_EQ(w.backward.time, cm.memory_bound(t * v * backward));
+    EXPECT_EQ(w.backward.kernels, bk);
+  };
+  expect(compute::CrossEntropyKernels::TransformerEngine, 6, 2, 4, 1);
+  expect(compute::CrossEntropyKernels::Megatron, 38, 19, 14, 7);
+  expect(compute::CrossEntropyKernels::PyTorch, 22, 3, 26, 4);
+  // The default is Transformer Engine's; the eager presets run PyTorch's.
+  EXPECT_EQ(sc.compute.cross_entropy, compute::CrossEntropyKernels::TransformerEngine);
+  for (const char* preset : {"torchtitan", "pytorch-eager"})
+    EXPECT_EQ(test::scenario_from(one_layer(schema::Json{{"preset", preset}}).dump()).compute.cross_entropy,
+              compute::CrossEntropyKernels::PyTorch);
+  EXPECT_EQ(test::scenario_from(one_layer(schema::Json{{"cross_entropy", "megatron"}}).dump()).compute.cross_entropy,
+            compute::CrossEntropyKernels::Megatron);
 }
