@@ -237,6 +237,8 @@ def scenario(row, recipe, spec):
     if recompute == "selective":
         # Megatron-Core's recompute_modules (default core_attn); the whole MoE layer is not modelled.
         training["recompute_modules"] = [m for m in setting(recipe, "recompute_modules", ["core_attn"]) if m != "moe"]
+    if dtype == "fp8" and setting(recipe, "fp8_recipe") == "tensorwise":
+        training["fp8_scaling"] = "current"  # Megatron-Core's per-tensor current scaling (FP8-CS)
     if setting(recipe, "fine_grained_activation_offloading") and setting(recipe, "offload_modules"):
         training["offload_modules"] = list(setting(recipe, "offload_modules"))
     if setting(recipe, "use_precision_aware_optimizer") is True:

@@ -156,10 +156,10 @@ compute::Work grouped_gemm(const compute::ComputeModel& cm, std::span<const doub
 // Under FP8 training, the cast of a GeMM's activation operand that no earlier kernel fuses
 // (ComputeModel::fp8_cast): one kernel per GeMM it feeds (`gemms`: a grouped GeMM launched per
 // expert casts each expert's rows on their own, as Transformer Engine's GroupedLinear splits its
-// input before quantizing), none otherwise.
+// input before quantizing), three under current scaling, none otherwise.
 compute::Work fp8_cast(const compute::ComputeModel& cm, double elements, int gemms = 1) {
   const Time t = cm.fp8_cast(elements);
-  return t > 0 ? compute::Work{t, gemms} : compute::Work{};
+  return t > 0 ? compute::Work{t, gemms * cm.fp8_cast_kernels()} : compute::Work{};
 }
 
 // The routed experts' output bias as Megatron-Core adds it (core_v0.17.0

@@ -307,7 +307,8 @@ Time ComputeModel::eager_topk(double rows, double experts) const {
 
 Time ComputeModel::fp8_cast(double elements) const {
   if (!cluster::is_fp8(options_.dtype) || elements <= 0) return 0;
-  return memory_bound(elements * (element_bytes_ + 2 * cluster::dtype_bytes(options_.dtype)));
+  const double amax = options_.fp8_current_scaling ? element_bytes_ : 0.0;
+  return memory_bound(elements * (amax + element_bytes_ + 2 * cluster::dtype_bytes(options_.dtype)));
 }
 
 Time host_optimizer_step(double params, double bytes_per_param, double bytes_per_second) {

@@ -163,6 +163,9 @@ inline constexpr double kTorchGroupedMmCeiling = 0.75;
 
 struct ComputeOptions {
   cluster::Dtype dtype = cluster::Dtype::bf16;
+  // FP8 with per-tensor current scaling (training.fp8_scaling "current"): each cast of its own
+  // reads its tensor once more for the amax (fp8_cast).
+  bool fp8_current_scaling = false;
   // Every kernel's fixed cost; unset: kKernelOverhead for modelled GeMM and attention kernels,
   // kMemoryKernelOverhead for memory-bound ones, none added to the measured times of calibration
   // tables.
@@ -239,8 +242,14 @@ class ComputeModel {
   // MLPs; its GroupedLinear quantizes its own inputs, blocks::experts_work): it reads
   // the BF16 tensor and writes two FP8 copies, one scaled along each axis (the wgrad GeMM reads
   // the input transposed: TE's FP8 transpose on Hopper, MXFP8's column-wise blocks on Blackwell),
-  // 2 + 2·1 bytes per element (the block scales, 1/32 byte per copy, neglected). 0 otherwise.
+  // 2 + 2·1 bytes per element (the block scales, 1/32 byte per copy, neglected). Under per-tensor
+  // current scaling (fp8_current_scaling) its amax is computed first, one more read of the BF16
+  // tensor (Transformer Engine v2.10 Float8CurrentScalingQuantizer::quantize: nvte_compute_amax, the
+  // amax all-reduce, nvte_compute_scale_from_amax, then nvte_quantize_v2): 4 bytes per element in
+  // all, and fp8_cast_kernels kernels. 0 otherwise.
   Time fp8_cast(double elements) const;
+  // Kernels of one such cast: 1, or 3 under current scaling (the amax, the scale, the cast).
+  int fp8_cast_kernels() const { return options_.fp8_current_scaling ? 3 : 1; }
   Time optimizer_step(double params) const;
   Time backward(Time forward) const;
   // A piece's backward: its time as backward(Time), twice its kernels (Work).

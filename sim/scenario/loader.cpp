@@ -674,6 +674,15 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.training.iterations = t.at("iterations").get<int>();
   s.training.dtype = *cluster::parse_dtype(t.at("dtype").get<std::string>());
   s.training.capacity_factor = t.at("capacity_factor").get<double>();
+  if (t.at("fp8_scaling") == "current") {
+    if (s.training.dtype != cluster::Dtype::fp8)
+      throw InputError(file, "$.training.fp8_scaling",
+                       fmt::format("per-tensor current scaling scales FP8 tensors, and training.dtype is {}{}",
+                                   t.at("dtype").get<std::string>(),
+                                   s.training.dtype == cluster::Dtype::mxfp8 ? " (MXFP8 scales each block of 32)" : ""),
+                       "set training.dtype to \"fp8\", or remove fp8_scaling");
+    s.training.fp8_current_scaling = true;
+  }
   s.training.causal = t.at("causal").get<bool>();
   if (s.model.sliding_window > 0 && !s.training.causal)
     throw InputError(file, "$.training.causal",
@@ -741,6 +750,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                                                 : workload::RoutingSampling::Auto;
   const Json& cp = doc.at("compute");
   s.compute.dtype = s.training.dtype;
+  s.compute.fp8_current_scaling = s.training.fp8_current_scaling;
   if (const auto& st = s.training.optimizer_states; st.given)
     s.compute.optimizer_bytes_per_param = st.step_bytes(cluster::storage_bytes(s.training.dtype));
   if (cp.contains("launch_overhead")) s.compute.launch_overhead = schema::as_time(cp.at("launch_overhead"));

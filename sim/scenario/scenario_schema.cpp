@@ -270,6 +270,10 @@ NodePtr scenario_schema() {
                "(micro_batch_size x dp)"),
       optional("iterations", integer(1, 65535), 1, "training iterations to simulate"),
       optional("dtype", enumeration({"fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8"}), "bf16", "training data type"),
+      optional("fp8_scaling", enumeration({"delayed", "current"}), "delayed",
+               "how FP8 (dtype fp8) tensors get their scale: delayed (from the amax history of earlier iterations, "
+               "Transformer Engine's DelayedScaling) or current (per-tensor current scaling, Megatron-Core's "
+               "fp8_recipe tensorwise: each cast first reads its tensor for the amax)"),
       optional("capacity_factor", number(0), 0.0, "expert capacity factor f (0: no capacity limit, no drops)"),
       optional("causal", boolean(), true, "causal attention mask"),
       optional("recompute", enumeration({"none", "selective", "full"}), "none",

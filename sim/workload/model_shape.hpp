@@ -159,6 +159,7 @@ struct TrainingConfig {
   int iterations = 1;
   cluster::Dtype dtype = cluster::Dtype::bf16;
   double capacity_factor = 0;  // 0: no capacity limit (dropless)
+  bool fp8_current_scaling = false;  // FP8 casts scaled by their tensor's own amax (training.fp8_scaling)
   bool causal = true;
   bool optimizer_on_host = false;  // the optimizer state lives and steps on the host (ZeRO-Offload)
   OptimizerStates optimizer_states;

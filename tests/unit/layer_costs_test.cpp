@@ -166,6 +166,16 @@ TEST(LayerCosts, Fp8CastsTheGemmInputsNoNormProduces) {
   // the residual add 3 · T · H · 2 B.
   EXPECT_EQ(blocks::output_projection_time(fp8, m, 1000),
             (compute::Work{mb(4.0 * 1000 * 1024) + fp8.gemm(1000, 1024, 1024) + mb(3.0 * 1000 * 1024 * 2), 3}));
+  // Per-tensor current scaling (fp8_scaling "current", Megatron-Core's tensorwise recipe): each cast
+  // reads its BF16 input once more for the amax (2 B an element: 6 B in all) and launches the amax
+  // and scale kernels before it (3 kernels for 1).
+  compute::ComputeOptions cs = o;
+  cs.grouped_gemm_kernels = compute::GroupedGemmKernels::One;
+  cs.fp8_current_scaling = true;
+  const compute::ComputeModel current(gpu(), cs);
+  EXPECT_EQ(blocks::output_projection_time(current, m, 1000),
+            (compute::Work{mb(6.0 * 1000 * 1024) + fp8.gemm(1000, 1024, 1024) + mb(3.0 * 1000 * 1024 * 2), 5}));
+  EXPECT_EQ(blocks::experts_time(current, m, copies, 512), (compute::Work{mb(6.0 * 1000 * 1024) + ffn, 6}));
   // BF16 training casts nothing.
   compute::ComputeModel bf16(gpu(), {});
   EXPECT_EQ(blocks::output_projection_time(bf16, m, 1000),

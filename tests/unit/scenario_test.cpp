@@ -86,6 +86,24 @@ TEST(Scenario, WrongTypesAndImpossibleValues) {
   EXPECT_EQ(error_of([](auto& d) { d.erase("training"); }).path(), "$.training");
 }
 
+TEST(Scenario, CurrentScalingScalesFp8TensorsOnly) {
+  // MXFP8 scales each block of 32 elements, BF16 nothing: per-tensor current scaling is refused.
+  for (const char* dtype : {"mxfp8", "bf16"}) {
+    const auto e = error_of([&](auto& d) {
+      d["training"]["dtype"] = dtype;
+      d["training"]["fp8_scaling"] = "current";
+    });
+    EXPECT_EQ(e.path(), "$.training.fp8_scaling");
+    EXPECT_NE(e.fix().find("\"fp8\""), std::string::npos) << e.what();
+  }
+  auto doc = schema::Json::parse(kBase);
+  doc["training"]["dtype"] = "fp8";
+  doc["training"]["fp8_scaling"] = "current";
+  const auto s = test::scenario_from(doc.dump());
+  EXPECT_TRUE(s.compute.fp8_current_scaling);
+  EXPECT_FALSE(test::scenario_from(kBase).compute.fp8_current_scaling);
+}
+
 TEST(Scenario, HeterogeneousGroupsMustCoverTheCluster) {
   const auto e = error_of([](auto& d) {
     d["cluster"].erase("gpu");
