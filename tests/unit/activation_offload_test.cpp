@@ -17,29 +17,11 @@ namespace {
 
 using workload::OffloadModule;
 
-std::uint8_t bits(std::initializer_list<OffloadModule> modules) {
-  std::uint8_t b = 0;
-  for (const auto m : modules) b |= static_cast<std::uint8_t>(1u << static_cast<int>(m));
-  return b;
-}
+std::uint8_t bits(std::initializer_list<OffloadModule> modules) { return test::module_bits(modules); }
 
-// 4 layers, the first dense (FFN 2048), then 3 MoE layers of 8 SwiGLU experts of 512, top-2, one
-// shared expert; hidden 1024, 8 heads of 128 (q = k = v = o = 1024 wide).
-workload::ModelShape small_model() {
-  workload::ModelShape m;
-  m.layers = 4;
-  m.dense_layers = 1;
-  m.hidden = 1024;
-  m.ffn_hidden = 512;
-  m.dense_ffn_hidden = 2048;
-  m.experts = 8;
-  m.top_k = 2;
-  m.shared_experts = 1;
-  m.expert_kind = workload::ExpertKind::SwiGlu;
-  m.heads = 8;
-  m.kv_heads = 8;
-  return m;
-}
+// test::small_moe_model: 4 layers (the first dense), 3 MoE layers of 8 SwiGLU experts of 512,
+// top-2, one shared expert; hidden 1024, 8 heads of 128 (q = k = v = o = 1024 wide).
+workload::ModelShape small_model() { return test::small_moe_model(); }
 
 // One GPU's footprint with these modules offloaded: 4096 tokens, 8192 routed copies per MoE
 // layer, two microbatches in flight, FlashAttention.
@@ -103,19 +85,10 @@ TEST(ActivationOffload, EachModuleMovesExactlyItsTensorsToTheHost) {
 
 namespace {
 
-// The small model on 2 GPUs, EP 2 over NVLink, 2 microbatches, balanced routing, the analytic
-// network (a host copy takes its link's latency plus bytes over its bandwidth).
+// The small model on 2 GPUs (test::small_moe_case: EP 2, 2 microbatches, balanced routing, the
+// analytic network, where a host copy takes its link's latency plus bytes over its bandwidth).
 schema::Json offload_case(const schema::Json& modules) {
-  auto doc = schema::Json::parse(R"({
-    "name": "activation-offload",
-    "cluster": {"gpu": "h100-sxm5-80gb", "levels": [{"name": "gpu", "count": 2, "bandwidth": "450GB/s", "latency": "2us"}]},
-    "model": {"layers": 4, "dense_layers": 1, "hidden": 1024, "ffn_hidden": 512, "dense_ffn_hidden": 2048,
-              "experts": 8, "top_k": 2, "shared_experts": 1, "expert_kind": "swiglu", "heads": 8, "vocab": 0},
-    "training": {"sequence_length": 4096, "micro_batch_size": 1, "microbatches": 2},
-    "routing": {"sampling": "expected"},
-    "network": {"model": "analytic"},
-    "strategy": {"name": "ep"}
-  })");
+  auto doc = test::small_moe_case("activation-offload");
   if (!modules.is_null()) doc["training"]["offload_modules"] = modules;
   return doc;
 }

@@ -17,29 +17,11 @@ namespace {
 
 using workload::RecomputeModule;
 
-std::uint8_t bits(std::initializer_list<RecomputeModule> modules) {
-  std::uint8_t b = 0;
-  for (const auto m : modules) b |= static_cast<std::uint8_t>(1u << static_cast<int>(m));
-  return b;
-}
+std::uint8_t bits(std::initializer_list<RecomputeModule> modules) { return test::module_bits(modules); }
 
-// 4 layers, the first dense (FFN 2048), then 3 MoE layers of 8 SwiGLU experts of 512, top-2, one
-// shared expert; hidden 1024, 8 heads of 128; BF16 (2 bytes per element, scale 1).
-workload::ModelShape small_model() {
-  workload::ModelShape m;
-  m.layers = 4;
-  m.dense_layers = 1;
-  m.hidden = 1024;
-  m.ffn_hidden = 512;
-  m.dense_ffn_hidden = 2048;
-  m.experts = 8;
-  m.top_k = 2;
-  m.shared_experts = 1;
-  m.expert_kind = workload::ExpertKind::SwiGlu;
-  m.heads = 8;
-  m.kv_heads = 8;
-  return m;
-}
+// test::small_moe_model: 4 layers, the first dense (FFN 2048), then 3 MoE layers of 8 SwiGLU
+// experts of 512, top-2, one shared expert; hidden 1024, 8 heads of 128; BF16 (scale 1).
+workload::ModelShape small_model() { return test::small_moe_model(); }
 
 // The activations one GPU keeps with these modules recomputed: 4096 tokens, 8192 routed copies per
 // MoE layer, two microbatches in flight, FlashAttention.
@@ -87,18 +69,10 @@ TEST(RecomputeModules, EachModuleFreesExactlyItsActivations) {
 
 namespace {
 
-// The small model on 2 GPUs, EP 2 over NVLink, 2 microbatches, balanced routing, the task log kept.
+// The small model on 2 GPUs (test::small_moe_case) under selective recomputation.
 schema::Json recompute_case(const schema::Json& modules) {
-  auto doc = schema::Json::parse(R"({
-    "name": "recompute-modules",
-    "cluster": {"gpu": "h100-sxm5-80gb", "levels": [{"name": "gpu", "count": 2, "bandwidth": "450GB/s", "latency": "2us"}]},
-    "model": {"layers": 4, "dense_layers": 1, "hidden": 1024, "ffn_hidden": 512, "dense_ffn_hidden": 2048,
-              "experts": 8, "top_k": 2, "shared_experts": 1, "expert_kind": "swiglu", "heads": 8, "vocab": 0},
-    "training": {"sequence_length": 4096, "micro_batch_size": 1, "microbatches": 2, "recompute": "selective"},
-    "routing": {"sampling": "expected"},
-    "network": {"model": "analytic"},
-    "strategy": {"name": "ep"}
-  })");
+  auto doc = test::small_moe_case("recompute-modules");
+  doc["training"]["recompute"] = "selective";
   if (!modules.is_null()) doc["training"]["recompute_modules"] = modules;
   return doc;
 }

@@ -173,4 +173,47 @@ struct RoutingBench {
   }
 };
 
+// A small MoE model for the memory and recomputation tests: 4 layers, the first dense (FFN 2048),
+// then 3 MoE layers of 8 SwiGLU experts of 512, top-2, one shared expert; hidden 1024, 8 heads of
+// 128 (q = k = v = o = 1024 wide).
+inline workload::ModelShape small_moe_model() {
+  workload::ModelShape m;
+  m.layers = 4;
+  m.dense_layers = 1;
+  m.hidden = 1024;
+  m.ffn_hidden = 512;
+  m.dense_ffn_hidden = 2048;
+  m.experts = 8;
+  m.top_k = 2;
+  m.shared_experts = 1;
+  m.expert_kind = workload::ExpertKind::SwiGlu;
+  m.heads = 8;
+  m.kv_heads = 8;
+  return m;
+}
+
+// That model as a scenario named `name`: 2 H100, EP 2 over NVLink, 2 microbatches of 4096 tokens,
+// balanced routing, the analytic network.
+inline schema::Json small_moe_case(const char* name) {
+  auto doc = schema::Json::parse(R"({
+    "cluster": {"gpu": "h100-sxm5-80gb", "levels": [{"name": "gpu", "count": 2, "bandwidth": "450GB/s", "latency": "2us"}]},
+    "model": {"layers": 4, "dense_layers": 1, "hidden": 1024, "ffn_hidden": 512, "dense_ffn_hidden": 2048,
+              "experts": 8, "top_k": 2, "shared_experts": 1, "expert_kind": "swiglu", "heads": 8, "vocab": 0},
+    "training": {"sequence_length": 4096, "micro_batch_size": 1, "microbatches": 2},
+    "routing": {"sampling": "expected"},
+    "network": {"model": "analytic"},
+    "strategy": {"name": "ep"}
+  })");
+  doc["name"] = name;
+  return doc;
+}
+
+// The bit set of these modules (workload::RecomputeModule, workload::OffloadModule).
+template <typename Module>
+std::uint8_t module_bits(std::initializer_list<Module> modules) {
+  std::uint8_t b = 0;
+  for (const auto m : modules) b |= static_cast<std::uint8_t>(1u << static_cast<int>(m));
+  return b;
+}
+
 }  // namespace moesim::test
