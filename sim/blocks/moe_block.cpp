@@ -1,10 +1,9 @@
 #include "sim/blocks/moe_block.hpp"
 
-#include "sim/blocks/activation_offload.hpp"
-
 #include <algorithm>
 #include <functional>
 
+#include "sim/blocks/activation_offload.hpp"
 #include "sim/blocks/collective_step.hpp"
 #include "sim/blocks/layer_costs.hpp"
 #include "sim/blocks/tensor_parallel_block.hpp"
@@ -230,11 +229,11 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
     const compute::Work ef = work.experts.forward, regroup = work.regroup;
     compute::Work t = (forward ? ef : work.experts.backward) + regroup;
     if (first) t.time += prologue(em, p, g);
-    // Local recomputation: the expert's forward again from the copies it kept, just before its
-    // backward (the copies' gradients arrive meanwhile).
     // Offloaded activations (expert_fc1, moe_act) come back before anything of the backward.
     if (x.backward && em.offload)
       cur[g] = em.offload->reload(em, OffloadSite::Experts, x.layer, x.microbatch, c, g, cur[g]);
+    // Local recomputation: the expert's forward again from the copies it kept, just before its
+    // backward (the copies' gradients arrive meanwhile).
     if (x.backward && x.recompute_locally)
       cur[g] = em.pb.compute(g, ef + regroup,
                              em.label(Phase::Recompute, WorkKind::Expert, "experts", x.layer, x.microbatch, c), cur[g]);
@@ -404,9 +403,9 @@ void moe_close(Emission& em, MoeInFlight& x, Frontier& f) {
   const bool shared_tp = em.ctx.model.shared_experts > 0 && em.plan.tensor_parallel.size > 1;
   for (const std::uint32_t g : em.active()) {
     // The pre-MLP norm's input comes back before the router's backward (on the compute stream
-    // before it).
+    // before it), once the backward has reached it (the last chunk) where no site came back before.
     if (x.backward && em.offload && em.runs_attention(g))
-      em.offload->reload(em, OffloadSite::MlpNorm, x.layer, x.microbatch, 0, g, engine::kNone);
+      em.offload->reload(em, OffloadSite::MlpNorm, x.layer, x.microbatch, 0, g, x.chunks.back()[g]);
     f[g] = em.runs_attention(g) ? after_chunks(em, g, kernel(g), l_last, x.chunks, x.join)
                                 : x.chunks.back()[g];
     if (shared_tp && em.runs_attention(g)) em.pb.depend(x.shared[g], f[g]);
