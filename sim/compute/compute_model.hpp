@@ -245,7 +245,7 @@ class ComputeModel {
   // 2 + 2·1 bytes per element (the block scales, 1/32 byte per copy, neglected). Under per-tensor
   // current scaling (fp8_current_scaling) its amax is computed first, one more read of the BF16
   // tensor (Transformer Engine v2.10 Float8CurrentScalingQuantizer::quantize: nvte_compute_amax, the
-  // amax all-reduce, nvte_compute_scale_from_amax, then nvte_quantize_v2): 4 bytes per element in
+  // amax all-reduce, nvte_compute_scale_from_amax, then nvte_quantize_v2): 2 + 2 + 2·1 = 6 bytes per element in
   // all, and fp8_cast_kernels kernels. 0 otherwise.
   Time fp8_cast(double elements) const;
   // Kernels of one such cast: 1, or 3 under current scaling (the amax, the scale, the cast).
