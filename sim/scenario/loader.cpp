@@ -763,6 +763,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.compute.fused_activation = s.software.fused_activation;
   s.compute.fused_router = s.software.fused_router;
   s.compute.cross_entropy = s.software.cross_entropy;
+  s.training.logits_in_storage_dtype = s.software.cross_entropy == compute::CrossEntropyKernels::TransformerEngine;
   s.network_model = doc.at("network").at("model").get<std::string>();
   const std::string ar = doc.at("network").at("all_reduce").get<std::string>();
   s.all_reduce = ar == "hierarchical" ? network::Algorithm::Hierarchical

@@ -124,14 +124,17 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   if (m.vocab > 0) {
     // The embedding keeps its tokens' ids (8 bytes each) and dropout mask (1 byte per element)
     // for every microbatch in flight; the head keeps the final norm's input and the output
-    // projection's (2h each, 16-bit) and the logits in fp32 for the cross entropy (4v), the
+    // projection's (2h each, 16-bit) and the logits the cross entropy keeps: 4v in fp32, as
+    // Megatron-LM's estimate counts them, or v in the storage dtype where the loss keeps them there
+    // (TrainingConfig::logits_in_storage_dtype: Transformer Engine's fused cross entropy); the
     // vocabulary split over tp (Megatron's vocabulary-parallel head), the norm's input too with
     // sequence parallelism. Megatron counts these once per microbatch whose loss awaits its
     // backward: one under 1F1B, every microbatch under GPipe.
     if (in.embedding) f.activations += in.in_flight * in.tokens * (8.0 + m.hidden);
     if (in.lm_head) {
       const double inputs = 4.0 * sbh * scale / (in.sequence_parallel ? tp : 1.0);
-      const double logits = 4.0 * in.tokens * m.vocab / tp;
+      const double logit_bytes = t.logits_in_storage_dtype ? b : 4.0;
+      const double logits = logit_bytes * in.tokens * m.vocab / tp;
       // Each MTP module on this GPU runs the head once more, with its own loss (DeepSeek-V3 §2.2).
       double heads = 1;
       for (const int l : in.layers.empty() ? all : in.layers) heads += m.is_mtp(l) ? 1 : 0;

@@ -14,7 +14,8 @@
 // vocabulary's ends as Megatron-LM's theoretical memory estimate counts them
 // (megatron/training/theoretical_memory_usage.py): the embedding's token ids and dropout mask,
 // 8·sb + sbh, and before the loss the final norm's and output projection's inputs with the fp32
-// logits, 4·sbh·(1 + v/h), split over tp; a multi-token prediction module (DeepSeek-V3 §2.2)
+// logits, 4·sbh·(1 + v/h), split over tp (the logits in the storage dtype where the loss keeps them
+// there: Transformer Engine's fused cross entropy, TrainingConfig::logits_in_storage_dtype); a multi-token prediction module (DeepSeek-V3 §2.2)
 // keeps its layer's, its two norms' and projection's inputs (8·sbh) and a second head's.
 // Fine-grained activation offloading (TrainingConfig::offload_modules) moves what its modules keep
 // to host memory, all but one layer's, which comes back during its backward.

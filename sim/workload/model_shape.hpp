@@ -169,6 +169,15 @@ struct TrainingConfig {
   // The modules whose saved activations are offloaded to the host (bits by OffloadModule; none by
   // default).
   std::uint8_t offload_modules = 0;
+  // The loss keeps its logits, and their gradient computed in place, in the training's storage
+  // dtype (2 bytes under BF16 or FP8), as Transformer Engine's fused cross entropy does
+  // (transformer_engine/pytorch/cross_entropy.py: CrossEntropyFunction saves its input, which the
+  // forward kernel overwrote with the gradient); otherwise in an fp32 copy (4 bytes): Megatron-Core's
+  // vocab_parallel_cross_entropy casts them with .float() and saves exp_logits
+  // (megatron/core/tensor_parallel/cross_entropy.py), torchtitan's loss takes F.cross_entropy of
+  // pred.float(), whose log_softmax saves its fp32 output (torchtitan/components/loss.py). Set from
+  // software.cross_entropy.
+  bool logits_in_storage_dtype = false;
   double tokens_per_microbatch() const { return static_cast<double>(sequence_length) * micro_batch_size; }
   bool offloads(OffloadModule m) const { return offload_modules >> static_cast<int>(m) & 1u; }
   bool recomputes(RecomputeModule m) const {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <tuple>
 #include <string>
 
 #include "sim/schedule/schedule.hpp"
@@ -133,13 +134,17 @@ TEST(Pipeline, TheFirstStageKeepsTheEmbeddingAndTheLastTheLogitsOfEachMicrobatch
   // Megatron-LM's estimate (megatron/training/theoretical_memory_usage.py): the embedding keeps
   // 8 + h bytes per token (token ids, dropout mask) for every microbatch in flight on the first
   // stage; the last stage keeps 4·(h + v) per token (final norm's and output projection's 16-bit
-  // inputs, fp32 logits) for each microbatch whose loss awaits its backward: 1 under 1F1B, all m
-  // under GPipe. T = 128 tokens, h = 256, v = 1000: the embedding 128·264 = 33,792 B per
-  // microbatch, the head 4·128·1256 = 643,072 B; the middle stages keep neither.
+  // inputs, fp32 logits: Megatron-Core's loss) for each microbatch whose loss awaits its
+  // backward: 1 under 1F1B, all m under GPipe. T = 128 tokens, h = 256, v = 1000: the embedding
+  // 128·264 = 33,792 B per microbatch, the head 4·128·1256 = 643,072 B; the middle stages keep
+  // neither. Transformer Engine's fused cross entropy (the default) keeps the logits in BF16:
+  // 128·(4·256 + 2·1000) = 387,072 B.
   const int p = 4, m = 8;
-  for (const std::string kind : {"1f1b", "gpipe"}) {
-    SCOPED_TRACE(kind);
-    const auto plain = pipelined(p, 2 * p, m, kind);
+  for (const auto& [kind, loss, head] : {std::tuple{"1f1b", "megatron", 643072.0}, std::tuple{"gpipe", "megatron", 643072.0},
+                                        std::tuple{"1f1b", "te", 387072.0}, std::tuple{"gpipe", "te", 387072.0}}) {
+    SCOPED_TRACE(std::string(kind) + " " + loss);
+    auto plain = pipelined(p, 2 * p, m, kind);
+    plain["software"]["cross_entropy"] = loss;
     auto with_vocab = plain;
     with_vocab["model"]["vocab"] = 1000;
     simulation::Simulation without(test::scenario_from(plain.dump()));
@@ -147,9 +152,9 @@ TEST(Pipeline, TheFirstStageKeepsTheEmbeddingAndTheLastTheLogitsOfEachMicrobatch
     simulation::Simulation with(test::scenario_from(with_vocab.dump()));
     with.run();
     for (int s = 0; s < p; ++s) {
-      const double in_flight = kind == "1f1b" ? p - s : m;
-      const double at_loss = kind == "1f1b" ? 1 : m;
-      const double want = (s == 0 ? in_flight * 33792.0 : 0.0) + (s == p - 1 ? at_loss * 643072.0 : 0.0);
+      const double in_flight = std::string(kind) == "1f1b" ? p - s : m;
+      const double at_loss = std::string(kind) == "1f1b" ? 1 : m;
+      const double want = (s == 0 ? in_flight * 33792.0 : 0.0) + (s == p - 1 ? at_loss * head : 0.0);
       EXPECT_DOUBLE_EQ(with.memory()[s].activations - without.memory()[s].activations, want) << s;
     }
   }

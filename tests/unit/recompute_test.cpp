@@ -117,10 +117,11 @@ TEST(Recompute, Qwen3With8B200sFitsOnlyWithFullRecomputation) {
   // · 32768 tokens = 1073741824 (MHA's 15·sbh would be 1006632960), experts 32768 · 8 copies (each GPU's 16 experts get 1/8 of all)
   // · (3H + 6M) = 262144 · 10752 = 2818572288, router 2 · 32768 · 128 = 8388608. With pp 1 the GPU
   // runs both vocabulary ends (Megatron-LM's estimate): the embedding's ids and dropout mask,
-  // 32768 · (8 + 2048) = 67371008, and the head's inputs and fp32 logits over 151,936 tokens,
-  // 4 · 32768 · (2048 + 151936) = 20182990848: 20 GB, more than the 48 layers' inputs.
+  // 32768 · (8 + 2048) = 67371008, and the head's inputs (4H a token) and the logits over 151,936
+  // tokens the loss keeps, in BF16 under Transformer Engine's fused cross entropy (the default):
+  // 32768 · (4 · 2048 + 2 · 151936) = 10225713152: 10 GB, more than the 48 layers' inputs.
   EXPECT_DOUBLE_EQ(sim.memory()[0].activations,
-                   48 * 2.0 * 32768 * 2048 + 1073741824.0 + 2818572288.0 + 8388608.0 + 67371008.0 + 20182990848.0);
+                   48 * 2.0 * 32768 * 2048 + 1073741824.0 + 2818572288.0 + 8388608.0 + 67371008.0 + 10225713152.0);
 }
 
 }  // namespace

@@ -106,3 +106,32 @@ TEST(SoftwareKernels, CrossEntropyKernelsMoveTheirBytes) {
   EXPECT_EQ(test::scenario_from(one_layer(schema::Json{{"cross_entropy", "megatron"}}).dump()).compute.cross_entropy,
             compute::CrossEntropyKernels::Megatron);
 }
+
+TEST(SoftwareKernels, TheLossKeepsItsLogitsInTheDtypeItsSoftwareDoes) {
+  // The LM head's share of the activations, one microbatch in flight: the final norm's and output
+  // projection's inputs (2h each) and the logits the loss keeps for its backward, T·V of them.
+  // Transformer Engine's fused cross entropy saves the logits it overwrote with their gradient, in
+  // the training's storage dtype (2 bytes under BF16); Megatron-Core's and PyTorch's losses keep an
+  // fp32 copy (4 bytes). T = 4096, V = 32000: they differ by 2 · 4096 · 32000 = 262,144,000 bytes,
+  // and on one GPU the simulated footprint by exactly that. Under fp32 training all keep 4 bytes.
+  auto doc = one_layer(schema::Json{});
+  doc["model"]["vocab"] = 32000;
+  const auto te = test::scenario_from(doc.dump());
+  const auto software = [&](const char* ce, const char* dtype) {
+    auto d = doc;
+    d["software"] = {{"cross_entropy", ce}};
+    d["training"]["dtype"] = dtype;
+    return test::scenario_from(d.dump());
+  };
+  EXPECT_TRUE(te.training.logits_in_storage_dtype);
+  EXPECT_FALSE(software("megatron", "bf16").training.logits_in_storage_dtype);
+  EXPECT_FALSE(software("pytorch", "bf16").training.logits_in_storage_dtype);
+  const auto activations = [](const scenario::Scenario& sc) {
+    simulation::Simulation sim(sc);
+    sim.run();
+    return sim.memory()[0].activations;
+  };
+  EXPECT_DOUBLE_EQ(activations(software("megatron", "bf16")) - activations(te), 2.0 * 4096 * 32000);
+  EXPECT_DOUBLE_EQ(activations(software("pytorch", "bf16")), activations(software("megatron", "bf16")));
+  EXPECT_DOUBLE_EQ(activations(software("te", "fp32")), activations(software("megatron", "fp32")));
+}
