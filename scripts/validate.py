@@ -23,7 +23,8 @@ compared per row, per system and per container, and the same configuration acros
                                              # row is off by more than its tolerance and its entry
                                              # does not say why (`outside`)
     python3 scripts/validate.py --only training|collectives|archive   # one part (with --check: the tests;
-                                             # archive --check: every scenario it builds validates)
+                                             # archive --check: every scenario it builds validates, and
+                                             # a layout's measured effect across containers is met)
     python3 scripts/validate.py --json F     # the collective rows as JSON (scripts/fit-links.py reads them)
 """
 import argparse
@@ -242,6 +243,83 @@ def archive_results(moesim, data):
     return entries
 
 
+def measured_of(e):
+    return float(e["row"]["Tokens / sec / GPU"])
+
+
+def layout_of(e):
+    return f"MBS {e['row']['MBS']} PP {e['row']['PP']} VP {e['row']['VP']} EP {e['row']['EP']}"
+
+
+def same_run(x, y):
+    """Two scenarios that differ only in their name and description."""
+    strip = lambda sc: {k: v for k, v in sc.items() if k not in ("name", "description")}
+    return strip(x) == strip(y)
+
+
+def consecutive_runs(entries, order):
+    """The same model, system, precision, GPUs and global batch in two consecutive containers of
+    `order` (validation/archive.json's software, oldest first): (key, a, b) of the entries with a
+    scenario, a in the later container, b in the one before it."""
+    same = {}
+    for e in entries:
+        if "scenario" in e:
+            r = e["row"]
+            same.setdefault((r["model"], r["System"], r["Precision"], r["#-GPUs"], r["GBS"]), []).append(e)
+    for key, es in same.items():
+        es = sorted(es, key=lambda e: order.index(e["row"]["container"]), reverse=True)
+        for a, b in zip(es, es[1:]):
+            yield key, a, b
+
+
+def container_effects(entries, order):
+    """Per (model, a's container, b's container) of consecutive_runs: where the same model ran in both on a system
+    with its scenario identical (layout and recipe unchanged) and its measured throughput moved by
+    more than 5 %, that system and its measured ratio, the containers' own effect."""
+    effects = {}
+    for key, a, b in consecutive_runs(entries, order):
+        ratio = measured_of(b) / measured_of(a)
+        if layout_of(a) == layout_of(b) and same_run(a["scenario"], b["scenario"]) and abs(ratio - 1) > 0.05:
+            effects[(key[0], a["row"]["container"], b["row"]["container"])] = (key[1], ratio)
+    return effects
+
+
+def layout_ratio_check(moesim, data):
+    """Issue 44's check that a layout's effect comes out of the simulation: every pair of consecutive
+    containers whose layout changed (realdata 24's B200 Qwen3-30B, micro-batch 4 to 1) and whose
+    containers' own effect another system measured with nothing changed. The measured ratio over
+    that effect is the layout's; moesim's ratio of the two scenarios must be within the archive's
+    `layout_tolerance` of it."""
+    spec = json.loads((root / "validation" / "archive.json").read_text())
+    tolerance, order = spec["layout_tolerance"], list(spec["software"])
+    entries = archive.entries()
+    effects = container_effects(entries, order)
+    failures, checked = [], 0
+    for key, a, b in consecutive_runs(entries, order):
+        effect = effects.get((key[0], a["row"]["container"], b["row"]["container"]))
+        if layout_of(a) == layout_of(b) or not effect:
+            continue
+        tokens = []
+        for e in (a, b):
+            proc, r = on_archive_scenario(moesim, data, e, "run", "--out", "{out}", "--quiet")
+            if proc.returncode:
+                raise SystemExit(f"validate: {e['scenario']['name']}: moesim exited {proc.returncode}: {proc.stderr}")
+            tokens.append(r["tokens_per_second"])
+        layout = measured_of(b) / measured_of(a) / effect[1]
+        simulated = tokens[1] / tokens[0]
+        checked += 1
+        print(f"validate: {key[0]} {key[2]} on {key[1]}, {a['row']['container']} -> {b['row']['container']}, "
+              f"{layout_of(a)} -> {layout_of(b)}: the layout's measured ratio {layout:.3f} (the containers' "
+              f"{effect[1]:.3f} divided out, measured on {effect[0]}), simulated {simulated:.3f}", file=sys.stderr)
+        if abs(simulated / layout - 1) > tolerance:
+            failures.append(f"{key[0]} on {key[1]}, {layout_of(a)} -> {layout_of(b)}: simulated ratio {simulated:.3f} "
+                            f"against the layout's measured {layout:.3f}, outside {tolerance:.0%}")
+    if not checked:
+        failures.append("no archive pair changed its layout between two containers whose own effect was measured: "
+                        "the layout-ratio check compared nothing")
+    return failures
+
+
 def archive_check(moesim, data):
     """Every scenario the archive builds is accepted by `moesim validate` (its schema and layout; one
     that cannot run, out of GPU memory, is shown as such in docs/validation.md)."""
@@ -271,7 +349,7 @@ def main():
     if args.only == "archive":
         if not args.check:
             raise SystemExit("validate: --only needs --check (docs/validation.md is written from every part)")
-        failures = archive_check(args.moesim, args.data)
+        failures = archive_check(args.moesim, args.data) + layout_ratio_check(args.moesim, args.data)
         for f in failures:
             print(f"validate: {f}", file=sys.stderr)
         return 1 if failures else 0
@@ -387,35 +465,25 @@ def write_archive(lines, entries):
                              f"{sum(abs(e['error']) <= goal for e in es)} | {sum(e['error'] > 0 for e in es)} |")
         lines.append("")
         # The same model, system, precision and GPUs in two containers: how the throughput moved.
-        same = {}
-        for e in run:
-            r = e["row"]
-            same.setdefault((r["model"], r["System"], r["Precision"], r["#-GPUs"], r["GBS"]), []).append(e)
-        pairs = []
         order = list(spec["software"])
-        for key, es in same.items():
-            es = sorted(es, key=lambda e: order.index(e["row"]["container"]), reverse=True)
-            for a, b in zip(es, es[1:]):
-                ma, mb = b["measured"] / a["measured"], b["simulated"] / a["simulated"]
-                if abs(ma - 1) > 0.05 or abs(mb - 1) > 0.05:
-                    pairs.append((key, a, b, ma, mb))
-        def same_run(x, y):  # the scenario but its name and description
-            strip = lambda sc: {k: v for k, v in sc.items() if k not in ("name", "description")}
-            return strip(x) == strip(y)
-
+        pairs = []
+        for key, a, b in consecutive_runs(run, order):
+            ma, mb = b["measured"] / a["measured"], b["simulated"] / a["simulated"]
+            if abs(ma - 1) > 0.05 or abs(mb - 1) > 0.05:
+                pairs.append((key, a, b, ma, mb))
         if pairs:
-            layout = lambda e: f"MBS {e['row']['MBS']} PP {e['row']['PP']} VP {e['row']['VP']} EP {e['row']['EP']}"
+            layout = layout_of
             # A pair whose layout changed mixes the layout's effect with the containers'. Where the same
             # model ran in the same two containers on another system with its layout and recipe
             # unchanged (the scenario identical: a simulated ratio of 1), that pair's measured ratio
-            # is the containers' own effect, and dividing it out leaves the layout's.
-            controls = {(k[0], a["row"]["container"], b["row"]["container"]): (k[1], ma)
-                        for k, a, b, ma, mb in pairs
-                        if layout(a) == layout(b) and abs(mb - 1) < 1e-3 and same_run(a["scenario"], b["scenario"])}
+            # is the containers' own effect, and dividing it out leaves the layout's (layout_ratio_check
+            # holds moesim to it).
+            controls = container_effects(run, order)
             lines += ["The same configuration in two containers, where either throughput moved by more than 5 %. "
                       "Where the layout changed and the same model ran in the same two containers on another system "
                       "with nothing changed (its scenario identical), that system's measured ratio is the containers' "
-                      "own effect: the last column divides it out.", "",
+                      "own effect: the last column divides it out, and the simulated ratio must be within "
+                      f"{spec['layout_tolerance']:.0%} of it (`scripts/validate.py --check --only archive`, in the test suite).", "",
                       "| model | system | from | to | layout from → to | measured ratio | simulated ratio | "
                       "layout's ratio (containers' effect) |",
                       "|---|---|---|---|---|---:|---:|---:|"]
