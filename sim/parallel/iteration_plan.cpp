@@ -73,8 +73,10 @@ int PipelinePlan::virtual_stage_of_layer(int layer) const {
 
 std::vector<int> PipelinePlan::layers_of_stage(int stage) const {
   std::vector<int> out;
-  for (int v = stage; v < virtual_stages(); v += stages)
+  for (int c = 0; c < chunks; ++c) {
+    const int v = virtual_of(stage, c);
     for (int l = first_layer[v]; l < first_layer[v + 1]; ++l) out.push_back(l);
+  }
   return out;
 }
 

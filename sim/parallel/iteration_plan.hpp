@@ -252,7 +252,9 @@ struct WorkItem {
 };
 
 // The pipeline: PP stages of consecutive GPUs (sim/parallel/layout.hpp), each holding VP model
-// chunks; virtual stage c·PP + s (chunk c of stage s) runs layers [first_layer[v], first_layer[v+1]).
+// chunks; virtual stage c·PP + s (chunk c of stage s) runs layers [first_layer[v], first_layer[v+1]),
+// except under DualPipeV, whose two chunks lie in a V: chunk 0 of stage s is virtual stage s, chunk
+// 1 virtual stage 2·PP − 1 − s (the last stage holds the V's tip, the first both ends of the model).
 // The embedding runs on virtual stage 0, the LM head on the last. Between consecutive virtual
 // stages each GPU sends its activations (forward) or their gradients (backward) to the GPU of its
 // pipeline group in the next (previous) stage.
@@ -268,7 +270,9 @@ struct PipelinePlan {
   // state written together with the backward unit after it (schedule/iteration_program.cpp).
   bool ep_overlap = false;
   int virtual_stages() const { return stages * chunks; }
-  int stage_of_virtual(int v) const { return v % stages; }
+  bool v_shape() const { return schedule == PipelineSchedule::DualPipeV; }
+  int virtual_of(int stage, int chunk) const { return v_shape() && chunk == 1 ? 2 * stages - 1 - stage : chunk * stages + stage; }
+  int stage_of_virtual(int v) const { return v_shape() && v >= stages ? 2 * stages - 1 - v : v % stages; }
   // Megatron-Core's non-interleaved 1F1B waits for each exchange with a neighbouring stage before
   // the stage computes on (p2p_communication._communicate with wait_on_reqs; the schedule refuses
   // overlap_p2p_comm); the interleaved schedule's sends run beside the compute.

@@ -81,6 +81,7 @@ std::string_view to_string(PipelineSchedule schedule) {
     case PipelineSchedule::OneFOneB: return "1f1b";
     case PipelineSchedule::GPipe: return "gpipe";
     case PipelineSchedule::Interleaved: return "interleaved_1f1b";
+    case PipelineSchedule::DualPipeV: return "dualpipev";
   }
   return "?";
 }

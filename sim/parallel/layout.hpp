@@ -69,8 +69,9 @@ class ParallelLayout {
   int dp_, edp_;
 };
 
-// The order of a pipeline's work (sim/schedule/schedule.hpp).
-enum class PipelineSchedule : std::uint8_t { OneFOneB, GPipe, Interleaved };
+// The order of a pipeline's work (sim/schedule/schedule.hpp). DualPipeV: DeepSeek's DualPipe cut in
+// half (deepseek-ai/DualPipe dualpipev.py), two chunks per rank in a V.
+enum class PipelineSchedule : std::uint8_t { OneFOneB, GPipe, Interleaved, DualPipeV };
 std::string_view to_string(PipelineSchedule schedule);
 
 // How parameters and optimizer state are spread over the data-parallel ranks: replicated (DDP:

@@ -375,6 +375,7 @@ parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string
   const std::string schedule = p.value("schedule", std::string(c.sizes.vp > 1 ? "interleaved_1f1b" : "1f1b"));
   c.schedule = schedule == "gpipe"              ? parallel::PipelineSchedule::GPipe
                : schedule == "interleaved_1f1b" ? parallel::PipelineSchedule::Interleaved
+               : schedule == "dualpipev"        ? parallel::PipelineSchedule::DualPipeV
                                                 : parallel::PipelineSchedule::OneFOneB;
   c.first_stage_layers = p.value("first_stage_layers", -1);
   c.last_stage_layers = p.value("last_stage_layers", -1);
@@ -413,7 +414,12 @@ parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string
   if (c.schedule == parallel::PipelineSchedule::Interleaved && c.sizes.vp == 1)
     throw InputError(file, "$.parallel.schedule", "the interleaved schedule needs virtual stages",
                      "set \"vp\" above 1, or use \"1f1b\"");
-  if (c.schedule != parallel::PipelineSchedule::Interleaved && c.sizes.vp > 1)
+  // DualPipeV cuts the model into 2·pp virtual stages, two per rank in a V (dualpipev.py).
+  if (c.schedule == parallel::PipelineSchedule::DualPipeV && c.sizes.vp != 2)
+    throw InputError(file, "$.parallel.vp", fmt::format("the dualpipev schedule holds two chunks per rank, not vp {}", c.sizes.vp),
+                     "set \"vp\": 2 with \"schedule\": \"dualpipev\"");
+  if (c.schedule != parallel::PipelineSchedule::Interleaved && c.schedule != parallel::PipelineSchedule::DualPipeV &&
+      c.sizes.vp > 1)
     throw InputError(file, "$.parallel.vp", fmt::format("vp {} needs the interleaved schedule, not {}", c.sizes.vp, schedule),
                      "use \"schedule\": \"interleaved_1f1b\" or vp 1");
   // Megatron-Core refuses it too (parallel_state.initialize_model_parallel: "pipeline-model-parallel
@@ -449,6 +455,13 @@ parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string
     s.training.microbatches = derived;
     t["microbatches"] = derived;
   }
+  // DualPipeV's step asserts num_chunks >= num_ranks * 2: its warm-up alone feeds 2·pp microbatches.
+  if (c.schedule == parallel::PipelineSchedule::DualPipeV && s.training.microbatches < 2 * c.sizes.pp)
+    throw InputError(file, "$.training.microbatches",
+                     fmt::format("the dualpipev schedule needs at least 2 x pp = {} microbatches, not {}", 2 * c.sizes.pp,
+                                 s.training.microbatches),
+                     fmt::format("use {} microbatches or more (or a global batch of {} sequences or more)", 2 * c.sizes.pp,
+                                 2 * static_cast<std::uint64_t>(c.sizes.pp) * s.training.micro_batch_size * (gpus / model_parallel)));
   if (c.schedule == parallel::PipelineSchedule::Interleaved && s.training.microbatches % c.sizes.pp != 0)
     throw InputError(file, "$.training.microbatches",
                      fmt::format("the interleaved schedule runs microbatches in groups of pp = {}; {} is not a multiple",

@@ -323,8 +323,10 @@ NodePtr scenario_schema() {
       optional("sequence_parallel", boolean(), true,
                "with tp > 1: all-gather / reduce-scatter around the TP blocks with the norms and MoE on s/tp tokens "
                "(Megatron-Core requires it for MoE with TP, so false is refused with tp > 1)"),
-      optional("schedule", enumeration({"1f1b", "gpipe", "interleaved_1f1b"}), nullptr,
-               "pipeline schedule (default: interleaved_1f1b when vp > 1, else 1f1b)"),
+      optional("schedule", enumeration({"1f1b", "gpipe", "interleaved_1f1b", "dualpipev"}), nullptr,
+               "pipeline schedule (default: interleaved_1f1b when vp > 1, else 1f1b); dualpipev: DeepSeek's "
+               "DualPipe cut in half (deepseek-ai/DualPipe dualpipev.py), vp 2 in a V, each forward of one chunk "
+               "written with a backward of the other, at least 2 x pp microbatches"),
       optional("sharding", enumeration({"none", "distributed_optimizer", "fsdp"}), "none",
                "none: parameters, gradients and optimizer state replicated over dp (gradients all-reduced); "
                "distributed_optimizer: Megatron-Core's distributed optimizer / ZeRO-1 (gradients reduce-scattered, "

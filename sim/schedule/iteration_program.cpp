@@ -342,6 +342,7 @@ void Writer::sync_rest() {
 void Writer::send(int from, int to, int mb, bool forward) {
   const auto& p = plan_.pipeline;
   const int s = p.stage_of_virtual(from), r = p.stage_of_virtual(to);
+  if (s == r) return;  // DualPipeV's tip: both chunks on the last stage, the activations stay
   const auto label = em_.label(forward ? Phase::Forward : Phase::Backward, engine::WorkKind::P2P,
                                forward ? "pipeline_activations" : "pipeline_gradients", p.first_layer[from], mb);
   Frontier& f = front_[mb];
@@ -362,7 +363,7 @@ void Writer::unit(int stage, const Unit& u) { units(stage, u.forward ? &u : null
 void Writer::units(int stage, const Unit* fu, const Unit* bu) {
   const auto& p = plan_.pipeline;
   const int last = p.virtual_stages() - 1;
-  const int vf = fu ? fu->chunk * p.stages + stage : -1, vb = bu ? bu->chunk * p.stages + stage : -1;
+  const int vf = fu ? p.virtual_of(stage, fu->chunk) : -1, vb = bu ? p.virtual_of(stage, bu->chunk) : -1;
   const int fmb = fu ? fu->microbatch : -1, bmb = bu ? bu->microbatch : -1;
   em_.enter_stage(stage);
   if (vf == 0) run({Work::Forward, Segment::Embedding, 0, fmb});
@@ -450,7 +451,7 @@ void Writer::run_pipeline() {
       2, std::vector<std::vector<char>>(p.virtual_stages(), std::vector<char>(microbatches, 0)));
   const int last = p.virtual_stages() - 1;
   const auto ready = [&](int stage, const Unit& u) {
-    const int v = u.chunk * p.stages + stage;
+    const int v = p.virtual_of(stage, u.chunk);
     if (u.forward) return v == 0 || written[1][v - 1][u.microbatch];
     return v == last || written[0][v + 1][u.microbatch];
   };
@@ -460,19 +461,19 @@ void Writer::run_pipeline() {
     for (int s = 0; s < p.stages; ++s)
       while (next[s] < orders[s].size() && ready(s, orders[s][next[s]])) {
         const Unit& u = orders[s][next[s]++];
-        // Under EP overlap a forward and the backward after it (of another microbatch) are
-        // written together once both can be; otherwise (or until then) the forward alone.
-        const Unit* partner = p.ep_overlap && u.forward && next[s] < orders[s].size() ? &orders[s][next[s]] : nullptr;
-        if (partner && (partner->forward || partner->microbatch == u.microbatch || !ready(s, *partner))) partner = nullptr;
+        // A forward paired with the backward after it (EP overlap, DualPipeV) is written with it
+        // once both can be; otherwise (or until then) alone.
+        const Unit* partner = u.with_next && next[s] < orders[s].size() ? &orders[s][next[s]] : nullptr;
+        if (partner && !ready(s, *partner)) partner = nullptr;
         if (partner) {
           units(s, &u, partner);
-          written[0][partner->chunk * p.stages + s][partner->microbatch] = 1;
+          written[0][p.virtual_of(s, partner->chunk)][partner->microbatch] = 1;
           ++next[s];
           --left;
         } else {
           unit(s, u);
         }
-        written[u.forward ? 1 : 0][u.chunk * p.stages + s][u.microbatch] = 1;
+        written[u.forward ? 1 : 0][p.virtual_of(s, u.chunk)][u.microbatch] = 1;
         progress = true;
         --left;
       }

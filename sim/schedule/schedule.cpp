@@ -4,7 +4,47 @@
 
 namespace moesim::schedule {
 
-std::vector<Unit> stage_order(parallel::PipelineSchedule schedule, int s, int p, int v, int m, bool ep_overlap) {
+namespace {
+
+// DualPipeV's order on rank r of p (dualpipev.py `step`, steps 1-7; step 8 is weight gradients
+// only): each chunk's forwards and backwards take its microbatches in order.
+std::vector<Unit> dualpipev_order(int r, int p, int m) {
+  std::vector<Unit> out;
+  int forwards[2] = {0, 0}, backwards[2] = {0, 0};
+  const auto f = [&](int c) { out.push_back({true, c, forwards[c]++}); };
+  const auto b = [&](int c) { out.push_back({false, c, backwards[c]++}); };
+  const auto fb = [&](int fc, int bc) {  // a forward written with a backward of the other chunk
+    f(fc);
+    out.back().with_next = true;
+    b(bc);
+  };
+  const bool last = r == p - 1;
+  for (int i = 0; i < 2 * (p - r - 1); ++i) f(0);  // 1: nF0
+  for (int i = 0; i < r + 1; ++i) f(0), f(1);      // 2: nF0F1
+  for (int i = 0; i < p - r - 1; ++i) b(1), f(1);  // 3: nB1W1F1
+  for (int i = 0; i < m - 2 * p + r + 1; ++i) {    // 4: nF0B1F1B0; the last rank's first F0, B1 apart
+    if (i == 0 && last) f(0), b(1);
+    else fb(0, 1);
+    fb(1, 0);
+  }
+  for (int i = 0; i < p - r - 1; ++i) b(1), fb(1, 0);  // 5: nB1F1B0
+  for (int i = 0; i < r + 1; ++i) b(1), b(0);          // 6: nB1B0
+  for (int i = 0; i < p - r - 1; ++i) b(0);            // 7: nWB0
+  return out;
+}
+
+// Megatron-Core's EP overlap: each forward followed by a backward of another microbatch is written
+// with it.
+void pair_forward_with_backward(std::vector<Unit>& order) {
+  for (std::size_t i = 0; i + 1 < order.size(); ++i)
+    if (order[i].forward && !order[i + 1].forward && order[i + 1].microbatch != order[i].microbatch) {
+      order[i].with_next = true;
+      ++i;
+    }
+}
+
+// GPipe, 1F1B and interleaved 1F1B (schedule.hpp).
+std::vector<Unit> ordered(parallel::PipelineSchedule schedule, int s, int p, int v, int m, bool ep_overlap) {
   std::vector<Unit> out;
   if (schedule == parallel::PipelineSchedule::GPipe) {
     for (int mb = 0; mb < m; ++mb) out.push_back({true, 0, mb});
@@ -40,12 +80,20 @@ std::vector<Unit> stage_order(parallel::PipelineSchedule schedule, int s, int p,
   return out;
 }
 
-double peak_in_flight(const std::vector<Unit>& order, bool ep_overlap, double layer) {
+}  // namespace
+
+std::vector<Unit> stage_order(parallel::PipelineSchedule schedule, int s, int p, int v, int m, bool ep_overlap) {
+  if (schedule == parallel::PipelineSchedule::DualPipeV) return dualpipev_order(s, p, m);
+  std::vector<Unit> out = ordered(schedule, s, p, v, m, ep_overlap);
+  if (ep_overlap) pair_forward_with_backward(out);
+  return out;
+}
+
+double peak_in_flight(const std::vector<Unit>& order, double layer) {
   double now = 0, peak = 0;
   for (std::size_t i = 0; i < order.size(); ++i) {
     const Unit& u = order[i];
-    const Unit* next = i + 1 < order.size() ? &order[i + 1] : nullptr;
-    if (ep_overlap && u.forward && next && !next->forward && next->microbatch != u.microbatch) {
+    if (u.with_next && i + 1 < order.size()) {
       peak = std::max(peak, now + layer);
       ++i;
       continue;

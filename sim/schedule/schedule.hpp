@@ -10,7 +10,14 @@
 //   - interleaved 1F1B (Narayanan et al. 2021 §2.2.2, Megatron-Core's
 //     forward_backward_pipelining_with_interleaving): v chunks per stage; the k-th forward runs
 //     chunk ⌊k/p⌋ mod v of microbatch ⌊k/(p·v)⌋·p + k mod p (backwards the chunks in reverse);
-//     (p − s − 1)·2 + (v − 1)·p warm-up forwards, then one forward and one backward, then the rest.
+//     (p − s − 1)·2 + (v − 1)·p warm-up forwards, then one forward and one backward, then the rest;
+//   - DualPipeV (deepseek-ai/DualPipe dualpipev.py, DualPipe of the DeepSeek-V3 report §3.2.1 cut in
+//     half): two chunks per rank in a V (PipelinePlan::virtual_of), the steps of its `step` with
+//     rank r of p and m microbatches: 2(p − r − 1) forwards of chunk 0; r + 1 pairs F0 F1; p − r − 1
+//     pairs B1 F1; m − 2p + r + 1 times F0&B1 then F1&B0 (a forward written with a backward of the
+//     other chunk, overlapped as Megatron-Core's EP overlap writes them; on the last rank the first
+//     F0 and B1 apart); p − r − 1 times B1 then F1&B0; r + 1 pairs B1 B0; p − r − 1 B0. Weight
+//     gradients are not split from the backward (its zero-bubble W steps are not modelled).
 //   Layer-major (HeterMoE Theorem 1, §4.1), one stage only. HeterMoE's attention-side task i runs
 //   from the end of expert block i − 1 to the start of expert block i (the un-permute of layer
 //   i − 1, attention i, router i), and its last one is the LM head and the loss (spec 002 A.3:
@@ -31,15 +38,20 @@
 namespace moesim::schedule {
 
 // A pipeline unit: the forward or backward of chunk `chunk` of its stage for one microbatch.
+// `with_next`: a forward written together with the backward after it (of another microbatch),
+// layer by layer (iteration_program.cpp).
 struct Unit {
   bool forward = true;
   int chunk = 0;
   int microbatch = 0;
+  bool with_next = false;
 };
 
 // Stage `stage`'s units, in the order it runs them. `ep_overlap` (Megatron-Core's
-// overlap_moe_expert_parallel_comm): with one stage, one forward of warm-up before the first
-// backward, as combined_1f1b_schedule_for_no_pipelining runs forward i + 1 with backward i.
+// overlap_moe_expert_parallel_comm): each forward followed by a backward of another microbatch is
+// written with it, and with one stage one forward of warm-up comes before the first backward, as
+// combined_1f1b_schedule_for_no_pipelining runs forward i + 1 with backward i. DualPipeV pairs its
+// own (above), whatever `ep_overlap` says.
 std::vector<Unit> stage_order(parallel::PipelineSchedule schedule, int stage, int stages, int chunks, int microbatches,
                               bool ep_overlap = false);
 
@@ -48,12 +60,11 @@ using parallel::Work;
 using parallel::WorkItem;
 
 // The most units stage `order` holds activations for at once (a forward adds one, a backward
-// frees one): under 1F1B stage s of p holds min(p − s, m) microbatches. `ep_overlap`: a forward
-// and the backward after it (of another microbatch) are written together, layer by layer, the
-// forward's ascending and the backward's descending (iteration_program.cpp), so the backward
-// frees a layer as the forward adds one: the pair holds at most `layer` (one layer's share of a
-// unit) more than before it, and as much after it.
-double peak_in_flight(const std::vector<Unit>& order, bool ep_overlap = false, double layer = 0);
+// frees one): under 1F1B stage s of p holds min(p − s, m) microbatches. A forward written with
+// the backward after it (Unit::with_next), layer by layer, the forward's ascending and the
+// backward's descending (iteration_program.cpp), adds a layer as the backward frees one: the pair
+// holds at most `layer` (one layer's share of a unit) more than before it, and as much after it.
+double peak_in_flight(const std::vector<Unit>& order, double layer = 0);
 
 // The layer-major order of one stage holding every layer.
 std::vector<WorkItem> layer_major(int layers, int microbatches);

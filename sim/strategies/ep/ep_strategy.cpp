@@ -182,7 +182,8 @@ ProgramSize program_per_iteration(const StrategyContext& ctx, int chunks,
     const bool first = st == 0, last = pipeline.stage_of_virtual(pipeline.virtual_stages() - 1) == st;
     // The vocabulary ends (a kernel and a TP collective each, forward and backward) and their
     // gradients; the pipeline's sends and receives, forward and backward, at each boundary of the
-    // stage's chunks (v − 1 → v and v → v + 1 of its virtual stages v but the model's two ends).
+    // stage's chunks (v − 1 → v and v → v + 1 of its virtual stages v but the model's two ends and
+    // DualPipeV's tip, where both virtual stages are this stage's).
     const double ends = (first ? 1 : 0) + (last ? 1 : 0);
     per_microbatch += 2 * ends * (P::kernels(1) + (s.tp > 1 ? P::collective(1, s.tp) : P{}));
     per_iteration += ends * P::collective(1, dense_group);
@@ -190,8 +191,9 @@ ProgramSize program_per_iteration(const StrategyContext& ctx, int chunks,
     const int stages = layout.virtual_stages();
     const bool blocking_sends = pipeline.blocking_sends();
     for (int c = 0; c < s.vp; ++c) {
-      const int v = c * s.pp + st;
-      const double boundaries = (v > 0 ? 1 : 0) + (v + 1 < stages ? 1 : 0);
+      const int v = pipeline.virtual_of(st, c);
+      const auto crosses = [&](int w) { return w >= 0 && w < stages && pipeline.stage_of_virtual(w) != st; };
+      const double boundaries = (crosses(v - 1) ? 1 : 0) + (crosses(v + 1) ? 1 : 0);
       per_microbatch += P::collective(2.0 * boundaries, 2) + (blocking_sends ? P::kernels(boundaries) : P{});
     }
     total += static_cast<double>(layout.stage_size()) * (t.microbatches * per_microbatch + per_iteration);

@@ -265,9 +265,9 @@ std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n,
     in.shared_buffer_bytes = buffers.shared_bytes;
     in.moe_buffer_bytes = buffers.per_layer_bytes;
     // Units in flight hold one chunk each: the stage's layers over its chunks.
-    // Under EP overlap a forward written with a backward holds one layer of its chunk more.
+    // A forward written with a backward (EP overlap, DualPipeV) holds one layer of its chunk more.
     const double layer = pipeline.chunks / static_cast<double>(std::max<std::size_t>(1, in.layers.size()));
-    in.in_flight = schedule::peak_in_flight(order, pipeline.ep_overlap, layer) / static_cast<double>(pipeline.chunks);
+    in.in_flight = schedule::peak_in_flight(order, layer) / static_cast<double>(pipeline.chunks);
     in.embedding = std::find(in.layers.begin(), in.layers.end(), 0) != in.layers.end();
     in.lm_head = std::find(in.layers.begin(), in.layers.end(), m.layers - 1) != in.layers.end();
     for (const std::uint32_t g : pipeline.stage_gpus[s]) {
