@@ -104,6 +104,20 @@ double peak_in_flight(const std::vector<Unit>& order, double layer) {
   return peak;
 }
 
+double peak_at_loss(const std::vector<Unit>& order, int chunk) {
+  double now = 0, peak = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const Unit& u = order[i];
+    if (u.with_next && i + 1 < order.size()) {
+      if (order[i + 1].chunk == chunk) --now;
+      ++i;
+    }
+    if (u.chunk == chunk) now += u.forward ? 1 : -1;
+    peak = std::max(peak, now);
+  }
+  return peak;
+}
+
 std::vector<WorkItem> layer_major(int layers, int microbatches) {
   std::vector<WorkItem> items;
   const int last = layers - 1, final_mb = microbatches - 1;

@@ -66,6 +66,13 @@ using parallel::WorkItem;
 // holds at most `layer` (one layer's share of a unit) more than before it, and as much after it.
 double peak_in_flight(const std::vector<Unit>& order, double layer = 0);
 
+// The most microbatches whose loss awaits its backward on the stage whose chunk `chunk` is the last
+// virtual stage (the LM head's inputs and logits are kept for them): a forward of that chunk ends
+// with the head and the loss, a backward of it starts with the head's backward
+// (iteration_program.cpp), so a backward written with a forward frees its microbatch's before the
+// forward's loss adds another. One under 1F1B, every microbatch under GPipe.
+double peak_at_loss(const std::vector<Unit>& order, int chunk);
+
 // The layer-major order of one stage holding every layer.
 std::vector<WorkItem> layer_major(int layers, int microbatches);
 

@@ -124,12 +124,13 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   if (m.vocab > 0) {
     // The embedding keeps its tokens' ids (8 bytes each) and dropout mask (1 byte per element)
     // for every microbatch in flight; the head keeps the final norm's input and the output
-    // projection's (2h each, 16-bit) and the logits the cross entropy keeps: 4v in fp32, as
-    // Megatron-LM's estimate counts them, or v in the storage dtype where the loss keeps them there
-    // (TrainingConfig::logits_in_storage_dtype: Transformer Engine's fused cross entropy); the
+    // projection's (2h each, 16-bit) and the logits the cross entropy keeps: 4 bytes each in fp32,
+    // as Megatron-LM's estimate counts them, or the storage dtype's 2 where the loss keeps them
+    // there (TrainingConfig::logits_in_storage_dtype: Transformer Engine's fused cross entropy); the
     // vocabulary split over tp (Megatron's vocabulary-parallel head), the norm's input too with
     // sequence parallelism. Megatron counts these once per microbatch whose loss awaits its
-    // backward: one under 1F1B, every microbatch under GPipe.
+    // backward: one under 1F1B, every microbatch under GPipe (lm_head_in_flight, which the
+    // pipeline plans count from their schedule's order: schedule::peak_at_loss).
     if (in.embedding) f.activations += in.in_flight * in.tokens * (8.0 + m.hidden);
     if (in.lm_head) {
       const double inputs = 4.0 * sbh * scale / (in.sequence_parallel ? tp : 1.0);

@@ -166,6 +166,34 @@ TEST(Pipeline, TheFirstStageKeepsTheEmbeddingAndTheLastTheLogitsOfEachMicrobatch
   }
 }
 
+TEST(Pipeline, TheLastStageKeepsTheLogitsOfTheMicrobatchesAwaitingTheirLoss) {
+  // Counted over the order of the stage holding the last virtual stage: its forward ends with the
+  // loss, its backward starts with the head's. 1F1B's last stage and GPipe: 1 and m (Megatron-LM's
+  // estimate). Interleaved, p = 2, v = 2, m = 4, stage 1 (its chunk 1 is the last virtual stage):
+  // warm-up F(ch0 mb0) F(ch0 mb1), then F(ch1 mb0) B(ch1 mb0), F(ch1 mb1) B(ch1 mb1), F(ch0 mb2)
+  // B(ch0 mb0), F(ch0 mb3) B(ch0 mb1), F(ch1 mb2) B(ch1 mb2), F(ch1 mb3) B(ch1 mb3), B B: one at a
+  // time, where the units in flight (3 of its chunks at most, 1.5 microbatches) counted it before.
+  // DualPipeV rank 0 (its chunk 1 is the last): F1:k is followed by B1:k before F1:k+1 (the order
+  // of DualPipeV.EachRankRunsTheStepsOfDualPipeV): one.
+  using parallel::PipelineSchedule;
+  EXPECT_EQ(schedule::peak_at_loss(schedule::stage_order(PipelineSchedule::OneFOneB, 3, 4, 1, 8), 0), 1);
+  EXPECT_EQ(schedule::peak_at_loss(schedule::stage_order(PipelineSchedule::GPipe, 3, 4, 1, 8), 0), 8);
+  EXPECT_EQ(schedule::peak_at_loss(schedule::stage_order(PipelineSchedule::Interleaved, 1, 2, 2, 4), 1), 1);
+  EXPECT_EQ(schedule::peak_in_flight(schedule::stage_order(PipelineSchedule::Interleaved, 1, 2, 2, 4)), 3);
+  EXPECT_EQ(schedule::peak_at_loss(schedule::stage_order(PipelineSchedule::DualPipeV, 0, 2, 2, 4), 1), 1);
+  // Simulated, interleaved: the vocabulary adds to stage 1 the head's inputs and BF16 logits of one
+  // microbatch, 128·(4·256 + 2·1000) = 387,072 B, and to stage 0 the embedding's ids and mask for
+  // its 2.5 microbatches in flight (5 chunks), 2.5 · 128 · (8 + 256) = 84,480 B.
+  const auto plain = pipelined(2, 4, 4, "interleaved_1f1b", 2);
+  auto with_vocab = plain;
+  with_vocab["model"]["vocab"] = 1000;
+  simulation::Simulation without(test::scenario_from(plain.dump())), with(test::scenario_from(with_vocab.dump()));
+  without.run();
+  with.run();
+  EXPECT_DOUBLE_EQ(with.memory()[1].activations - without.memory()[1].activations, 387072.0);
+  EXPECT_DOUBLE_EQ(with.memory()[0].activations - without.memory()[0].activations, 84480.0);
+}
+
 TEST(Pipeline, EachStageRunsItsOwnLayersAndSendsActivationsToTheNext) {
   // 4 stages of 2 layers: GPU 2 runs the forward attention of layers 4 and 5 only; every
   // microbatch crosses 3 stage boundaries each way: 2·3·m transfers of 64 KiB.

@@ -270,6 +270,9 @@ std::vector<workload::MemoryFootprint> memory(const StrategyContext& ctx, int n,
     in.in_flight = schedule::peak_in_flight(order, layer) / static_cast<double>(pipeline.chunks);
     in.embedding = std::find(in.layers.begin(), in.layers.end(), 0) != in.layers.end();
     in.lm_head = std::find(in.layers.begin(), in.layers.end(), m.layers - 1) != in.layers.end();
+    for (int c = 0; c < pipeline.chunks; ++c)
+      if (in.lm_head && pipeline.virtual_of(s, c) == pipeline.virtual_stages() - 1)
+        in.lm_head_in_flight = schedule::peak_at_loss(order, c);
     for (const std::uint32_t g : pipeline.stage_gpus[s]) {
       in.flash_attention = ctx.topology.gpu(g).flash_attention;
       out[g] = workload::memory_footprint(m, ctx.training, in);
