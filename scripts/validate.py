@@ -284,7 +284,7 @@ def container_effects(entries, order):
     return effects
 
 
-def layout_ratio_check(moesim, data):
+def layout_ratio_check(moesim, data, entries):
     """Issue 44's check that a layout's effect comes out of the simulation: every pair of consecutive
     containers whose layout changed (realdata 24's B200 Qwen3-30B, micro-batch 4 to 1) and whose
     containers' own effect another system measured with nothing changed. The measured ratio over
@@ -292,7 +292,6 @@ def layout_ratio_check(moesim, data):
     `layout_tolerance` of it."""
     spec = json.loads((root / "validation" / "archive.json").read_text())
     tolerance, order = spec["layout_tolerance"], list(spec["software"])
-    entries = archive.entries()
     effects = container_effects(entries, order)
     failures, checked = [], 0
     for key, a, b in consecutive_runs(entries, order):
@@ -320,11 +319,11 @@ def layout_ratio_check(moesim, data):
     return failures
 
 
-def archive_check(moesim, data):
+def archive_check(moesim, data, entries):
     """Every scenario the archive builds is accepted by `moesim validate` (its schema and layout; one
     that cannot run, out of GPU memory, is shown as such in docs/validation.md)."""
     failures = []
-    for e in archive.entries():
+    for e in entries:
         if "scenario" not in e:
             continue
         proc, _ = on_archive_scenario(moesim, data, e, "validate")
@@ -349,7 +348,8 @@ def main():
     if args.only == "archive":
         if not args.check:
             raise SystemExit("validate: --only needs --check (docs/validation.md is written from every part)")
-        failures = archive_check(args.moesim, args.data) + layout_ratio_check(args.moesim, args.data)
+        entries = archive.entries()
+        failures = archive_check(args.moesim, args.data, entries) + layout_ratio_check(args.moesim, args.data, entries)
         for f in failures:
             print(f"validate: {f}", file=sys.stderr)
         return 1 if failures else 0
@@ -472,7 +472,6 @@ def write_archive(lines, entries):
             if abs(ma - 1) > 0.05 or abs(mb - 1) > 0.05:
                 pairs.append((key, a, b, ma, mb))
         if pairs:
-            layout = layout_of
             # A pair whose layout changed mixes the layout's effect with the containers'. Where the same
             # model ran in the same two containers on another system with its layout and recipe
             # unchanged (the scenario identical: a simulated ratio of 1), that pair's measured ratio
@@ -490,9 +489,9 @@ def write_archive(lines, entries):
             for key, a, b, ma, mb in pairs:
                 control = controls.get((key[0], a["row"]["container"], b["row"]["container"]))
                 corrected = (f"{ma / control[1]:.2f} ({control[1]:.2f} on {control[0]})"
-                             if control and layout(a) != layout(b) else "-")
+                             if control and layout_of(a) != layout_of(b) else "-")
                 lines.append(f"| {key[0]} {key[2]} | {key[1]} | {a['row']['container']} | {b['row']['container']} | "
-                             f"{layout(a)} → {layout(b)} | {ma:.2f} | {mb:.2f} | {corrected} |")
+                             f"{layout_of(a)} → {layout_of(b)} | {ma:.2f} | {mb:.2f} | {corrected} |")
             lines.append("")
     lines += ["| container | model | system | GPUs | layout | measured | simulated | error | launch wait | exposed comm | not modelled, or why not expressible |",
               "|---|---|---|---|---|---:|---:|---:|---:|---:|---|"]
