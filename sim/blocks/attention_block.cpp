@@ -3,6 +3,7 @@
 #include "sim/blocks/collective_step.hpp"
 #include "sim/blocks/layer_costs.hpp"
 #include "sim/blocks/tensor_parallel_block.hpp"
+#include "sim/blocks/weight_gradients.hpp"
 
 namespace moesim::blocks {
 
@@ -20,13 +21,19 @@ void context_parallel_attention(Emission& em, engine::Phase direction, int layer
   const bool backward = direction == engine::Phase::Backward;
   const double tokens = em.rank_tokens();
   const auto l_proj = em.label(direction, engine::WorkKind::Attention, "attention", layer, mb);
+  // A projection's work and, backward, its weight gradients.
   const auto projection = [&](bool qkv) {
     return PerKind(em.ctx, [&, qkv](const compute::ComputeModel& cm) {
       const compute::Work fwd = qkv ? qkv_projection_time(cm, m, tokens, tp) : output_projection_time(cm, m, tokens, tp);
-      return backward ? cm.backward(fwd) : fwd;
+      if (!backward) return std::pair{fwd, compute::Work{}};
+      return std::pair{cm.backward(fwd), weight_gradients(cm, qkv ? qkv_gemms(cm, m, tokens, tp) : output_gemm(cm, m, tokens, tp))};
     });
   };
   auto first = projection(!backward), last = projection(backward);
+  const auto run_projection = [&](auto& cost, std::uint32_t g) {
+    const auto [work, wgrad] = cost(g);
+    return backward_compute(em, g, work, wgrad, l_proj, "attention_wgrad", f[g]);
+  };
   auto core = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
     const compute::Work whole =
         backward ? attention_core_backward_time(cm, m, t, tp, layer) : attention_core_time(cm, m, t, tp, layer);
@@ -35,7 +42,7 @@ void context_parallel_attention(Emission& em, engine::Phase direction, int layer
   });
   // Forward: QKV projection, core, output projection; backward the reverse.
   for (const std::uint32_t g : em.active())
-    if (em.runs_attention(g)) f[g] = em.pb.compute(g, first(g), l_proj, f[g]);
+    if (em.runs_attention(g)) f[g] = run_projection(first, g);
   Frontier kv = f;  // where each GPU's K/V chunk of the current step is: its own first
   for (int i = 0; i < cp; ++i) {
     Frontier next = kv;
@@ -50,7 +57,7 @@ void context_parallel_attention(Emission& em, engine::Phase direction, int layer
     kv = std::move(next);
   }
   for (const std::uint32_t g : em.active())
-    if (em.runs_attention(g)) f[g] = em.pb.compute(g, last(g), l_proj, f[g]);
+    if (em.runs_attention(g)) f[g] = run_projection(last, g);
 }
 }  // namespace
 
@@ -68,8 +75,11 @@ void attention(Emission& em, engine::Phase direction, int layer, int mb, Frontie
       return direction != engine::Phase::Backward ? attention_time(cm, m, em.ctx.training, tp, layer)
                                                   : attention_backward_time(cm, m, em.ctx.training, tp, layer);
     });
+    auto wgrad = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
+      return direction == engine::Phase::Backward ? attention_wgrad_time(cm, m, em.ctx.training, tp) : compute::Work{};
+    });
     for (const std::uint32_t g : em.active())
-      if (em.runs_attention(g)) f[g] = em.pb.compute(g, cost(g), label, f[g]);
+      if (em.runs_attention(g)) f[g] = backward_compute(em, g, cost(g), wgrad(g), label, "attention_wgrad", f[g]);
   }
   tensor_parallel_exit(em, direction, layer, mb, f);
 }

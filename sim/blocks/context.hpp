@@ -18,6 +18,7 @@
 namespace moesim::blocks {
 
 class ActivationOffload;
+class WeightGradientStore;
 
 struct Context {
   const cluster::Topology& topology;
@@ -94,6 +95,8 @@ struct Emission {
   bool runs_experts(std::uint32_t g) const { return plan.role(g) & parallel::kRunsExperts; }
   // The activations offloaded to the host and not yet back (null: the training offloads none).
   ActivationOffload* offload = nullptr;
+  // Set while a zero-bubble backward is written: where its weight gradients go (weight_gradients.hpp).
+  WeightGradientStore* weight_gradients = nullptr;
 };
 
 }  // namespace moesim::blocks

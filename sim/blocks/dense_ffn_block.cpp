@@ -2,6 +2,7 @@
 
 #include "sim/blocks/tensor_parallel_block.hpp"
 #include "sim/blocks/layer_costs.hpp"
+#include "sim/blocks/weight_gradients.hpp"
 
 namespace moesim::blocks {
 
@@ -14,8 +15,13 @@ void dense_ffn(Emission& em, engine::Phase direction, int layer, int mb, Frontie
     const compute::Work forward = dense_ffn_time(cm, em.ctx.model, tokens, em.plan.tensor_parallel.size);
     return direction != engine::Phase::Backward ? forward : cm.backward(forward);
   });
+  auto wgrad = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
+    return direction == engine::Phase::Backward
+               ? dense_ffn_wgrad_time(cm, em.ctx.model, tokens, em.plan.tensor_parallel.size)
+               : compute::Work{};
+  });
   for (const std::uint32_t g : em.active())
-    if (em.runs_attention(g)) f[g] = em.pb.compute(g, cost(g), label, f[g]);
+    if (em.runs_attention(g)) f[g] = backward_compute(em, g, cost(g), wgrad(g), label, "dense_ffn_wgrad", f[g]);
   tensor_parallel_exit(em, direction, layer, mb, f);
 }
 

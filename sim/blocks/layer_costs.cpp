@@ -208,6 +208,15 @@ bool te_grouped_linear(const compute::ComputeModel& cm) {
   return cm.options().grouped_gemm_kernels == compute::GroupedGemmKernels::PerExpert;
 }
 
+// An FFN's two GeMMs over `tokens` rows per group: fc1 (H → ffn, or H → 2·ffn gated), fc2 (ffn → H).
+struct FfnGemms {
+  compute::Work fc1, fc2;
+};
+FfnGemms ffn_gemms(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
+                   double ffn) {
+  return {grouped_gemm(cm, tokens, (m.ffn_gemms() == 3 ? 2 : 1) * ffn, m.hidden), grouped_gemm(cm, tokens, m.hidden, ffn)};
+}
+
 // The FFNs of experts_time; `routed`: the permuted tokens of routed experts, whose fc1 input comes
 // from no norm, so under FP8 training it is cast in a kernel of its own (and fc2's too, through
 // Transformer Engine's GroupedLinear), and whose output bias (a model with linear_bias) is added
@@ -218,9 +227,7 @@ compute::Work grouped_ffn_time(const compute::ComputeModel& cm, const workload::
   for (const double t : tokens)
     if (t > 0) copies += t;
   if (copies <= 0) return {};
-  const bool gated = m.ffn_gemms() == 3;
-  const compute::Work fc1 = grouped_gemm(cm, tokens, (gated ? 2 : 1) * ffn, m.hidden);
-  const compute::Work fc2 = grouped_gemm(cm, tokens, m.hidden, ffn);
+  const auto [fc1, fc2] = ffn_gemms(cm, m, tokens, ffn);
   const compute::Work cast = routed ? fp8_cast(cm, copies * m.hidden, fc1.kernels) : compute::Work{};
   const compute::Work fc2_cast = routed && te_grouped_linear(cm) ? fp8_cast(cm, copies * ffn, fc2.kernels) : compute::Work{};
   const compute::Work bias = routed ? expert_bias_work(cm, m, tokens).forward : compute::Work{};
@@ -293,18 +300,32 @@ compute::Work ffn_time(const compute::ComputeModel& cm, const workload::ModelSha
   return grouped_ffn_time(cm, m, rows, ffn, false);
 }
 
+compute::Work ffn_wgrad_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn) {
+  if (tokens <= 0) return {};
+  const double rows[1] = {tokens};
+  const auto [fc1, fc2] = ffn_gemms(cm, m, rows, ffn);
+  return weight_gradients(cm, fc1 + fc2);
+}
+
 compute::Work qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
   if (!m.attention) return {};
   const compute::Work pre_norm = norm(cm, tokens, m.hidden);  // the pre-attention RMSNorm
-  if (!m.mla) return gemm(cm, tokens, (m.query_width() + m.key_width() + m.value_width()) / tp, m.hidden) + pre_norm;
-  // MLA: the down projections whole on every rank, each latent normed, the up projections of this
-  // rank's heads.
+  if (!m.mla) return qkv_gemms(cm, m, tokens, tp) + pre_norm;
+  // MLA: each latent normed after its down projection.
   const workload::LatentAttention& a = *m.mla;
-  const compute::Work q_down =
-      a.q_lora_rank > 0 ? gemm(cm, tokens, a.q_lora_rank, m.hidden) + norm(cm, tokens, a.q_lora_rank) : compute::Work{};
-  const compute::Work kv_down =
-      gemm(cm, tokens, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden) + norm(cm, tokens, a.kv_lora_rank);
-  return q_down + kv_down + mla_up_projection_time(cm, m, tokens, tp) + pre_norm;
+  const compute::Work latent_norms =
+      (a.q_lora_rank > 0 ? norm(cm, tokens, a.q_lora_rank) : compute::Work{}) + norm(cm, tokens, a.kv_lora_rank);
+  return qkv_gemms(cm, m, tokens, tp) + latent_norms + pre_norm;
+}
+
+compute::Work qkv_gemms(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
+  if (!m.attention) return {};
+  if (!m.mla) return gemm(cm, tokens, (m.query_width() + m.key_width() + m.value_width()) / tp, m.hidden);
+  // MLA: the down projections whole on every rank, the up projections of this rank's heads.
+  const workload::LatentAttention& a = *m.mla;
+  const compute::Work q_down = a.q_lora_rank > 0 ? gemm(cm, tokens, a.q_lora_rank, m.hidden) : compute::Work{};
+  const compute::Work kv_down = gemm(cm, tokens, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden);
+  return q_down + kv_down + mla_up_projection_time(cm, m, tokens, tp);
 }
 
 compute::Work mla_up_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
@@ -319,8 +340,16 @@ compute::Work mla_up_projection_time(const compute::ComputeModel& cm, const work
 compute::Work output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
   if (!m.attention) return {};
   // Its input, the attention core's output, is cast to FP8 on its own under FP8 training.
-  const double width = m.output_width() / tp;
-  return fp8_cast(cm, tokens * width) + gemm(cm, tokens, m.hidden, width) + residual_add(cm, m, tokens);
+  return fp8_cast(cm, tokens * m.output_width() / tp) + output_gemm(cm, m, tokens, tp) + residual_add(cm, m, tokens);
+}
+
+compute::Work output_gemm(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
+  if (!m.attention) return {};
+  return gemm(cm, tokens, m.hidden, m.output_width() / tp);
+}
+
+compute::Work weight_gradients(const compute::ComputeModel& cm, const compute::Work& gemms) {
+  return {cm.backward(gemms.time) / 2, gemms.kernels};
 }
 
 compute::Work attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
@@ -369,6 +398,12 @@ compute::Work attention_backward_time(const compute::ComputeModel& cm, const wor
                                       const workload::TrainingConfig& t, int tp, int layer) {
   if (!m.attention) return {};
   return cm.backward(attention_projections(cm, m, t, tp)) + attention_core_backward_time(cm, m, t, tp, layer);
+}
+
+compute::Work attention_wgrad_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                                   const workload::TrainingConfig& t, int tp) {
+  const double tokens = t.tokens_per_microbatch();
+  return weight_gradients(cm, qkv_gemms(cm, m, tokens, tp) + output_gemm(cm, m, tokens, tp));
 }
 
 namespace {
@@ -433,6 +468,10 @@ compute::Work dense_ffn_time(const compute::ComputeModel& cm, const workload::Mo
   return norm(cm, tokens, m.hidden) + ffn_time(cm, m, tokens, m.dense_ffn_hidden / tp) + residual_add(cm, m, tokens);
 }
 
+compute::Work dense_ffn_wgrad_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
+  return ffn_wgrad_time(cm, m, tokens, m.dense_ffn_hidden / tp);
+}
+
 compute::Work embedding_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
   // A gather: reads the tokens' rows of the table, writes them: 2·T·H·a.
   return compute::kernel(cm.memory_bound(2 * tokens * m.hidden * act(cm)));
@@ -476,10 +515,17 @@ CrossEntropyWork cross_entropy_work(const compute::ComputeModel& cm, double toke
 
 namespace {
 // The final RMSNorm and the logits GeMM over the rank's vocabulary columns.
+compute::Work logits_gemm(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
+  return gemm(cm, tokens, m.vocab / tp, m.hidden);
+}
 compute::Work logits_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
-  return (m.attention ? norm(cm, tokens, m.hidden) : compute::Work{}) + gemm(cm, tokens, m.vocab / tp, m.hidden);
+  return (m.attention ? norm(cm, tokens, m.hidden) : compute::Work{}) + logits_gemm(cm, m, tokens, tp);
 }
 }  // namespace
+
+compute::Work lm_head_wgrad_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
+  return weight_gradients(cm, logits_gemm(cm, m, tokens, tp));
+}
 
 compute::Work lm_head_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
   return logits_time(cm, m, tokens, tp) + cross_entropy_work(cm, tokens, m.vocab / tp).forward;

@@ -64,6 +64,22 @@ compute::Work mean_attention_time(const compute::ComputeModel& cm, const workloa
 compute::Work qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 // The output projection and the residual add after it.
 compute::Work output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
+// Their GeMMs alone (the pieces with weights): the Q, K, V projections (MLA's down and up
+// projections); the output projection.
+compute::Work qkv_gemms(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
+compute::Work output_gemm(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
+// The weight gradients of forward GeMMs `gemms`, dW = Xᵀ·dY: half of their backward at the compute
+// model's backward factor (a GeMM's two gradients, of its input and of its weights, have its FLOPs
+// each), one kernel per GeMM. What a zero-bubble backward leaves to its W (weight_gradients.hpp).
+compute::Work weight_gradients(const compute::ComputeModel& cm, const compute::Work& gemms);
+// The weight gradients of the attention block's projections, of an FFN of `tokens` tokens and size
+// `ffn` (a shared expert's), of a dense FFN block (its columns split over tp) and of the LM head's
+// logits GeMM: part of each one's backward above.
+compute::Work attention_wgrad_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                                   const workload::TrainingConfig& t, int tp = 1);
+compute::Work ffn_wgrad_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, double ffn);
+compute::Work dense_ffn_wgrad_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
+compute::Work lm_head_wgrad_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 // The RMSNorm before the attention or the MLP, over `tokens` tokens.
 compute::Work norm_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens);
 // MLA's up projections (DeepSeek-V2 §2.1): the query's from its latent (or from the hidden state

@@ -7,6 +7,7 @@
 #include "sim/blocks/collective_step.hpp"
 #include "sim/blocks/layer_costs.hpp"
 #include "sim/blocks/tensor_parallel_block.hpp"
+#include "sim/blocks/weight_gradients.hpp"
 
 namespace moesim::blocks {
 
@@ -249,10 +250,12 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
     }
     // Delayed weight gradients: the data gradients (and the regroup) end the chunk's part before
     // the exchange back; the weight gradients follow on the compute stream beside it, and end the
-    // experts' gradients.
-    const bool delay = x.backward && em.software().delay_wgrad;
-    const compute::Work wgrad = delay ? work.experts.wgrad : compute::Work{};
-    const TaskId e = em.pb.compute(g, compute::Work{t.time - wgrad.time, t.kernels - wgrad.kernels}, le, cur[g]);
+    // experts' gradients. A zero-bubble backward leaves them to its W instead.
+    const bool zero_bubble = x.backward && em.weight_gradients;
+    const bool delay = x.backward && !zero_bubble && em.software().delay_wgrad;
+    const compute::Work wgrad = delay || zero_bubble ? work.experts.wgrad : compute::Work{};
+    const TaskId e = zero_bubble ? backward_compute(em, g, t, wgrad, le, "experts_wgrad", cur[g])
+                                 : em.pb.compute(g, compute::Work{t.time - wgrad.time, t.kernels - wgrad.kernels}, le, cur[g]);
     if (x.fetched) em.pb.depend((*x.fetched)[g], e);
     cur[g] = (*x.experts_done)[g] = e;
     if (em.offload && x.phase == Phase::Forward)
@@ -293,9 +296,8 @@ void shared_experts(Emission& em, const MoeInFlight& x, Frontier& chain, StreamR
   const auto& m = em.ctx.model;
   const int layer = x.layer, mb = x.microbatch;
   const auto ls = em.label(x.phase, WorkKind::Expert, "shared_expert", layer, mb);
-  const auto shared_ffn = [&](const compute::ComputeModel& cm) {
-    return ffn_time(cm, m, em.rank_tokens(), m.shared_experts * m.ffn_hidden / em.plan.tensor_parallel.size);
-  };
+  const double shared_width = m.shared_experts * m.ffn_hidden / em.plan.tensor_parallel.size;
+  const auto shared_ffn = [&](const compute::ComputeModel& cm) { return ffn_time(cm, m, em.rank_tokens(), shared_width); };
   if (x.backward && em.ctx.training.recomputes(workload::RecomputeModule::SharedExperts)) {
     auto again = PerKind(em.ctx, shared_ffn);
     const auto lr = em.label(Phase::Recompute, WorkKind::Expert, "shared_expert", layer, mb);
@@ -307,10 +309,14 @@ void shared_experts(Emission& em, const MoeInFlight& x, Frontier& chain, StreamR
   tensor_parallel_enter(em, x.phase, layer, mb, chain, stream);
   auto cost = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
     const compute::Work t = shared_ffn(cm);
-    return x.backward ? cm.backward(t) : t;
+    if (!x.backward) return std::pair{t, compute::Work{}};
+    return std::pair{cm.backward(t), ffn_wgrad_time(cm, m, em.rank_tokens(), shared_width)};
   });
   for (const std::uint32_t g : em.active())
-    if (em.runs_attention(g)) chain[g] = em.pb.compute(g, cost(g), ls, chain[g]);
+    if (em.runs_attention(g)) {
+      const auto [work, wgrad] = cost(g);
+      chain[g] = backward_compute(em, g, work, wgrad, ls, "shared_expert_wgrad", chain[g]);
+    }
   tensor_parallel_exit(em, x.phase, layer, mb, chain, stream);
 }
 

@@ -38,6 +38,9 @@ class ProgramBuilder {
     software::Module previous_;
   };
 
+  // The module being written (software::Module::None outside one).
+  software::Module module() const { return module_; }
+
   std::uint8_t stream(parallel::StreamRole role) const { return streams_->index(role); }
   const parallel::StreamSet& streams() const { return *streams_; }
 

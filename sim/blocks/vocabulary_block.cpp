@@ -2,20 +2,30 @@
 
 #include "sim/blocks/tensor_parallel_block.hpp"
 #include "sim/blocks/layer_costs.hpp"
+#include "sim/blocks/weight_gradients.hpp"
 
 namespace moesim::blocks {
 
 namespace {
-// `forward(cm)` or, backward, `backward(cm)` on each GPU that holds the microbatch's tokens.
+// `forward(cm)` or, backward, `backward(cm)` on each GPU that holds the microbatch's tokens;
+// `wgrad(cm)`: the backward's weight gradients a zero-bubble backward leaves to its W.
+template <typename Forward, typename Backward, typename Wgrad>
+void on_token_holders(Emission& em, engine::Phase direction, std::string_view name, int layer, int mb, Frontier& f,
+                      Forward forward, Backward backward, Wgrad wgrad) {
+  const auto label = em.label(direction, engine::WorkKind::OtherCompute, name, layer, mb);
+  const bool back = direction == engine::Phase::Backward;
+  const std::string wgrad_name = std::string(name) + "_wgrad";
+  auto duration = PerKind(em.ctx, [&](const compute::ComputeModel& cm) { return back ? backward(cm) : forward(cm); });
+  auto weights = PerKind(em.ctx, [&](const compute::ComputeModel& cm) { return back ? wgrad(cm) : compute::Work{}; });
+  for (const std::uint32_t g : em.active())
+    if (em.runs_attention(g)) f[g] = backward_compute(em, g, duration(g), weights(g), label, wgrad_name, f[g]);
+}
+
 template <typename Forward, typename Backward>
 void on_token_holders(Emission& em, engine::Phase direction, std::string_view name, int layer, int mb, Frontier& f,
                       Forward forward, Backward backward) {
-  const auto label = em.label(direction, engine::WorkKind::OtherCompute, name, layer, mb);
-  auto duration = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
-    return direction != engine::Phase::Backward ? forward(cm) : backward(cm);
-  });
-  for (const std::uint32_t g : em.active())
-    if (em.runs_attention(g)) f[g] = em.pb.compute(g, duration(g), label, f[g]);
+  on_token_holders(em, direction, name, layer, mb, f, forward, backward,
+                   [](const compute::ComputeModel&) { return compute::Work{}; });
 }
 
 // The same with the backward at the backward factor of the forward.
@@ -45,7 +55,8 @@ void head(Emission& em, engine::Phase direction, std::string_view name, int laye
   on_token_holders(
       em, direction, name, layer, mb, f,
       [&](const compute::ComputeModel& cm) { return lm_head_time(cm, em.ctx.model, tokens, tp); },
-      [&](const compute::ComputeModel& cm) { return lm_head_backward_time(cm, em.ctx.model, tokens, tp); });
+      [&](const compute::ComputeModel& cm) { return lm_head_backward_time(cm, em.ctx.model, tokens, tp); },
+      [&](const compute::ComputeModel& cm) { return lm_head_wgrad_time(cm, em.ctx.model, tokens, tp); });
   if (backward) tensor_parallel_exit(em, direction, layer, mb, f);
 }
 }  // namespace

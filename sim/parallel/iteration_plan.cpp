@@ -20,6 +20,8 @@ std::string_view to_string(StreamRole role) {
     case StreamRole::PipelineSend: return "pipeline_send";
     case StreamRole::PipelineRecv: return "pipeline_recv";
     case StreamRole::PipelineRecvGrad: return "pipeline_recv_grad";
+    case StreamRole::PipelineRecvReturn: return "pipeline_recv_return";
+    case StreamRole::PipelineRecvGradReturn: return "pipeline_recv_grad_return";
     case StreamRole::ContextParallel: return "context_parallel";
     case StreamRole::ParamGather: return "param_gather";
     case StreamRole::Offload: return "offload";
@@ -41,6 +43,8 @@ std::string_view trace_name(StreamRole role) {
     case StreamRole::PipelineSend: return "comm: pipeline send";
     case StreamRole::PipelineRecv: return "comm: pipeline receive (activations)";
     case StreamRole::PipelineRecvGrad: return "comm: pipeline receive (gradients)";
+    case StreamRole::PipelineRecvReturn: return "comm: pipeline receive (activations, V's second chunk)";
+    case StreamRole::PipelineRecvGradReturn: return "comm: pipeline receive (gradients, V's second chunk)";
     case StreamRole::ContextParallel: return "comm: context-parallel K/V ring";
     case StreamRole::ParamGather: return "comm: parameter all-gather (FSDP)";
     case StreamRole::Offload: return "activations to host (PCIe)";

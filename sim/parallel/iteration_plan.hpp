@@ -32,6 +32,10 @@ namespace moesim::parallel {
 // one stream each, so every receive stream hears from one neighbour in that neighbour's order.
 enum class StreamRole : std::uint8_t {
   Compute, Dispatch, Combine, Gradient, Side, HostCopy, HostCpu, PipelineSend, PipelineRecv, PipelineRecvGrad,
+  // DualPipeV's second arm of the V (chunk 1): a rank receives activations and gradients from both
+  // neighbours, each in its own order, as DualPipe posts its receives for each chunk where that
+  // chunk needs them; on one stream, one neighbour's receive would wait behind the other's.
+  PipelineRecvReturn, PipelineRecvGradReturn,
   ContextParallel, ParamGather, Offload, Reload, Count
 };
 inline constexpr int kStreamRoles = static_cast<int>(StreamRole::Count);

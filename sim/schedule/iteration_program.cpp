@@ -15,6 +15,7 @@
 #include "sim/blocks/optimizer_step.hpp"
 #include "sim/blocks/recompute_block.hpp"
 #include "sim/blocks/vocabulary_block.hpp"
+#include "sim/blocks/weight_gradients.hpp"
 #include "sim/core/error.hpp"
 #include "sim/schedule/schedule.hpp"
 
@@ -65,6 +66,9 @@ class Writer {
 
  private:
   void unit(int stage, const Unit& u);
+  // A W: the weight gradients of the stage's oldest zero-bubble backward not yet run, then its
+  // layers' gradient synchronisation where that backward was the chunk's last microbatch's.
+  void weights(int stage);
   // Forward unit `f`, backward unit `b`, or (Megatron-Core's EP overlap, combined_1f1b) both of one
   // stage written together, layer by layer.
   void units(int stage, const Unit* f, const Unit* b);
@@ -107,6 +111,7 @@ class Writer {
   Frontier end_;  // each GPU's frontier after its last backward
   blocks::GradientSync sync_;
   blocks::ActivationOffload offload_;  // the activations on the host (training.offload_modules)
+  blocks::WeightGradientStore weight_gradients_;  // zero-bubble backwards' weight gradients, until their W
   const bool layer_major_;
   std::vector<std::unique_ptr<Open>> open_;  // per microbatch
 };
@@ -350,15 +355,37 @@ void Writer::send(int from, int to, int mb, bool forward) {
   const bool blocking = p.blocking_sends();
   const auto sent = em_.label(forward ? Phase::Forward : Phase::Backward, engine::WorkKind::Wait, "pipeline_send_done",
                               p.first_layer[from], mb);
+  // The receiver's stream: one per direction, and under DualPipeV one more per direction for the
+  // V's second chunk (StreamRole::PipelineRecvReturn).
+  using parallel::StreamRole;
+  const bool second_arm = p.v_shape() && to >= p.stages;
+  const StreamRole receive = forward ? (second_arm ? StreamRole::PipelineRecvReturn : StreamRole::PipelineRecv)
+                                     : (second_arm ? StreamRole::PipelineRecvGradReturn : StreamRole::PipelineRecvGrad);
   for (const auto& group : p.groups->groups) {
-    f[group[r]] = em_.pb.p2p(group[s], group[r], p.activation_bytes, parallel::StreamRole::PipelineSend,
-                             forward ? parallel::StreamRole::PipelineRecv : parallel::StreamRole::PipelineRecvGrad, label,
+    f[group[r]] = em_.pb.p2p(group[s], group[r], p.activation_bytes, StreamRole::PipelineSend, receive, label,
                              f[group[s]]);
     if (blocking) em_.pb.wait(group[s], 0, sent, f[group[r]]);
   }
 }
 
-void Writer::unit(int stage, const Unit& u) { units(stage, u.forward ? &u : nullptr, u.forward ? nullptr : &u); }
+void Writer::unit(int stage, const Unit& u) {
+  if (u.weight) weights(stage);
+  else units(stage, u.forward ? &u : nullptr, u.forward ? nullptr : &u);
+}
+
+void Writer::weights(int stage) {
+  em_.enter_stage(stage);
+  blocks::WeightGradientStore::Chunk w = weight_gradients_.pop(stage);
+  for (const auto& e : w.entries) {
+    const blocks::ProgramBuilder::InModule in(em_.pb, e.module);
+    const engine::TaskId t = em_.pb.compute(e.gpu, e.work, e.label);
+    attention_done_[e.layer][e.gpu] = t;
+    if (!experts_done_[e.layer].empty()) experts_done_[e.layer][e.gpu] = t;
+    end_[e.gpu] = t;
+  }
+  if (w.last_microbatch || plan_.gradients.fsdp)
+    for (const int l : w.layers) run({Work::SyncLayer, Segment::Layer, l, w.microbatch});
+}
 
 void Writer::units(int stage, const Unit* fu, const Unit* bu) {
   const auto& p = plan_.pipeline;
@@ -379,8 +406,11 @@ void Writer::units(int stage, const Unit* fu, const Unit* bu) {
   // FSDP reduce-scatters every microbatch's gradients (sharded accumulation); the others reduce
   // once the last microbatch's are in.
   const bool last_microbatch = bmb + 1 == static_cast<int>(front_.size());
+  // A zero-bubble backward leaves its weight gradients, and so its layers' synchronisation, to its W.
+  const bool zero_bubble = bu && bu->zero_bubble && !fu;
+  if (zero_bubble) em_.weight_gradients = &weight_gradients_;
   const auto synced = [&](int l) {
-    if (last_microbatch || plan_.gradients.fsdp) run({Work::SyncLayer, Segment::Layer, l, bmb});
+    if (!zero_bubble && (last_microbatch || plan_.gradients.fsdp)) run({Work::SyncLayer, Segment::Layer, l, bmb});
   };
   const std::size_t pairs = std::min(forward.size(), backward.size());
   for (std::size_t i = 0; i < pairs; ++i) {
@@ -399,6 +429,10 @@ void Writer::units(int stage, const Unit* fu, const Unit* bu) {
   if (bu) {
     if (vb == 0) run({Work::Backward, Segment::Embedding, 0, bmb});
     else send(vb, vb - 1, bmb, false);
+  }
+  if (zero_bubble) {
+    weight_gradients_.flush(stage, bmb, last_microbatch, std::move(backward));
+    em_.weight_gradients = nullptr;
   }
 }
 
@@ -451,12 +485,15 @@ void Writer::run_pipeline() {
       2, std::vector<std::vector<char>>(p.virtual_stages(), std::vector<char>(microbatches, 0)));
   const int last = p.virtual_stages() - 1;
   const auto ready = [&](int stage, const Unit& u) {
+    if (u.weight) return true;  // after its backward, in the stage's own order
     const int v = p.virtual_of(stage, u.chunk);
     if (u.forward) return v == 0 || written[1][v - 1][u.microbatch];
     return v == last || written[0][v + 1][u.microbatch];
   };
   std::vector<std::size_t> next(p.stages, 0);
-  for (std::size_t left = p.stages * static_cast<std::size_t>(2 * p.chunks * microbatches); left > 0;) {
+  std::size_t total = 0;
+  for (const auto& o : orders) total += o.size();
+  for (std::size_t left = total; left > 0;) {
     bool progress = false;
     for (int s = 0; s < p.stages; ++s)
       while (next[s] < orders[s].size() && ready(s, orders[s][next[s]])) {
@@ -473,7 +510,7 @@ void Writer::run_pipeline() {
         } else {
           unit(s, u);
         }
-        written[u.forward ? 1 : 0][p.virtual_of(s, u.chunk)][u.microbatch] = 1;
+        if (!u.weight) written[u.forward ? 1 : 0][p.virtual_of(s, u.chunk)][u.microbatch] = 1;
         progress = true;
         --left;
       }

@@ -1,35 +1,48 @@
 #include "sim/schedule/schedule.hpp"
 
 #include <algorithm>
+#include <deque>
 
 namespace moesim::schedule {
 
 namespace {
 
-// DualPipeV's order on rank r of p (dualpipev.py `step`, steps 1-7; step 8 is weight gradients
-// only): each chunk's forwards and backwards take its microbatches in order.
+// DualPipeV's order on rank r of p (dualpipev.py `step`, steps 1-8): each chunk's forwards and
+// backwards take its microbatches in order.
 std::vector<Unit> dualpipev_order(int r, int p, int m) {
   std::vector<Unit> out;
   int forwards[2] = {0, 0}, backwards[2] = {0, 0};
   const auto f = [&](int c) { out.push_back({true, c, forwards[c]++}); };
-  const auto b = [&](int c) { out.push_back({false, c, backwards[c]++}); };
+  const auto b = [&](int c, bool zero_bubble = false) {
+    out.push_back({false, c, backwards[c]++});
+    out.back().zero_bubble = zero_bubble;
+  };
+  const auto w = [&] { out.push_back({false, -1, -1, false, false, true}); };
   const auto fb = [&](int fc, int bc) {  // a forward written with a backward of the other chunk
     f(fc);
     out.back().with_next = true;
     b(bc);
   };
   const bool last = r == p - 1;
-  for (int i = 0; i < 2 * (p - r - 1); ++i) f(0);  // 1: nF0
-  for (int i = 0; i < r + 1; ++i) f(0), f(1);      // 2: nF0F1
-  for (int i = 0; i < p - r - 1; ++i) b(1), f(1);  // 3: nB1W1F1
-  for (int i = 0; i < m - 2 * p + r + 1; ++i) {    // 4: nF0B1F1B0; the last rank's first F0, B1 apart
+  for (int i = 0; i < 2 * (p - r - 1); ++i) f(0);         // 1: nF0
+  for (int i = 0; i < r + 1; ++i) f(0), f(1);             // 2: nF0F1
+  for (int i = 0; i < p - r - 1; ++i) b(1, true), w(), f(1);  // 3: nB1W1F1
+  for (int i = 0; i < m - 2 * p + r + 1; ++i) {           // 4: nF0B1F1B0; the last rank's first F0, B1 apart
     if (i == 0 && last) f(0), b(1);
     else fb(0, 1);
     fb(1, 0);
   }
   for (int i = 0; i < p - r - 1; ++i) b(1), fb(1, 0);  // 5: nB1F1B0
-  for (int i = 0; i < r + 1; ++i) b(1), b(0);          // 6: nB1B0
-  for (int i = 0; i < p - r - 1; ++i) b(0);            // 7: nWB0
+  const int pairs = r + 1;                             // 6: nB1B0, the second half zero-bubble
+  bool zero_bubble = false;
+  for (int i = 0; i < pairs; ++i) {
+    if (i == pairs / 2 && r % 2 == 1) zero_bubble = true;
+    b(1, zero_bubble);
+    if (i == pairs / 2 && r % 2 == 0) zero_bubble = true;
+    b(0, zero_bubble);
+  }
+  for (int i = 0; i < p - r - 1; ++i) w(), b(0, true);  // 7: nWB0
+  for (int i = 0; i < r + 1; ++i) w();                  // 8: nW
   return out;
 }
 
@@ -89,32 +102,54 @@ std::vector<Unit> stage_order(parallel::PipelineSchedule schedule, int s, int p,
   return out;
 }
 
-double peak_in_flight(const std::vector<Unit>& order, double layer) {
-  double now = 0, peak = 0;
+namespace {
+// Walks `order`, calling held(u, change) as each unit adds (+1) or frees (−1) what it holds: a
+// forward written with the backward after it comes as one step (with_next, `paired`), a zero-bubble
+// backward frees nothing and its W, first in first out, frees it.
+template <typename Held, typename Paired>
+void walk(const std::vector<Unit>& order, Held held, Paired paired) {
+  std::deque<const Unit*> waiting;  // zero-bubble backwards whose W has not run
   for (std::size_t i = 0; i < order.size(); ++i) {
     const Unit& u = order[i];
     if (u.with_next && i + 1 < order.size()) {
-      peak = std::max(peak, now + layer);
-      ++i;
-      continue;
+      paired(u, order[++i]);
+    } else if (u.weight) {
+      held(*waiting.front(), -1);
+      waiting.pop_front();
+    } else if (u.zero_bubble) {
+      waiting.push_back(&u);
+    } else {
+      held(u, u.forward ? 1 : -1);
     }
-    now += u.forward ? 1 : -1;
-    peak = std::max(peak, now);
   }
+}
+}  // namespace
+
+double peak_in_flight(const std::vector<Unit>& order, double layer) {
+  double now = 0, peak = 0;
+  walk(
+      order,
+      [&](const Unit&, int change) {
+        now += change;
+        peak = std::max(peak, now);
+      },
+      [&](const Unit&, const Unit&) { peak = std::max(peak, now + layer); });
   return peak;
 }
 
 double peak_at_loss(const std::vector<Unit>& order, int chunk) {
   double now = 0, peak = 0;
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    const Unit& u = order[i];
-    if (u.with_next && i + 1 < order.size()) {
-      if (order[i + 1].chunk == chunk) --now;
-      ++i;
-    }
-    if (u.chunk == chunk) now += u.forward ? 1 : -1;
-    peak = std::max(peak, now);
-  }
+  walk(
+      order,
+      [&](const Unit& u, int change) {
+        if (u.chunk == chunk) now += change;
+        peak = std::max(peak, now);
+      },
+      [&](const Unit& f, const Unit& b) {
+        if (b.chunk == chunk) --now;
+        if (f.chunk == chunk) ++now;
+        peak = std::max(peak, now);
+      });
   return peak;
 }
 

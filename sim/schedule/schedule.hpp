@@ -16,8 +16,11 @@
 //     rank r of p and m microbatches: 2(p − r − 1) forwards of chunk 0; r + 1 pairs F0 F1; p − r − 1
 //     pairs B1 F1; m − 2p + r + 1 times F0&B1 then F1&B0 (a forward written with a backward of the
 //     other chunk, overlapped as Megatron-Core's EP overlap writes them; on the last rank the first
-//     F0 and B1 apart); p − r − 1 times B1 then F1&B0; r + 1 pairs B1 B0; p − r − 1 B0. Weight
-//     gradients are not split from the backward (its zero-bubble W steps are not modelled).
+//     F0 and B1 apart); p − r − 1 times B1 then F1&B0; r + 1 pairs B1 B0; p − r − 1 B0. Its
+//     zero-bubble backwards (Qi et al. 2024) leave their weight gradients to W units: each B1 of
+//     step 3 is followed by a W, the second half of step 6's backwards (from its middle pair: the
+//     B0 on even ranks, the B1 on odd ones) and step 7's are zero-bubble, each of step 7's B0 comes
+//     after a W, and r + 1 W end the iteration (step 8).
 //   Layer-major (HeterMoE Theorem 1, §4.1), one stage only. HeterMoE's attention-side task i runs
 //   from the end of expert block i − 1 to the start of expert block i (the un-permute of layer
 //   i − 1, attention i, router i), and its last one is the LM head and the loss (spec 002 A.3:
@@ -39,12 +42,16 @@ namespace moesim::schedule {
 
 // A pipeline unit: the forward or backward of chunk `chunk` of its stage for one microbatch.
 // `with_next`: a forward written together with the backward after it (of another microbatch),
-// layer by layer (iteration_program.cpp).
+// layer by layer (iteration_program.cpp). `zero_bubble`: a backward that leaves its weight
+// gradients to a later W (blocks/weight_gradients.hpp). `weight`: a W, the weight gradients of the
+// oldest zero-bubble backward of the stage not yet run (no chunk, no microbatch: -1).
 struct Unit {
   bool forward = true;
   int chunk = 0;
   int microbatch = 0;
   bool with_next = false;
+  bool zero_bubble = false;
+  bool weight = false;
 };
 
 // Stage `stage`'s units, in the order it runs them. `ep_overlap` (Megatron-Core's
@@ -60,7 +67,8 @@ using parallel::Work;
 using parallel::WorkItem;
 
 // The most units stage `order` holds activations for at once (a forward adds one, a backward
-// frees one): under 1F1B stage s of p holds min(p − s, m) microbatches. A forward written with
+// frees one; a zero-bubble backward's are freed by its W, whose weight gradients need most of them:
+// the GeMMs' inputs, an upper bound): under 1F1B stage s of p holds min(p − s, m) microbatches. A forward written with
 // the backward after it (Unit::with_next), layer by layer, the forward's ascending and the
 // backward's descending (iteration_program.cpp), adds a layer as the backward frees one: the pair
 // holds at most `layer` (one layer's share of a unit) more than before it, and as much after it.
@@ -70,7 +78,8 @@ double peak_in_flight(const std::vector<Unit>& order, double layer = 0);
 // virtual stage (the LM head's inputs and logits are kept for them): a forward of that chunk ends
 // with the head and the loss, a backward of it starts with the head's backward
 // (iteration_program.cpp), so a backward written with a forward frees its microbatch's before the
-// forward's loss adds another. One under 1F1B, every microbatch under GPipe.
+// forward's loss adds another; a zero-bubble backward's logits' gradient stays until its W (the
+// head's weight gradient reads it). One under 1F1B, every microbatch under GPipe.
 double peak_at_loss(const std::vector<Unit>& order, int chunk);
 
 // The layer-major order of one stage holding every layer.

@@ -361,3 +361,33 @@ TEST(LayerCosts, AnEagerRouterRunsTorchTopkAtItsMeasuredRate) {
   EXPECT_EQ(blocks::gate_backward_time(eager, m, 1000), blocks::gate_backward_time(fused, m, 1000));
   EXPECT_EQ(blocks::gate_backward_time(eager, m, 1000, true), blocks::gate_backward_time(fused, m, 1000, true));
 }
+
+TEST(LayerCosts, WeightGradientsAreHalfOfEachGemmsBackward) {
+  // What a zero-bubble backward leaves to its W (sim/blocks/weight_gradients.hpp): dW = Xᵀ·dY has
+  // the forward GeMM's FLOPs, half of its backward at the backward factor 2 (so the forward GeMM's
+  // time), one kernel a GeMM. T = 1000 tokens, H = 1024, 8 heads of 128 (Q, K, V 1024 wide each,
+  // output 1024 → 1024): the QKV GeMM T × 3072 × 1024 and the output projection's T × 1024 × 1024.
+  compute::ComputeModel cm(gpu(), {});
+  auto m = moe_layer(true);
+  m.heads = 8;
+  m.kv_heads = 8;
+  workload::TrainingConfig t;
+  t.sequence_length = 1000;
+  t.micro_batch_size = 1;
+  const Time qkv = cm.gemm(1000, 3072, 1024), out = cm.gemm(1000, 1024, 1024);
+  EXPECT_EQ(blocks::attention_wgrad_time(cm, m, t), (compute::Work{qkv + out, 2}));
+  // Part of the attention block's backward, whose projections cost twice their forward.
+  EXPECT_GT(blocks::attention_backward_time(cm, m, t).time, 2 * (qkv + out));
+  // A SwiGLU FFN of size 512 over 1000 tokens: fc1 T × 1024 × 1024 (gate and up), fc2 T × 1024 × 512.
+  const double rows[1] = {1000};
+  EXPECT_EQ(blocks::ffn_wgrad_time(cm, m, 1000, 512),
+            (compute::Work{cm.grouped_gemm(rows, 1024, 1024) + cm.grouped_gemm(rows, 1024, 512), 2}));
+  // The LM head's logits GeMM over a vocabulary of 32000 split over tp 2.
+  m.vocab = 32000;
+  EXPECT_EQ(blocks::lm_head_wgrad_time(cm, m, 1000, 2), (compute::Work{cm.gemm(1000, 16000, 1024), 1}));
+  // At a backward factor of 3, half of that: 1.5 times the forward GeMM.
+  compute::ComputeOptions o;
+  o.backward_factor = 3;
+  compute::ComputeModel slow(gpu(), o);
+  EXPECT_EQ(blocks::lm_head_wgrad_time(slow, m, 1000, 2).time, slow.backward(slow.gemm(1000, 16000, 1024)) / 2);
+}

@@ -88,7 +88,9 @@ TEST(MultiTokenPrediction, TheLastStageRunsTheModuleAfterItsLayerAndTheHeadTwice
     // The compute stream's kernels (not its zero-length waits, such as for a pipeline send).
     if (t.end < 0 || t.label.microbatch != 0 || t.stream != 0 || t.label.kind == engine::WorkKind::Wait) continue;
     const std::string name = names[t.label.name];
-    if (t.gpu == 0) EXPECT_EQ(name.rfind("mtp", 0), std::string::npos) << name;
+    if (t.gpu == 0) {
+      EXPECT_EQ(name.rfind("mtp", 0), std::string::npos) << name;
+    }
     if (t.gpu != 2) continue;
     if (t.label.phase == engine::Phase::Forward) forward.push_back(name + " " + std::to_string(t.label.layer));
     if (t.label.phase == engine::Phase::Backward) backward.push_back(name + " " + std::to_string(t.label.layer));

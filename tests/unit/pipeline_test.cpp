@@ -235,7 +235,9 @@ TEST(Pipeline, NonInterleavedOneFOneBWaitsForEachSendBeforeComputingOn) {
     sends = static_cast<int>(p2p.size());
     int n = 0;
     for (const auto& [ps, pe] : p2p) {
-      if (vp == 1) EXPECT_EQ(pe - ps, 10'000'000);  // 65536 B at 6.5536e9 B/s
+      if (vp == 1) {
+        EXPECT_EQ(pe - ps, 10'000'000);  // 65536 B at 6.5536e9 B/s
+      }
       for (const auto& [cs, ce] : compute) n += cs < pe && ce > ps;
     }
     return n;

@@ -116,6 +116,8 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
   if (sizes.pp > 1)
     roles.insert(roles.end(), {parallel::StreamRole::PipelineSend, parallel::StreamRole::PipelineRecv,
                                parallel::StreamRole::PipelineRecvGrad});
+  if (plan->pipeline.v_shape())
+    roles.insert(roles.end(), {parallel::StreamRole::PipelineRecvReturn, parallel::StreamRole::PipelineRecvGradReturn});
   plan->streams = parallel::streams_for(roles, plan->optimizer, t.offload_modules != 0);
   plan->vocabulary = m.vocab > 0;
   if (sizes.tp > 1) {
