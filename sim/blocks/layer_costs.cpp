@@ -310,12 +310,51 @@ compute::Work ffn_wgrad_time(const compute::ComputeModel& cm, const workload::Mo
 compute::Work qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
   if (!m.attention) return {};
   const compute::Work pre_norm = norm(cm, tokens, m.hidden);  // the pre-attention RMSNorm
-  if (!m.mla) return qkv_gemms(cm, m, tokens, tp) + pre_norm;
+  const compute::Work after = qk_norm_time(cm, m, tokens, tp) + rotary_time(cm, m, tokens, tp);
+  if (!m.mla) return qkv_gemms(cm, m, tokens, tp) + pre_norm + after;
   // MLA: each latent normed after its down projection.
   const workload::LatentAttention& a = *m.mla;
   const compute::Work latent_norms =
       (a.q_lora_rank > 0 ? norm(cm, tokens, a.q_lora_rank) : compute::Work{}) + norm(cm, tokens, a.kv_lora_rank);
-  return qkv_gemms(cm, m, tokens, tp) + latent_norms + pre_norm;
+  return qkv_gemms(cm, m, tokens, tp) + latent_norms + pre_norm + after;
+}
+
+compute::Work qk_norm_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
+  if (!m.attention || !m.qk_norm) return {};
+  // Transformer Engine's RMSNorm over each head's head_dim columns (Megatron-Core's q_layernorm and
+  // k_layernorm, TENorm): reads and writes this rank's queries, then its keys.
+  return norm(cm, tokens, m.query_width() / tp) + norm(cm, tokens, m.key_width() / tp);
+}
+
+compute::Work rotary_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {
+  if (!m.attention || !m.rotary) return {};
+  const double a = act(cm), t = tokens;
+  if (m.mla) {
+    // MLA's decoupled rope dims (DeepSeek-V2 §2.1.3) through Megatron-Core's fused kernels
+    // (NVIDIA/Megatron-LM@d98e8a6 megatron/core/fusions/fused_mla_yarn_rope_apply.py): the query's
+    // rope dims rotated in place (fused_apply_mla_rope_for_q: reads and writes heads·d_rope), and
+    // the keys and values split from the up-projected kv with the one shared rope key rotated into
+    // each head (fused_apply_mla_rope_for_kv: reads heads·(d_nope + d_v) + d_rope, writes the keys
+    // heads·(d_nope + d_rope) and the values heads·d_v). Taken for every software (torchtitan's
+    // eager MLA path not read).
+    const workload::LatentAttention& l = *m.mla;
+    const double h = m.heads / static_cast<double>(tp);
+    return memory_kernels(cm, {2 * t * h * l.qk_rope_head_dim * a,
+                               t * a * (h * (l.qk_nope_head_dim + l.v_head_dim) + l.qk_rope_head_dim +
+                                        h * (l.qk_nope_head_dim + l.qk_rope_head_dim) + h * l.v_head_dim)});
+  }
+  const double q = t * m.query_width() / tp, k = t * m.key_width() / tp;  // elements
+  // Fused (Transformer Engine's fused_rope, Megatron-Core's apply_rope_fusion): each of the queries
+  // and keys read and written once.
+  if (cm.options().fused_rope) return memory_kernels(cm, {2 * q * a, 2 * k * a});
+  // torchtitan@b5bcd76 torchtitan/models/common/rope.py CosSinRoPE.apply_rotary_emb (Qwen3's), per
+  // element of each tensor: the cast to fp32 (reads a, writes 4), ·cos (4 + 4), rotate_half's
+  // negation of one half (2 + 2) and cat (4 + 4), ·sin (4 + 4), the sum (8 + 4) and type_as back
+  // (4 + a): seven kernels a tensor. (Its ComplexRoPE moves fewer bytes: not modelled.)
+  compute::Work w;
+  for (const double x : {q, k})
+    w += memory_kernels(cm, {(a + 4) * x, 8 * x, 4 * x, 8 * x, 8 * x, 12 * x, (4 + a) * x});
+  return w;
 }
 
 compute::Work qkv_gemms(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp) {

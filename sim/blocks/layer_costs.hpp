@@ -60,10 +60,16 @@ compute::Work attention_backward_time(const compute::ComputeModel& cm, const wor
 // windowed and full layers in their proportion; any other model's one layer.
 compute::Work mean_attention_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
                                   const workload::TrainingConfig& t, int tp = 1);
-// Its pieces, forward, for `tokens` tokens: the norm and the Q, K, V projections; the output projection.
+// Its pieces, forward, for `tokens` tokens: the norm and the Q, K, V projections (with the query and
+// key norms and the rotary embedding); the output projection.
 compute::Work qkv_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 // The output projection and the residual add after it.
 compute::Work output_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
+// The per-head RMSNorm of the queries and keys (ModelShape::qk_norm) and the rotary embedding
+// (ModelShape::rotary) of `tokens` tokens, this rank's heads, after the QKV projection: part of
+// qkv_projection_time.
+compute::Work qk_norm_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
+compute::Work rotary_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);
 // Their GeMMs alone (the pieces with weights): the Q, K, V projections (MLA's down and up
 // projections); the output projection.
 compute::Work qkv_gemms(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens, int tp = 1);

@@ -187,6 +187,10 @@ struct ComputeOptions {
   // Transformer Engine's); false: SiLU and the product as two eager PyTorch kernels (torchtitan's
   // GroupedExperts), blocks::expert_activation_time.
   bool fused_activation = true;
+  // The rotary embedding of the queries and keys as one kernel a tensor (Megatron-Core's
+  // apply_rope_fusion, Transformer Engine's fused_rope); false: torchtitan's eager CosSinRoPE,
+  // blocks::rotary_time.
+  bool fused_rope = true;
   CrossEntropyKernels cross_entropy = CrossEntropyKernels::TransformerEngine;
 };
 

@@ -335,6 +335,7 @@ software::Software read_software(const Json& doc, const Scenario& s, const std::
                 : permute == "torchtitan" ? compute::PermuteKernels::Torchtitan
                                           : compute::PermuteKernels::Fused;
   out.fused_activation = sw.at("activation_fusion").get<bool>();
+  out.fused_rope = sw.at("rope_fusion").get<bool>();
   out.fused_router = sw.at("router_fusion").get<bool>();
   const std::string loss = sw.at("cross_entropy");
   out.cross_entropy = loss == "megatron"  ? compute::CrossEntropyKernels::Megatron
@@ -632,6 +633,8 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.model.shared_experts = m.at("shared_experts").get<int>();
   s.model.expert_kind = m.at("expert_kind") == "swiglu" ? workload::ExpertKind::SwiGlu : workload::ExpertKind::Mlp;
   s.model.linear_bias = m.at("linear_bias").get<bool>();
+  s.model.rotary = m.at("rotary").get<bool>();
+  s.model.qk_norm = m.at("qk_norm").get<bool>();
   s.model.heads = m.at("heads").get<int>();
   s.model.kv_heads = m.at("kv_heads").get<int>();
   s.model.vocab = m.at("vocab").get<double>();
@@ -774,6 +777,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.compute.grouped_gemm_kernels = s.software.grouped_gemm;
   s.compute.permute_kernels = s.software.permute;
   s.compute.fused_activation = s.software.fused_activation;
+  s.compute.fused_rope = s.software.fused_rope;
   s.compute.fused_router = s.software.fused_router;
   s.compute.cross_entropy = s.software.cross_entropy;
   s.training.logits_in_storage_dtype = s.software.cross_entropy == compute::CrossEntropyKernels::TransformerEngine;

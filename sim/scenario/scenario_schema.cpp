@@ -193,6 +193,12 @@ NodePtr model_schema() {
                "the linear layers carry biases (GPT-OSS; Megatron-Core's add_bias_linear): the routed experts' output "
                "bias is added per expert in fp32 after fc2 (Megatron-Core's TEGroupedMLP._apply_bias), the others in "
                "their GeMMs' epilogues"),
+      optional("rotary", boolean(), false,
+               "rotary position embeddings applied to the queries and keys after their projection in every layer "
+               "(Mixtral, Qwen3, GPT-OSS, DeepSeek-V3's rope dims); false: learned or absolute positions (GPT, BERT)"),
+      optional("qk_norm", boolean(), false,
+               "an RMSNorm over each query and key head before the attention (Qwen3's q_norm/k_norm, Megatron-Core's "
+               "qk_layernorm)"),
       optional("vocab", integer(0, 1 << 26), 0, "vocabulary size (embedding and LM head)"),
       optional("attention", boolean(), true,
                "false: a bare MoE layer without attention and norms, as the layer benchmarks of Parm Table III"),
@@ -249,6 +255,9 @@ NodePtr software_schema() {
       optional("router_fusion", boolean(), true,
                "the router's softmax and top-k as one fused kernel (Megatron-Core's moe_router_fusion); false: "
                "torch.topk after the softmax, at its measured rate (eager PyTorch, torchtitan)"),
+      optional("rope_fusion", boolean(), true,
+               "the rotary embedding as one kernel a tensor (Megatron-Core's apply_rope_fusion, Transformer Engine's "
+               "fused_rope); false: torchtitan's eager CosSinRoPE in fp32, seven kernels a tensor"),
       optional("activation_fusion", boolean(), true,
                "the gated experts' activation as one kernel (Megatron-Core's bias_activation_fusion); false: SiLU "
                "and the product as two eager PyTorch kernels (torchtitan)"),

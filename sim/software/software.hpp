@@ -63,6 +63,7 @@ struct Software {
   compute::GroupedGemmKernels grouped_gemm = compute::GroupedGemmKernels::One;
   compute::PermuteKernels permute = compute::PermuteKernels::Fused;  // the token permutation's kernels
   bool fused_activation = true;  // the gated experts' activation in one kernel
+  bool fused_rope = true;        // the rotary embedding in one kernel a tensor
   bool fused_router = true;      // the router's softmax and top-k in one kernel
   compute::CrossEntropyKernels cross_entropy = compute::CrossEntropyKernels::TransformerEngine;  // the loss's kernels
   // Megatron-Core's overlap_moe_expert_parallel_comm (combined_1f1b): in the steady state a

@@ -31,8 +31,11 @@ MemoryFootprint memory_footprint(const ModelShape& m, const TrainingConfig& t, c
   // attention of head_dim h/a, less for GQA's narrower K and V, more for wider heads (Qwen3's
   // 128 at h 2048 and 32 heads). MLA (DeepSeek-V2 §2.1) also keeps its latents before and after
   // their norms, 2·(2·q_lora + 2·kv_lora + rope), whole on every TP rank (the down projections
-  // are not split); the 4·sbh of the norms stay as they are.
-  const double core = 3.0 * m.hidden + 2.0 * (m.query_width() + m.key_width() + m.value_width() + m.output_width());
+  // are not split); the 4·sbh of the norms stay as they are. Qwen3's per-head query and key norms
+  // (qk_norm) keep their inputs, 2·(query + key widths); the fused rotary embedding keeps nothing.
+  const double qk_norm = m.qk_norm ? 2.0 * (m.query_width() + m.key_width()) : 0.0;
+  const double core =
+      3.0 * m.hidden + 2.0 * (m.query_width() + m.key_width() + m.value_width() + m.output_width()) + qk_norm;
   const double latent = m.mla ? 4.0 * m.mla->q_lora_rank + 4.0 * m.mla->kv_lora_rank + 2.0 * m.mla->qk_rope_head_dim : 0.0;
   const double tp = in.tensor_parallel;
   const double attention_and_norms =

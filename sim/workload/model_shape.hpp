@@ -40,6 +40,13 @@ struct ModelShape {
   // routed experts' output bias (blocks::expert_bias_time); the parameters (E·(2M + H) per layer
   // for gated experts) are not counted, under 0.1 % of GPT-OSS's.
   bool linear_bias = false;
+  // Rotary position embeddings on the queries and keys (RoFormer, Su et al. 2021; Mixtral, Qwen3,
+  // GPT-OSS, DeepSeek-V3's decoupled rope dims), applied after the QKV projection
+  // (blocks::rotary_time); false: positions learned or absolute, nothing to apply per layer.
+  bool rotary = false;
+  // An RMSNorm over each query and key head before the attention (Qwen3's q_norm and k_norm,
+  // Megatron-Core's qk_layernorm).
+  bool qk_norm = false;
   int heads = 1;
   int kv_heads = 1;
   double vocab = 0;

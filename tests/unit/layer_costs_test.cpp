@@ -391,3 +391,46 @@ TEST(LayerCosts, WeightGradientsAreHalfOfEachGemmsBackward) {
   compute::ComputeModel slow(gpu(), o);
   EXPECT_EQ(blocks::lm_head_wgrad_time(slow, m, 1000, 2).time, slow.backward(slow.gemm(1000, 16000, 1024)) / 2);
 }
+
+TEST(LayerCosts, RotaryEmbeddingAndQueryKeyNormsAfterTheQkvProjection) {
+  // T = 1000 tokens, 8 query heads and 2 KV heads of 128 (H = 1024): queries 1024 wide, keys 256,
+  // a = 2 B; each memory-bound kernel kMemoryKernelOverhead + bytes / (kHbmEfficiency · 3e12).
+  const auto mb = [](double bytes) {
+    return compute::kMemoryKernelOverhead + seconds_to_time(bytes / (compute::kHbmEfficiency * 3e12));
+  };
+  auto m = moe_layer(true);
+  m.heads = 8;
+  m.kv_heads = 2;
+  compute::ComputeModel fused(gpu(), {});
+  const double t = 1000, q = t * 1024, k = t * 256;
+  // Neither by default.
+  EXPECT_EQ(blocks::rotary_time(fused, m, t), compute::Work{});
+  EXPECT_EQ(blocks::qk_norm_time(fused, m, t), compute::Work{});
+  const compute::Work bare = blocks::qkv_projection_time(fused, m, t);
+  m.rotary = true;
+  m.qk_norm = true;
+  // Fused RoPE: the queries, then the keys, read and written once: 2 kernels of 2·2 B an element.
+  EXPECT_EQ(blocks::rotary_time(fused, m, t), (compute::Work{mb(4 * q) + mb(4 * k), 2}));
+  // The per-head RMSNorms read and write the queries, then the keys: the same bytes, 2 kernels.
+  EXPECT_EQ(blocks::qk_norm_time(fused, m, t), (compute::Work{mb(4 * q) + mb(4 * k), 2}));
+  // Both after the QKV GeMM, in its piece of the attention block.
+  EXPECT_EQ(blocks::qkv_projection_time(fused, m, t),
+            bare + blocks::rotary_time(fused, m, t) + blocks::qk_norm_time(fused, m, t));
+  // Split over tp 2: half the heads, half the bytes.
+  EXPECT_EQ(blocks::rotary_time(fused, m, t, 2), (compute::Work{mb(2 * q) + mb(2 * k), 2}));
+  // torchtitan's eager CosSinRoPE, per element: cast (2 + 4), ·cos (8), negation of a half (4),
+  // cat (8), ·sin (8), sum (12), cast back (6): 48 B in 7 kernels a tensor.
+  compute::ComputeOptions o;
+  o.fused_rope = false;
+  compute::ComputeModel eager(gpu(), o);
+  Time expected = 0;
+  for (const double x : {q, k})
+    for (const double b : {6.0, 8.0, 4.0, 8.0, 8.0, 12.0, 6.0}) expected += mb(b * x);
+  EXPECT_EQ(blocks::rotary_time(eager, m, t), (compute::Work{expected, 14}));
+  // MLA (DeepSeek-V3's dims, 8 heads): the query's 64 rope dims in place, 2·8·64·a a token; the
+  // keys and values from the kv (8·(128 + 128) + 64 read, 8·(128 + 64) + 8·128 written) a token.
+  m.mla = workload::LatentAttention{.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_head_dim = 128,
+                                    .qk_rope_head_dim = 64, .v_head_dim = 128};
+  EXPECT_EQ(blocks::rotary_time(fused, m, t),
+            (compute::Work{mb(2 * t * 8 * 64 * 2) + mb(t * 2 * (8 * 256 + 64 + 8 * 192 + 8 * 128)), 2}));
+}

@@ -114,14 +114,16 @@ TEST(Recompute, Qwen3With8B200sFitsOnlyWithFullRecomputation) {
   EXPECT_LT(sim.memory()[0].total(), 180.0 * (1ULL << 30));
   // Inputs 48 · 2 · 32768 · 2048 B, plus the largest layer whole: attention and norms per token
   // 3H + 2·(Q 32·128 + K 4·128 + V 4·128 + output 32·128) + 4H = 6144 + 18432 + 8192 = 32768,
-  // · 32768 tokens = 1073741824 (MHA's 15·sbh would be 1006632960), experts 32768 · 8 copies (each GPU's 16 experts get 1/8 of all)
+  // · 32768 tokens = 1073741824 (MHA's 15·sbh would be 1006632960), and the inputs of Qwen3's
+  // query and key norms, 2·(4096 + 512) = 9216 a token: 301989888; experts 32768 · 8 copies (each GPU's 16 experts get 1/8 of all)
   // · (3H + 6M) = 262144 · 10752 = 2818572288, router 2 · 32768 · 128 = 8388608. With pp 1 the GPU
   // runs both vocabulary ends (Megatron-LM's estimate): the embedding's ids and dropout mask,
   // 32768 · (8 + 2048) = 67371008, and the head's inputs (4H a token) and the logits over 151,936
   // tokens the loss keeps, in BF16 under Transformer Engine's fused cross entropy (the default):
   // 32768 · (4 · 2048 + 2 · 151936) = 10225713152: 10 GB, more than the 48 layers' inputs.
   EXPECT_DOUBLE_EQ(sim.memory()[0].activations,
-                   48 * 2.0 * 32768 * 2048 + 1073741824.0 + 2818572288.0 + 8388608.0 + 67371008.0 + 10225713152.0);
+                   48 * 2.0 * 32768 * 2048 + 1073741824.0 + 301989888.0 + 2818572288.0 + 8388608.0 + 67371008.0 +
+                       10225713152.0);
 }
 
 }  // namespace
