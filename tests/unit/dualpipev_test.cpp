@@ -4,6 +4,7 @@
 // holds, and the scenarios it refuses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <set>
@@ -212,6 +213,19 @@ TEST(DualPipeV, ItsWRunsTheWeightGradientsItsZeroBubbleBackwardsLeft) {
     // Without the split (W = 0) the same bound would be higher by 3W a rank: the W fill bubbles.
     EXPECT_LT(bubble, (p - 1) * (f + b + b)) << "p " << p;
   }
+}
+
+TEST(DualPipeV, ItHoldsPpPlusOneStagesOfActivationsAsItsReadmeSays) {
+  // deepseek-ai/DualPipe's README table: DualPipeV holds PP + 1 stages' activations a device, PP
+  // the stages (2p on p devices), where 1F1B holds PP. With a zero-bubble backward's activations
+  // held until its W, the busiest rank's order reaches exactly that, whatever m.
+  for (const int p : {2, 3, 4, 8})
+    for (const int m : {2 * p, 3 * p, 20}) {
+      double busiest = 0;
+      for (int r = 0; r < p; ++r)
+        busiest = std::max(busiest, schedule::peak_in_flight(schedule::stage_order(PipelineSchedule::DualPipeV, r, p, 2, m)));
+      EXPECT_DOUBLE_EQ(busiest, 2 * p + 1) << "p " << p << " m " << m;
+    }
 }
 
 TEST(DualPipeV, RefusesWhatItCannotRun) {
