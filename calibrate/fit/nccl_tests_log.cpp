@@ -227,7 +227,14 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
                        "pass --collective all_reduce|all_gather|reduce_scatter|all_to_all|send_recv");
     // Ranks: stated, listed, one process's GPUs, or solved from busbw/algbw. The ratio's
     // uncertainty comes from the printed digits: r = b/a with b ± δb, a ± δa is known to
-    // r·(δb/b + δa/a); the row where that is least decides.
+    // r·(δb/b + δa/a). Each row admits an interval of rank counts; the table's are those most rows
+    // admit (one row whose cells disagree, a cell printed to other digits than its busbw, does not
+    // decide), the most precise row naming the table in the messages.
+    int ranks = options.ranks ? *options.ranks
+                : t.largest_rank >= 0 ? t.largest_rank + 1
+                : t.threads_gpus > 1 ? t.threads_gpus
+                                     : 0;
+    const char* said_by = options.ranks ? "--ranks" : t.largest_rank >= 0 ? "the Rank lines" : "nThread × nGpus";
     const Row* best = nullptr;
     double best_rel = 0;
     for (const Row& r : t.rows) {
@@ -238,23 +245,44 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
         best_rel = rel;
       }
     }
-    int ranks = options.ranks ? *options.ranks
-                : t.largest_rank >= 0 ? t.largest_rank + 1
-                : t.threads_gpus > 1 ? t.threads_gpus
-                                     : 0;
-    const char* said_by = options.ranks ? "--ranks" : t.largest_rank >= 0 ? "the Rank lines" : "nThread × nGpus";
     if (best && collective != "send_recv") {
-      const double ratio = best->busbw / best->algbw, delta = ratio * best_rel;
       // n from the ratio: 2/(2 − r) for all_reduce, 1/(1 − r) for the others; increasing in r.
       const auto n_of = [&](double r) {
         const double top = collective == "all_reduce" ? 2.0 : 1.0;
         return r >= top ? std::numeric_limits<double>::infinity() : top / (top - r);
       };
-      const double lo = n_of(ratio - delta), hi = n_of(ratio + delta);
-      // lo infinite: even the smallest ratio the digits allow is beyond every rank count's factor.
-      const auto first = std::isfinite(lo) ? static_cast<long long>(std::ceil(lo - 1e-9)) : 0,
-                 last = std::isfinite(hi) ? static_cast<long long>(std::floor(hi + 1e-9)) : first + 1000000;
-      if (!std::isfinite(lo) || last < first || last < 2)
+      constexpr long long kAny = 1LL << 40;  // no upper bound
+      // The rank counts a row's digits admit, [first, last] (empty: last < first).
+      const auto admitted = [&](const Row& r) -> std::pair<long long, long long> {
+        const double ratio = r.busbw / r.algbw, delta = ratio * (r.busbw_ulp / r.busbw + r.algbw_ulp / r.algbw);
+        const double lo = n_of(ratio - delta), hi = n_of(ratio + delta);
+        // lo infinite: even the smallest ratio the digits allow is beyond every rank count's factor.
+        if (!std::isfinite(lo)) return {1, 0};
+        const auto first = std::max(2LL, static_cast<long long>(std::ceil(lo - 1e-9)));
+        const auto last = std::isfinite(hi) ? static_cast<long long>(std::floor(hi + 1e-9)) : kAny;
+        return {first, last};
+      };
+      // The interval most rows admit: every row's bounds are candidate ends; count the rows
+      // admitting each candidate count and keep the widest run of the best-supported ones.
+      std::vector<std::pair<long long, long long>> spans;
+      for (const Row& r : t.rows)
+        if (r.algbw > 0 && r.busbw > 0) spans.push_back(admitted(r));
+      const auto support = [&](long long n) {
+        int k = 0;
+        for (const auto& [f, l] : spans) k += f <= n && n <= l;
+        return k;
+      };
+      int most = 0;
+      long long first = 1, last = 0;
+      for (const auto& [f, l] : spans)
+        for (const long long n : {f, l}) {
+          if (l < f) continue;
+          const int k = support(n);
+          if (k > most) most = k, first = last = n;
+          else if (k == most) first = std::min(first, n), last = std::max(last, n);
+        }
+      const double ratio = best->busbw / best->algbw;
+      if (most == 0)
         throw InputError(file, at,
                          fmt::format("busbw/algbw = {:.4f} (line {}) is not the {} factor of any rank count", ratio,
                                      best->line, collective),
@@ -270,7 +298,7 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
           throw InputError(file, at,
                            fmt::format("busbw/algbw = {:.5f} (line {}, to the printed digits) fits {} ranks from {} to {}: "
                                        "it cannot tell them apart, and the log lists no Rank lines",
-                                       ratio, best->line, collective, first, last == first + 1000000 ? "any above" : fmt::to_string(last)),
+                                       ratio, best->line, collective, first, last == kAny ? "any above" : fmt::to_string(last)),
                            "pass --ranks N (the job's GPU count)");
         ranks = static_cast<int>(first);
       }

@@ -35,6 +35,9 @@ std::string format_number(double value, int width);
 struct Row {
   double size = 0, count = 0;
   double time_us = 0;
+  // The size it was asked for (a log's row: `size` is it rounded down to whole elements per rank,
+  // as nccl-tests rounds its own sweep).
+  double requested = 0;
 };
 // The table nccl-tests prints for these rows (both halves the same: a simulation has one time),
 // with its header lines; `#wrong` is N/A (nothing validated).

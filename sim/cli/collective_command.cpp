@@ -158,10 +158,12 @@ int cmd_collective(const std::vector<std::string>& args) {
   double sum_all = 0, sum_large = 0;
   int n_all = 0, n_large = 0;
   for (const auto& r : rows) {
-    const auto it = measured.find(r.size);
+    // Each row of the log beside the simulated row asked for its size (which the simulation rounds
+    // to whole elements per rank; each busbw from its own size).
+    const auto it = measured.find(r.requested);
     if (it == measured.end()) continue;
     const double f = nt::busbw_factor(collective, gpus);
-    const double m_bus = r.size / (it->second * 1e-6) / 1e9 * f, s_bus = r.size / (r.time_us * 1e-6) / 1e9 * f;
+    const double m_bus = it->first / (it->second * 1e-6) / 1e9 * f, s_bus = r.size / (r.time_us * 1e-6) / 1e9 * f;
     const double err = s_bus / m_bus - 1;
     std::cout << fmt::format("{:>12.0f}  {:>13}  {:>13}  {:>14}  {:>15}  {:>7}\n", r.size, nt::format_number(it->second, 13),
                              nt::format_number(r.time_us, 13), nt::format_number(m_bus, 14), nt::format_number(s_bus, 15),
@@ -173,7 +175,11 @@ int cmd_collective(const std::vector<std::string>& args) {
       ++n_large;
     }
   }
-  std::cout << fmt::format("# mean |busbw error|: {:.1f}% over {} sizes", n_all ? 100 * sum_all / n_all : 0.0, n_all);
+  // A comparison of nothing is not a result (exit 2, its output above for the reader).
+  if (n_all == 0)
+    throw InputError(compare, "", fmt::format("no size of the log's table could be simulated on {} ranks", gpus),
+                     "check the log's sizes and its rank count (--gpus, --gpus-per-node)");
+  std::cout << fmt::format("# mean |busbw error|: {:.1f}% over {} sizes", 100 * sum_all / n_all, n_all);
   if (n_large) std::cout << fmt::format(", {:.1f}% over the {} sizes of 64 MiB and more", 100 * sum_large / n_large, n_large);
   std::cout << "\n";
   return 0;

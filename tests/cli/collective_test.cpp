@@ -94,6 +94,36 @@ TEST_F(Collective, ComparesWithARealLog) {
   EXPECT_NE(r.out.find("over the 9 sizes of 64 MiB and more"), std::string::npos) << r.out;
 }
 
+TEST_F(Collective, ComparesEachLogSizeWithTheSizeItsRanksRoundItTo) {
+  // OCI's 192-rank all-to-all over three GB200 NVL72 racks (realdata 25, 48 hosts): its 4 and 8 GiB
+  // are not whole elements per rank (4 GiB / (192 · 4 B) = 5592405.33), so the simulation runs
+  // 4294967040 B; each log row is compared with the row asked for its size, each busbw from its
+  // own size. Before, none matched, and the command printed an empty comparison and exited 0.
+  const auto log = kSourceDir / "tests" / "data" / "realdata" / "25_oci_nccl_scale" /
+                   "oci_GB200_09_nccl_all_to_all_scale_performance_48_hosts_3_racks.txt";
+  const Result r = moesim({"collective", "alltoall", "--cluster", "nvl72-8rack", "-n", "192", "--compare", log.string(),
+                           "--gpus-per-node", "4"});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("over 2 sizes"), std::string::npos) << r.out;
+  // The measured busbw of the 4 GiB row from its own size: 4294967296 B over the mean of 70159 and
+  // 70439 us, times 191/192: 60.78 GB/s.
+  EXPECT_NE(r.out.find("  4294967040       70299.00"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("60.78"), std::string::npos) << r.out;
+  // A log of which no size can be simulated on its ranks compares nothing: exit 2, not 0. (A
+  // one-byte all-to-all over 8 ranks rounds to no whole element.)
+  const auto tiny = std::filesystem::temp_directory_path() / "moesim-tiny-alltoall.txt";
+  {
+    std::ofstream out(tiny);
+    out << "# alltoall_perf\n# size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+           "#  Rank  7 Group  0 Pid 1 on host device 7 [0x00] NVIDIA H100\n"
+           "1 0 float none -1 10.0 0.00 0.00 0 10.0 0.00 0.00 0\n";
+  }
+  const Result none = moesim({"collective", "alltoall", "--cluster", "dgx-h100", "--compare", tiny.string()});
+  EXPECT_EQ(none.code, 2) << describe(none);
+  EXPECT_NE(none.err.find("no size of the log's table could be simulated"), std::string::npos) << describe(none);
+  std::filesystem::remove(tiny);
+}
+
 TEST_F(Collective, AProfileSegmentOfLatencyOnlyCostsItsLatency) {
   // Regression (issue 45, class 2): the shipped B200 profile fits its 8-rank all-reduce below 32
   // bytes with beta = 0 (nccl-tests' smallest sizes are latency only). On a DGX H100 the flow

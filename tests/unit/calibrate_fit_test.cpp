@@ -182,6 +182,21 @@ TEST(NcclTestsLog, ReadsRanksNodesAndBothColumns) {
   EXPECT_EQ(b[5].samples.front().bytes, 256);
 }
 
+TEST(NcclTestsLog, OneRowsInconsistentCellDoesNotDecideTheRanks) {
+  // OCI's 2-host GB200 all-to-all (realdata 25; the log names no collective: --collective): no Rank
+  // lines; its in-place algbw of 8 GiB is
+  // printed to three decimals, 752.324, beside a busbw of 658.30: 658.30/752.324 = 0.875021, which
+  // the digits put at 0.875021 ± 0.000007, beyond 7/8. The other three cells' ratios admit 8 ranks
+  // (657.81/751.78, 662.27/756.88, 661.03/755.47 = 7/8 to their digits): the table ran 8 ranks.
+  const auto s = read_nccl_tests_log(realdata("25_oci_nccl_scale/oci_GB200_06_nccl_all_to_all_scale_performance_2_hosts_single_rack.txt"),
+                                     "25", {.collective = "all_to_all", .gpus_per_node = 4, .table = {}, .ranks = {}, .nodes = {}});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].collective, "all_to_all");
+  EXPECT_EQ(s[0].ranks, 8);
+  EXPECT_EQ(s[0].nodes, 2);
+  // A table whose every row says 1.6 ranks is still refused (RefusesWhatItCannotRead).
+}
+
 TEST(NcclTestsLog, RefusesWhatItCannotRead) {
   const std::string header = "# size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n";
   // A table of all_gather numbers labelled all_reduce: busbw/algbw = 7/8 is not 2(n−1)/n for any n
