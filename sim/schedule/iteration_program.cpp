@@ -379,9 +379,10 @@ void Writer::weights(int stage) {
   for (const auto& e : w.entries) {
     const blocks::ProgramBuilder::InModule in(em_.pb, e.module);
     const engine::TaskId t = em_.pb.compute(e.gpu, e.work, e.label);
+    end_[e.gpu] = t;
+    if (e.layer >= layers_) continue;  // the LM head's (its gradients are reduced after the last backward)
     attention_done_[e.layer][e.gpu] = t;
     if (!experts_done_[e.layer].empty()) experts_done_[e.layer][e.gpu] = t;
-    end_[e.gpu] = t;
   }
   if (w.last_microbatch || plan_.gradients.fsdp)
     for (const int l : w.layers) run({Work::SyncLayer, Segment::Layer, l, w.microbatch});
@@ -393,6 +394,10 @@ void Writer::units(int stage, const Unit* fu, const Unit* bu) {
   const int vf = fu ? p.virtual_of(stage, fu->chunk) : -1, vb = bu ? p.virtual_of(stage, bu->chunk) : -1;
   const int fmb = fu ? fu->microbatch : -1, bmb = bu ? bu->microbatch : -1;
   em_.enter_stage(stage);
+  // A zero-bubble backward leaves its weight gradients (the LM head's first), and so its layers'
+  // synchronisation, to its W.
+  const bool zero_bubble = bu && bu->zero_bubble && !fu;
+  if (zero_bubble) em_.weight_gradients = &weight_gradients_;
   if (vf == 0) run({Work::Forward, Segment::Embedding, 0, fmb});
   if (bu && vb == last) run({Work::Backward, Segment::Head, layers_, bmb});
   // The forward's layers in order, the backward's in reverse; together, the first min of both in
@@ -406,9 +411,6 @@ void Writer::units(int stage, const Unit* fu, const Unit* bu) {
   // FSDP reduce-scatters every microbatch's gradients (sharded accumulation); the others reduce
   // once the last microbatch's are in.
   const bool last_microbatch = bmb + 1 == static_cast<int>(front_.size());
-  // A zero-bubble backward leaves its weight gradients, and so its layers' synchronisation, to its W.
-  const bool zero_bubble = bu && bu->zero_bubble && !fu;
-  if (zero_bubble) em_.weight_gradients = &weight_gradients_;
   const auto synced = [&](int l) {
     if (!zero_bubble && (last_microbatch || plan_.gradients.fsdp)) run({Work::SyncLayer, Segment::Layer, l, bmb});
   };
@@ -516,6 +518,8 @@ void Writer::run_pipeline() {
       }
     if (!progress) invariant_failed(fmt::format("the {} schedule of {} stages deadlocks", to_string(p.schedule), p.stages));
   }
+  // Every zero-bubble backward's weight gradients have run (dualpipev.py asserts its queue empty).
+  if (!weight_gradients_.empty()) invariant_failed("weight gradients queued by a zero-bubble backward were never run");
   run({Work::SyncRest, Segment::Layer, 0, microbatches - 1});
   em_.enter_stage(0);
   run({Work::Optimizer, Segment::Layer, 0, microbatches - 1});

@@ -107,6 +107,13 @@ TEST(DualPipeV, TheChunksLieInAVAndTheTipSendsNothing) {
   EXPECT_EQ(forward_attention[0], (std::map<int, int>{{0, m}, {3, m}}));
   EXPECT_EQ(forward_attention[1], (std::map<int, int>{{1, m}, {2, m}}));
   EXPECT_EQ(p2p, 2 * 4 * m);
+  // Rank 0's first backward (B1:0, zero-bubble) starts with the LM head's: its weight gradient is
+  // left to the W after it, on GPU 0, with the head's label (layer 4).
+  int head_w = 0;
+  for (const auto& t : sim.task_log().tasks())
+    head_w += t.end >= 0 && sim.engine().names()[t.label.name] == "lm_head_wgrad" && t.gpu == 0 && t.label.layer == 4 &&
+              t.label.microbatch == 0;
+  EXPECT_EQ(head_w, 1);
   // Each transfer is one microbatch's hidden states, 128 tokens · 256 · 2 B.
   EXPECT_DOUBLE_EQ(sim.results_json()["network"]["bytes_by_level"]["gpu"].get<double>(), 4.0 * m * 128 * 256 * 2);
 }
