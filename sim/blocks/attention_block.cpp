@@ -25,7 +25,7 @@ void context_parallel_attention(Emission& em, engine::Phase direction, int layer
   const auto projection = [&](bool qkv) {
     return PerKind(em.ctx, [&, qkv](const compute::ComputeModel& cm) {
       const compute::Work fwd = qkv ? qkv_projection_time(cm, m, tokens, tp) : output_projection_time(cm, m, tokens, tp);
-      if (!backward) return std::pair{fwd, compute::Work{}};
+      if (!backward || !em.weight_gradients) return std::pair{backward ? cm.backward(fwd) : fwd, compute::Work{}};
       return std::pair{cm.backward(fwd), weight_gradients(cm, qkv ? qkv_gemms(cm, m, tokens, tp) : output_gemm(cm, m, tokens, tp))};
     });
   };
@@ -76,7 +76,9 @@ void attention(Emission& em, engine::Phase direction, int layer, int mb, Frontie
                                                   : attention_backward_time(cm, m, em.ctx.training, tp, layer);
     });
     auto wgrad = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
-      return direction == engine::Phase::Backward ? attention_wgrad_time(cm, m, em.ctx.training, tp) : compute::Work{};
+      // Costed only where a zero-bubble backward leaves them to its W (weight_gradients.hpp).
+      return direction == engine::Phase::Backward && em.weight_gradients ? attention_wgrad_time(cm, m, em.ctx.training, tp)
+                                                                         : compute::Work{};
     });
     for (const std::uint32_t g : em.active())
       if (em.runs_attention(g)) f[g] = backward_compute(em, g, cost(g), wgrad(g), label, "attention_wgrad", f[g]);

@@ -16,7 +16,7 @@ void dense_ffn(Emission& em, engine::Phase direction, int layer, int mb, Frontie
     return direction != engine::Phase::Backward ? forward : cm.backward(forward);
   });
   auto wgrad = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
-    return direction == engine::Phase::Backward
+    return direction == engine::Phase::Backward && em.weight_gradients
                ? dense_ffn_wgrad_time(cm, em.ctx.model, tokens, em.plan.tensor_parallel.size)
                : compute::Work{};
   });

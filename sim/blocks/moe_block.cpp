@@ -309,7 +309,7 @@ void shared_experts(Emission& em, const MoeInFlight& x, Frontier& chain, StreamR
   tensor_parallel_enter(em, x.phase, layer, mb, chain, stream);
   auto cost = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
     const compute::Work t = shared_ffn(cm);
-    if (!x.backward) return std::pair{t, compute::Work{}};
+    if (!x.backward || !em.weight_gradients) return std::pair{x.backward ? cm.backward(t) : t, compute::Work{}};
     return std::pair{cm.backward(t), ffn_wgrad_time(cm, m, em.rank_tokens(), shared_width)};
   });
   for (const std::uint32_t g : em.active())

@@ -16,7 +16,9 @@ void on_token_holders(Emission& em, engine::Phase direction, std::string_view na
   const bool back = direction == engine::Phase::Backward;
   const std::string wgrad_name = std::string(name) + "_wgrad";
   auto duration = PerKind(em.ctx, [&](const compute::ComputeModel& cm) { return back ? backward(cm) : forward(cm); });
-  auto weights = PerKind(em.ctx, [&](const compute::ComputeModel& cm) { return back ? wgrad(cm) : compute::Work{}; });
+  auto weights = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
+    return back && em.weight_gradients ? wgrad(cm) : compute::Work{};  // only for a zero-bubble backward's W
+  });
   for (const std::uint32_t g : em.active())
     if (em.runs_attention(g)) f[g] = backward_compute(em, g, duration(g), weights(g), label, wgrad_name, f[g]);
 }
