@@ -14,7 +14,8 @@ void on_token_holders(Emission& em, engine::Phase direction, std::string_view na
                       Forward forward, Backward backward, Wgrad wgrad) {
   const auto label = em.label(direction, engine::WorkKind::OtherCompute, name, layer, mb);
   const bool back = direction == engine::Phase::Backward;
-  const std::string wgrad_name = std::string(name) + "_wgrad";
+  // Named only where a zero-bubble backward queues them (weight_gradients.hpp).
+  const std::string wgrad_name = back && em.weight_gradients ? std::string(name) + "_wgrad" : std::string();
   auto duration = PerKind(em.ctx, [&](const compute::ComputeModel& cm) { return back ? backward(cm) : forward(cm); });
   auto weights = PerKind(em.ctx, [&](const compute::ComputeModel& cm) {
     return back && em.weight_gradients ? wgrad(cm) : compute::Work{};  // only for a zero-bubble backward's W

@@ -29,7 +29,7 @@ engine::TaskId backward_compute(Emission& em, std::uint32_t g, compute::Work wor
   if (em.weight_gradients && wgrad.time > 0) {
     work.time -= wgrad.time;
     work.kernels -= wgrad.kernels;
-    em.weight_gradients->put({g, label.layer, em.pb.module(),
+    em.weight_gradients->put({g, em.pb.module(),
                               em.label(engine::Phase::Backward, label.kind, wgrad_name, label.layer, label.microbatch,
                                        label.chunk),
                               wgrad});

@@ -24,10 +24,9 @@ namespace moesim::blocks {
 
 class WeightGradientStore {
  public:
-  // One GeMM group's weight gradients on one GPU: the task W runs for it.
+  // One GeMM group's weight gradients on one GPU: the task W runs for it (its layer: label.layer).
   struct Entry {
     std::uint32_t gpu;
-    int layer;
     software::Module module;
     engine::Label label;
     compute::Work work;

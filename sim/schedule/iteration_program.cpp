@@ -380,9 +380,10 @@ void Writer::weights(int stage) {
     const blocks::ProgramBuilder::InModule in(em_.pb, e.module);
     const engine::TaskId t = em_.pb.compute(e.gpu, e.work, e.label);
     end_[e.gpu] = t;
-    if (e.layer >= layers_) continue;  // the LM head's (its gradients are reduced after the last backward)
-    attention_done_[e.layer][e.gpu] = t;
-    if (!experts_done_[e.layer].empty()) experts_done_[e.layer][e.gpu] = t;
+    const int l = e.label.layer;
+    if (l >= layers_) continue;  // the LM head's (its gradients are reduced after the last backward)
+    attention_done_[l][e.gpu] = t;
+    if (!experts_done_[l].empty()) experts_done_[l][e.gpu] = t;
   }
   if (w.last_microbatch || plan_.gradients.fsdp)
     for (const int l : w.layers) run({Work::SyncLayer, Segment::Layer, l, w.microbatch});
