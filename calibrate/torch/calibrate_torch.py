@@ -6,13 +6,18 @@ extra libraries, through PyTorch, and write moesim-measurements/1 JSON for `moes
               torch.nn.functional.scaled_dot_product_attention with one backend forced: cuDNN's
               fused attention (what Transformer Engine runs in Megatron-Core) and FlashAttention-2
               (PyTorch's flash backend); entries say which in "implementation".
+  gemm        dense GeMMs through torch.mm (cuBLASLt) on the same shapes, in --gemm-dtypes: the table
+              moesim-calibrate-gemm makes, where that binary is not built.
   fp8         FP8 GeMMs, e4m3 x e4m3 -> bf16 with per-tensor scales, through torch._scaled_mm
               (cuBLASLt), on the shapes of moesim-calibrate-gemm (--grid moe|generic|all).
   memory      memory-bound kernels of the MoE layer (copy, RMSNorm, SwiGLU, row gather/scatter of
               the permutation, router softmax and top-k) and back-to-back tiny kernels: achieved
               bytes per second and the fixed cost per kernel. Written under "kernels" in a file of
               its own (--memory-out), which `scripts/validate.py` reads.
-  grouped     the local experts' fc1/fc2 as one grouped GeMM (torch._grouped_mm), into --memory-out.
+  grouped     the local experts' fc1/fc2 as one grouped GeMM (torch._grouped_mm), forward and the
+              backward's data and weight gradients, into --memory-out.
+  optimizer   the optimizer step's multi-tensor kernels (gradient norm, clip scale, fused AdamW,
+              master-to-bf16 copy, gradient zeroing) over 0.25-2 B fp32 parameters, into --memory-out.
   hostsync    the GPU idle time (bubble) a blocking device-to-host read of the per-expert token
               counts inserts between the router and the kernels after it, as an MoE dispatcher
               that sizes its buffers on the host does (moesim's parallel.ep_host_sync), with
@@ -205,38 +210,138 @@ def measure_memory(torch, run, log):
     return out
 
 
-GROUPED_MODELS = [(4096, 14336, "Mixtral-8x7B"), (7168, 2048, "DeepSeek-V3"), (2048, 768, "Qwen3-30B-A3B")]
+GROUPED_MODELS = [(4096, 14336, "Mixtral-8x7B"), (7168, 2048, "DeepSeek-V3"), (2048, 768, "Qwen3-30B-A3B"),
+                  (5120, 1536, "DeepSeek-V2")]
+GROUPED_GROUPS = (1, 4, 8, 16, 20, 32, 64)  # 20: DeepSeek-V2's 160 experts at EP 8
 
 
-def measure_grouped(torch, run, log):
+def measure_grouped(torch, run, log, passes=("forward", "dgrad", "wgrad")):
     """The local experts' GeMMs as one grouped GeMM (torch._grouped_mm, CUTLASS on sm_90): rows R
     split over G experts, evenly and skewed (expert g gets a share proportional to g + 1), fc1
-    [rows, H] x [H, 2F] (SwiGLU's two projections) and fc2 [rows, F] x [F, H], in bf16."""
+    [rows, H] x [H, 2F] (SwiGLU's two projections) and fc2 [rows, F] x [F, H], in bf16. With
+    "dgrad" and "wgrad" also the backward's two grouped GeMMs, called as autograd calls them: the
+    input's gradient [rows, N] x [N, K] and the experts' weight gradients [K, rows_g] x [rows_g, N]
+    (K-grouped, one [K, N] output per group)."""
     out = []
     bf = torch.bfloat16
     for h, f, model in GROUPED_MODELS:
-        for groups in (1, 4, 8, 16, 32, 64):
+        for groups in GROUPED_GROUPS:
             for rows in (4096, 16384, 65536):
                 for split in ("even", "skewed"):
                     if split == "skewed" and groups == 1:
+                        continue
+                    if groups == 20 and model != "DeepSeek-V2":
                         continue
                     w = [1.0] * groups if split == "even" else [g + 1.0 for g in range(groups)]
                     sizes = [int(rows * x / sum(w)) // 16 * 16 for x in w]
                     sizes[-1] += rows - sum(sizes)
                     offs = torch.tensor(sizes, device="cuda", dtype=torch.int32).cumsum(0, dtype=torch.int32)
                     for name, k, n in (("fc1", h, 2 * f), ("fc2", f, h)):
-                        try:
-                            a = torch.randn(rows, k, device="cuda", dtype=bf)
-                            b = torch.randn(groups, n, k, device="cuda", dtype=bf).transpose(-2, -1)
-                            t = run(lambda: torch._grouped_mm(a, b, offs=offs, out_dtype=bf))
-                        except Exception as e:
-                            log(f"grouped {model} {name} G={groups} rows={rows}: skipped ({str(e).splitlines()[0][:160]})")
-                            continue
-                        out.append({"model": model, "gemm": name, "dtype": "bf16", "groups": groups, "rows": sizes,
-                                    "n": n, "k": k, "split": split, "time": round(t, 3)})
-                        log(f"grouped {model} {name} G={groups} rows={rows} {split}: {t:.1f} us, "
-                            f"{2 * rows * n * k / t / 1e6:.0f} TFLOP/s")
-                        del a, b
+                        for pass_ in passes:
+                            try:
+                                a = torch.randn(rows, k, device="cuda", dtype=bf)
+                                b = torch.randn(groups, n, k, device="cuda", dtype=bf).transpose(-2, -1)
+                                if pass_ == "forward":
+                                    t = run(lambda: torch._grouped_mm(a, b, offs=offs, out_dtype=bf))
+                                else:
+                                    # The kernel autograd runs, called directly: through autograd.grad
+                                    # the host's ~100-250 us a call outlasts small kernels.
+                                    gy = torch.randn(rows, n, device="cuda", dtype=bf)
+                                    bt, at = b.detach().transpose(-2, -1), a.detach().transpose(-2, -1)
+                                    via = "direct"
+                                    try:
+                                        if pass_ == "dgrad":
+                                            t = run(lambda: torch._grouped_mm(gy, bt, offs=offs, out_dtype=bf))
+                                        else:
+                                            t = run(lambda: torch._grouped_mm(at, gy, offs=offs, out_dtype=bf))
+                                    except Exception as e:  # a layout this PyTorch does not take: autograd's
+                                        log(f"grouped {pass_}: direct call failed ({str(e).splitlines()[0][:120]}); "
+                                            "timing through autograd")
+                                        via = "autograd"
+                                        a_, b_ = a.detach().requires_grad_(pass_ == "dgrad"), b.detach().requires_grad_(pass_ == "wgrad")
+                                        wrt = a_ if pass_ == "dgrad" else b_
+                                        y = torch._grouped_mm(a_, b_, offs=offs, out_dtype=bf)
+                                        t = run(lambda: torch.autograd.grad(y, wrt, gy, retain_graph=True))
+                                        y = wrt = a_ = b_ = None
+                            except Exception as e:
+                                log(f"grouped {model} {name} {pass_} G={groups} rows={rows}: skipped "
+                                    f"({str(e).splitlines()[0][:160]})")
+                                continue
+                            entry = {"model": model, "gemm": name, "dtype": "bf16", "groups": groups, "rows": sizes,
+                                     "n": n, "k": k, "split": split, "time": round(t, 3)}
+                            if pass_ != "forward":
+                                entry["pass"], entry["call"] = pass_, via
+                            out.append(entry)
+                            log(f"grouped {model} {name} {pass_} G={groups} rows={rows} {split}: {t:.1f} us, "
+                                f"{2 * rows * n * k / t / 1e6:.0f} TFLOP/s")
+                            a = b = gy = bt = at = None
+    return out
+
+
+def measure_gemm(torch, run, grid, dtypes, log):
+    """Dense GeMMs C[M x N] = A[M x K] . B[K x N] through torch.mm (cuBLASLt on sm_90), on the shapes of
+    moesim-calibrate-gemm (--grid), where the C++ binary cannot be built: row-major A, B stored as
+    [N, K] and transposed (as nn.Linear's weight), fp32 accumulation; tf32 is fp32 data with
+    torch.backends.cuda.matmul.allow_tf32."""
+    out = []
+    types = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}
+    for name in dtypes:
+        torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
+        for m, n, k, tag in gemm_shapes(grid):
+            try:
+                a = torch.randn(m, k, device="cuda", dtype=types[name])
+                b = torch.randn(n, k, device="cuda", dtype=types[name]).t()
+                t = run(lambda: torch.mm(a, b))
+            except Exception as e:
+                log(f"gemm {name} {m}x{n}x{k} {tag}: skipped ({str(e).splitlines()[0][:120]})")
+                continue
+            out.append({"dtype": name, "m": m, "n": n, "k": k, "time": round(t, 3),
+                        "tflops": round(2 * m * n * k / t / 1e6, 2), "tag": tag})
+            log(f"gemm {name} {m}x{n}x{k} {tag}: {t:.2f} us, {2 * m * n * k / t / 1e6:.1f} TFLOP/s")
+            a = b = None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return out
+
+
+def measure_optimizer(torch, run, log):
+    """The optimizer step's multi-tensor kernels over many parameters, as a data-parallel trainer
+    runs them after its gradient reduction: the gradient norm (torch._foreach_norm, clipping's
+    reduction), the clip's scale (_foreach_mul_), fused AdamW over fp32 master weights, moments and
+    gradients, the cast of the master weights into the bf16 weights (_foreach_copy_) and the
+    gradient buffers' zeroing (_foreach_zero_); tensors of 4096 x 4096 (and 4096 x 1024) elements."""
+    out = []
+    for total in (0.25e9, 1e9, 2e9):
+        shapes = []
+        n = 0
+        while n < total:
+            s = (4096, 4096) if len(shapes) % 2 == 0 else (4096, 1024)
+            shapes.append(s)
+            n += s[0] * s[1]
+        try:
+            master = [torch.randn(s, device="cuda", dtype=torch.float32).mul_(0.02).requires_grad_() for s in shapes]
+            for p in master:
+                p.grad = torch.randn_like(p).mul_(1e-3)
+            grads = [p.grad for p in master]
+            opt = torch.optim.AdamW(master, lr=1e-4, fused=True)
+            opt.step()
+            model = [torch.empty(s, device="cuda", dtype=torch.bfloat16) for s in shapes]
+            parts = {"grad_norm_fp32": lambda: torch._foreach_norm(grads),
+                     "clip_scale_fp32": lambda: torch._foreach_mul_(grads, 1.0),
+                     "adamw_fused_fp32": opt.step,
+                     "copy_to_bf16": lambda: torch._foreach_copy_(model, master),
+                     "zero_grads_fp32": lambda: torch._foreach_zero_(grads)}
+            entry = {"parameters": n, "tensors": len(shapes),
+                     "implementation": "torch._foreach_norm/_foreach_mul_/_foreach_copy_/_foreach_zero_ and "
+                                       "torch.optim.AdamW(fused=True) over fp32 master weights"}
+            for part, fn in parts.items():
+                entry[part] = round(run(fn), 3)
+            out.append(entry)
+            log(f"optimizer {n / 1e9:.2f} B parameters in {len(shapes)} tensors: " +
+                ", ".join(f"{p} {entry[p] / 1e3:.3f} ms" for p in parts))
+        except Exception as e:
+            log(f"optimizer {total / 1e9:.2f} B: failed ({str(e).splitlines()[0][:160]})")
+        master = grads = opt = model = parts = None
+        torch.cuda.empty_cache()
     return out
 
 
@@ -769,7 +874,7 @@ def measure_launch(torch, reps, log):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--what", default="attention,fp8,memory",
-                    help="comma list of attention, fp8, memory, grouped, hostsync, layer, launch")
+                    help="comma list of attention, gemm, fp8, memory, grouped, optimizer, hostsync, layer, launch")
     ap.add_argument("--out", help="measurements JSON (attention and fp8 GeMM entries); needed unless --what is only "
                                   "hostsync and layer")
     ap.add_argument("--memory-out", help="JSON of the memory-bound kernels (with --what memory)")
@@ -778,6 +883,7 @@ def main():
     ap.add_argument("--launch-out", help="JSON of the host's launch costs (with --what launch)")
     ap.add_argument("--layer-shapes", default=",".join(LAYER_SHAPES), help="comma list of " + ", ".join(LAYER_SHAPES))
     ap.add_argument("--grid", default="all", choices=["moe", "generic", "all"])
+    ap.add_argument("--gemm-dtypes", default="bf16", help="dense GeMM dtypes (with --what gemm): bf16,fp16,fp32,tf32")
     ap.add_argument("--dtypes", default="bf16", help="attention dtypes: bf16,fp16")
     ap.add_argument("--seq", default="1024,2048,4096,8192,16384")
     ap.add_argument("--head-dims", default="64,128")
@@ -789,7 +895,7 @@ def main():
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     what = set(args.what.split(","))
-    known = {"attention", "fp8", "memory", "grouped", "hostsync", "layer", "launch"}
+    known = {"attention", "gemm", "fp8", "memory", "grouped", "optimizer", "hostsync", "layer", "launch"}
     if what - known:
         ap.error(f"--what: unknown {sorted(what - known)}; use {', '.join(sorted(known))}")
     own = {"hostsync": args.hostsync_out, "layer": args.layer_out, "launch": args.launch_out}
@@ -817,8 +923,10 @@ def main():
         doc["attention"] = measure_attention(torch, run, args.dtypes.split(","), [int(s) for s in args.seq.split(",")],
                                              [int(s) for s in args.head_dims.split(",")], args.tokens, args.heads, log,
                                              args.v_head_dim)
+    if "gemm" in what:
+        doc["gemm"] += measure_gemm(torch, run, args.grid, args.gemm_dtypes.split(","), log)
     if "fp8" in what:
-        doc["gemm"] = measure_fp8(torch, run, args.grid, log)
+        doc["gemm"] += measure_fp8(torch, run, args.grid, log)
     if what - set(own):
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=1)
@@ -838,13 +946,15 @@ def main():
         la["launch"] = measure_launch(torch, args.reps, log)
         with open(args.launch_out or args.out.replace(".json", "-launch.json"), "w") as f:
             json.dump(la, f, indent=1)
-    if what & {"memory", "grouped"}:
+    if what & {"memory", "grouped", "optimizer"}:
         mem = {key: value for key, value in doc.items() if key not in ("gemm", "attention")}
         mem["tool"] = "moesim-calibrate-torch (memory-bound kernels, grouped GeMMs)"
         if "memory" in what:
             mem["kernels"] = measure_memory(torch, run, log)
         if "grouped" in what:
             mem["grouped_gemm"] = measure_grouped(torch, run, log)
+        if "optimizer" in what:
+            mem["optimizer"] = measure_optimizer(torch, run, log)
         with open(args.memory_out or args.out.replace(".json", "-memory.json"), "w") as f:
             json.dump(mem, f, indent=1)
     return 0
