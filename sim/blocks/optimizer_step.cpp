@@ -5,11 +5,11 @@ namespace moesim::blocks {
 void optimizer_step(Emission& em, const Frontier& after, const Frontier& last_gradient_sync) {
   if (em.plan.optimizer == parallel::OptimizerPlacement::Gpu) {
     const auto label = em.label(engine::Phase::Optimizer, engine::WorkKind::Optimizer, "optimizer", 0);
+    const auto& buffers = em.plan.gradient_buffer_params.empty() ? em.plan.optimizer_params : em.plan.gradient_buffer_params;
     for (std::uint32_t g = 0; g < em.gpus(); ++g) {
-      // The optimizer's multi-tensor kernels, counted as one launch.
-      const engine::TaskId t =
-          em.pb.compute(g, compute::kernel(em.ctx.compute_of(g).optimizer_step(em.plan.optimizer_params[g])), label,
-                        after[g]);
+      // The software's multi-tensor kernels (compute::OptimizerKernels), each one launch.
+      const engine::TaskId t = em.pb.compute(
+          g, em.ctx.compute_of(g).optimizer_kernels(em.plan.optimizer_params[g], buffers[g]), label, after[g]);
       em.pb.depend(last_gradient_sync[g], t);
     }
     return;

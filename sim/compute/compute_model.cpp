@@ -318,6 +318,29 @@ Time host_optimizer_step(double params, double bytes_per_param, double bytes_per
 
 Time ComputeModel::optimizer_step(double params) const { return memory_bound(params * options_.optimizer_bytes_per_param); }
 
+Work ComputeModel::optimizer_kernels(double params, double gradient_buffer_params) const {
+  const OptimizerBytes& b = options_.optimizer_bytes;
+  Work w;
+  const auto pass = [&](double bytes) {
+    if (bytes > 0) w += kernel(memory_bound(bytes));
+  };
+  switch (options_.optimizer_kernels) {
+    case OptimizerKernels::Fused: return kernel(optimizer_step(params));
+    case OptimizerKernels::Megatron:
+      pass(params * b.main_grad);                  // the gradient norm
+      pass(params * b.adam);                       // FusedAdam
+      pass(params * b.master_copy);                // master weights into the 16-bit weights
+      pass(gradient_buffer_params * b.main_grad);  // the gradient buffer zeroed
+      return w;
+    case OptimizerKernels::Torch:
+      pass(params * b.main_grad);      // torch._foreach_norm
+      pass(params * 2 * b.main_grad);  // _foreach_mul_ by the clip coefficient
+      pass(params * b.adam);           // AdamW(fused=True)
+      return w;
+  }
+  return w;
+}
+
 Time ComputeModel::backward(Time forward) const {
   return ps_to_time(static_cast<double>(forward) * options_.backward_factor.value_or(2.0));
 }

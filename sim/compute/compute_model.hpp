@@ -161,6 +161,33 @@ enum class CrossEntropyKernels : std::uint8_t { TransformerEngine, Megatron, PyT
 // Taken for every GPU kind (assumption: no other GPU's measurement).
 inline constexpr double kTorchGroupedMmCeiling = 0.75;
 
+// The optimizer step's kernels (software.optimizer):
+//  - Fused: moesim's idealised step, one pass of ComputeOptions::optimizer_bytes_per_param;
+//  - Megatron: Megatron-Core's DistributedOptimizer.step (core_v0.17.0 optimizer/optimizer.py
+//    MixedPrecisionOptimizer.step, distrib_optimizer.py): the main gradients' L2 norm
+//    (clip_grads.get_grad_norm_fp32, one multi_tensor_l2norm), Transformer Engine's FusedAdam
+//    over the master weights, the master weights copied into the 16-bit weights
+//    (_copy_main_params_to_model_params), and, before the next iteration's first forward, the
+//    whole gradient buffer zeroed (param_and_grad_buffer reset: grad_data.zero_(), every parameter
+//    the GPU trains, not only its optimizer's shard). The clip's multi_tensor_scale runs only when
+//    the norm exceeds clip_grad: not costed;
+//  - Torch: torch.nn.utils.clip_grad_norm_ (torch._foreach_norm, then _foreach_mul_ by the clamped
+//    coefficient, always applied) and torch.optim.AdamW(fused=True) over the fp32 weights
+//    (torchtitan: FSDP2 keeps fp32 shards and casts on gather: no master copy), zero_grad setting
+//    the gradients to None (no kernel).
+// Each kernel is memory-bound (ComputeModel::memory_bound); this project measured these kernels at
+// 76–79 % of HBM on an H100 and 72 % on an H200 (tests/data/measured/h100-optimizer.json,
+// h200-memory-bound-kernels.json "optimizer").
+enum class OptimizerKernels : std::uint8_t { Fused, Megatron, Torch };
+
+// Bytes per parameter of the optimizer step's kernels (OptimizerKernels::Megatron and Torch), from
+// the optimizer's state dtypes (workload::OptimizerStates).
+struct OptimizerBytes {
+  double adam = 28;        // Adam: the weights it updates (master or FP32) and both moments read and written, the main gradient read
+  double main_grad = 4;    // the main gradient: what the norm reads and the zeroing writes
+  double master_copy = 6;  // the master weights read and the 16-bit weights written (0: no master copy)
+};
+
 struct ComputeOptions {
   cluster::Dtype dtype = cluster::Dtype::bf16;
   // FP8 with per-tensor current scaling (training.fp8_scaling "current"): each cast of its own
@@ -177,6 +204,8 @@ struct ComputeOptions {
   std::optional<double> gemm_efficiency;       // overrides every GPU's GeMM ceiling
   std::optional<double> attention_efficiency;  // overrides the GPU's
   double optimizer_bytes_per_param = 32;        // Adam: read/write fp32 master, moments, gradient
+  OptimizerKernels optimizer_kernels = OptimizerKernels::Fused;
+  OptimizerBytes optimizer_bytes;
   GroupedGemmKernels grouped_gemm_kernels = GroupedGemmKernels::One;
   PermuteKernels permute_kernels = PermuteKernels::Fused;
   // The router's softmax and top-k as one fused kernel (Megatron-Core's moe_router_fusion,
@@ -255,6 +284,9 @@ class ComputeModel {
   // Kernels of one such cast: 1, or 3 under current scaling (the amax, the scale, the cast).
   int fp8_cast_kernels() const { return options_.fp8_current_scaling ? 3 : 1; }
   Time optimizer_step(double params) const;
+  // The optimizer step's kernels (ComputeOptions::optimizer_kernels) on a GPU whose optimizer
+  // steps `params` parameters and whose gradient buffers hold `gradient_buffer_params`.
+  Work optimizer_kernels(double params, double gradient_buffer_params) const;
   Time backward(Time forward) const;
   // A piece's backward: its time as backward(Time), twice its kernels (Work).
   Work backward(const Work& forward) const { return {backward(forward.time), 2 * forward.kernels}; }

@@ -307,6 +307,9 @@ struct IterationPlan {
   std::vector<std::shared_ptr<const MoeLayerPlan>> moe;  // per layer (null for dense layers)
   GradientPlan gradients;
   std::vector<double> optimizer_params;  // per GPU
+  // Per GPU, the parameters whose gradients its buffers hold (its whole model share, also when the
+  // distributed optimizer steps a shard of it); empty: optimizer_params.
+  std::vector<double> gradient_buffer_params;
   OptimizerPlacement optimizer = OptimizerPlacement::Gpu;
   double tokens = 0;                     // distinct tokens the iteration trains on
   // Strategies that place expert replicas per iteration (seed 004's policies): per layer, the

@@ -341,6 +341,10 @@ software::Software read_software(const Json& doc, const Scenario& s, const std::
   out.cross_entropy = loss == "megatron"  ? compute::CrossEntropyKernels::Megatron
                       : loss == "pytorch" ? compute::CrossEntropyKernels::PyTorch
                                           : compute::CrossEntropyKernels::TransformerEngine;
+  const std::string optimizer = sw.at("optimizer");
+  out.optimizer = optimizer == "megatron" ? compute::OptimizerKernels::Megatron
+                  : optimizer == "torch"  ? compute::OptimizerKernels::Torch
+                                          : compute::OptimizerKernels::Fused;
   out.ep_overlap = sw.at("ep_overlap").get<bool>();
   out.shared_expert_overlap = sw.at("shared_expert_overlap").get<bool>();
   out.delay_wgrad = sw.at("delay_wgrad").get<bool>();
@@ -769,6 +773,19 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.compute.fp8_current_scaling = s.training.fp8_current_scaling;
   if (const auto& st = s.training.optimizer_states; st.given)
     s.compute.optimizer_bytes_per_param = st.step_bytes(cluster::storage_bytes(s.training.dtype));
+  {
+    // The multi-tensor kernels' bytes per parameter (compute::OptimizerBytes): Adam updates the
+    // master weights (or the FP32 weights themselves) and both moments and reads the main gradient,
+    // FP32 unless the precision-aware optimizer says otherwise (Megatron-Bridge's recipes reduce
+    // gradients in FP32, DistributedDataParallelConfig.grad_reduce_in_fp32; torchtitan's FSDP2
+    // reduces in FP32, its mixed_precision_reduce default).
+    const auto& st = s.training.optimizer_states;
+    const double storage = cluster::storage_bytes(s.training.dtype), master = st.master(storage);
+    auto& b = s.compute.optimizer_bytes;
+    b.main_grad = st.main_grads > 0 ? st.main_grads : 4.0;
+    b.adam = 2 * ((master > 0 ? master : storage) + st.exp_avg + st.exp_avg_sq) + b.main_grad;
+    b.master_copy = master > 0 ? master + storage : 0.0;
+  }
   if (cp.contains("launch_overhead")) s.compute.launch_overhead = schema::as_time(cp.at("launch_overhead"));
   if (cp.contains("backward_factor")) s.compute.backward_factor = cp.at("backward_factor").get<double>();
   if (cp.contains("gemm_efficiency")) s.compute.gemm_efficiency = cp.at("gemm_efficiency").get<double>();
@@ -780,6 +797,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.compute.fused_rope = s.software.fused_rope;
   s.compute.fused_router = s.software.fused_router;
   s.compute.cross_entropy = s.software.cross_entropy;
+  s.compute.optimizer_kernels = s.software.optimizer;
   s.training.logits_in_storage_dtype = s.software.cross_entropy == compute::CrossEntropyKernels::TransformerEngine;
   s.network_model = doc.at("network").at("model").get<std::string>();
   const std::string ar = doc.at("network").at("all_reduce").get<std::string>();

@@ -265,6 +265,11 @@ NodePtr software_schema() {
                "the loss's kernels: te (Transformer Engine's fused cross entropy, Megatron-Core's "
                "cross_entropy_loss_fusion with cross_entropy_fusion_impl te), megatron (Megatron-Core's unfused "
                "vocab_parallel_cross_entropy in fp32) or pytorch (F.cross_entropy over an fp32 copy, torchtitan)"),
+      optional("optimizer", enumeration({"fused", "megatron", "torch"}), "fused",
+               "the optimizer step's kernels: fused (one pass of Adam over its state, moesim's idealised step), "
+               "megatron (Megatron-Core's distributed optimizer: the gradient norm, Transformer Engine's FusedAdam, "
+               "the master weights copied into the 16-bit weights, the whole gradient buffer zeroed) or torch "
+               "(clip_grad_norm_'s norm and scale, then AdamW(fused=True) over fp32 weights; torchtitan)"),
   });
   return s;
 }

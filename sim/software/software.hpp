@@ -66,6 +66,7 @@ struct Software {
   bool fused_rope = true;        // the rotary embedding in one kernel a tensor
   bool fused_router = true;      // the router's softmax and top-k in one kernel
   compute::CrossEntropyKernels cross_entropy = compute::CrossEntropyKernels::TransformerEngine;  // the loss's kernels
+  compute::OptimizerKernels optimizer = compute::OptimizerKernels::Fused;  // the optimizer step's kernels
   // Megatron-Core's overlap_moe_expert_parallel_comm (combined_1f1b): in the steady state a
   // microbatch's forward and another's backward are written together, layer by layer, each
   // one's all-to-alls beside the other's compute (schedule/iteration_program.cpp).

@@ -180,13 +180,17 @@ parallel::PlanPtr make_plan(const StrategyContext& ctx, const ExpertParallelPlan
   plan->optimizer_params.assign(gpus, in.params_per_gpu);
   if (in.params_per_gpu <= 0) {
     const double expert = in.experts_per_gpu * m.expert_params() / sizes.etp;
+    plan->gradient_buffer_params.assign(gpus, 0);
     for (int s = 0; s < sizes.pp; ++s) {
       const int moe_layers = moe_layers_of(m, plan->pipeline.layers_of_stage(s));
-      // The distributed optimizer steps 1/(dp·cp) of the dense parameters and 1/edp of the experts'.
-      const double params = gp.sharded ? dense_params_on_stage(m, plan->pipeline, s, sizes.tp) / gp.shards +
-                                             moe_layers * expert / layout.edp()
-                                       : dense_params_on_stage(m, plan->pipeline, s, sizes.tp) + moe_layers * expert;
-      for (const std::uint32_t g : plan->pipeline.stage_gpus[s]) plan->optimizer_params[g] = params;
+      const double dense = dense_params_on_stage(m, plan->pipeline, s, sizes.tp), experts = moe_layers * expert;
+      // The distributed optimizer steps 1/(dp·cp) of the dense parameters and 1/edp of the experts';
+      // the gradient buffers hold them all unless FSDP shards the gradients too.
+      const double params = gp.sharded ? dense / gp.shards + experts / layout.edp() : dense + experts;
+      for (const std::uint32_t g : plan->pipeline.stage_gpus[s]) {
+        plan->optimizer_params[g] = params;
+        plan->gradient_buffer_params[g] = gp.fsdp ? params : dense + experts;
+      }
     }
   }
   plan->tokens = static_cast<double>(layout.dp()) * t.tokens_per_microbatch() * t.microbatches;
