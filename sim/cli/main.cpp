@@ -229,6 +229,9 @@ int cmd_run(const Common& c) {
     throw InfeasibleError(fmt::format("{}: {}", c.scenario.string(), e.what()));
   }
   if (shown) std::cerr << "\n";
+  // Warnings the run found (a calibration entry that replaced nothing), after the scenario's.
+  const auto& found = sim.results().warnings;
+  print_warnings({found.begin() + static_cast<std::ptrdiff_t>(std::min(found.size(), sim.scenario().warnings.size())), found.end()});
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Everything succeeded: now write, results.json last (its presence says the run is complete).
   // All three or none: results.json is never beside another run's trace or scenario.

@@ -87,6 +87,9 @@ StepsCost AlphaBetaTable::steps_cost(CollectiveKind kind, std::span<const TierLo
     if (!found || cost.duration < best.duration) best = cost;
     found = true;
   }
+  if (measured)
+    for (std::size_t i = 0; i < used; ++i)
+      if (overridden(kind, loads[i].tier)) ++applied_[loads[i].tier][static_cast<std::size_t>(kind)];
   if (!tier_drains.empty()) {
     std::fill(tier_drains.begin(), tier_drains.end(), 0.0);
     tier_drains.back() = rounds * extra_drain;
@@ -125,7 +128,14 @@ bool AlphaBetaTable::overridden(CollectiveKind kind, int level) const {
   return static_cast<std::size_t>(level) < overrides_.size() && !overrides_[level][static_cast<std::size_t>(kind)].empty();
 }
 
+std::uint64_t AlphaBetaTable::applied(CollectiveKind kind, int level) const {
+  return static_cast<std::size_t>(level) < applied_.size() ? applied_[level][static_cast<std::size_t>(kind)] : 0;
+}
+
+void AlphaBetaTable::reset_applied() const { std::fill(applied_.begin(), applied_.end(), std::array<std::uint64_t, kCollectiveKinds>{}); }
+
 void AlphaBetaTable::override_for(CollectiveKind kind, int level, std::vector<AlphaBetaPiece> pieces) {
+  if (applied_.size() < levels_.size()) applied_.resize(levels_.size());
   if (overrides_.size() < levels_.size()) overrides_.resize(levels_.size());
   overrides_[level][static_cast<std::size_t>(kind)] = std::move(pieces);
 }

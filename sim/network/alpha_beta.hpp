@@ -15,6 +15,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <vector>
@@ -87,6 +88,11 @@ class AlphaBetaTable {
   // Pieces sorted by from_bytes, the first from 0.
   void override_for(CollectiveKind kind, int level, std::vector<AlphaBetaPiece> pieces);
   bool overridden(CollectiveKind kind, int level) const;
+  // How many collective steps (one steps_cost call each: a phase, or one of a pipeline's rounds)
+  // were costed with the calibrated `kind` on `level` since the last reset_applied(): what a run
+  // reports of each profile entry it bound (simulation/calibration_binding.hpp).
+  std::uint64_t applied(CollectiveKind kind, int level) const;
+  void reset_applied() const;
   const AlphaBeta& tier_default(int tier) const { return levels_[tier]; }
   int levels() const { return static_cast<int>(levels_.size()); }
 
@@ -94,6 +100,9 @@ class AlphaBetaTable {
   std::vector<AlphaBeta> levels_;
   std::vector<cluster::LinkTechPtr> links_;  // per tier; null: ideal
   std::vector<std::array<std::vector<AlphaBetaPiece>, kCollectiveKinds>> overrides_;
+  // Per tier and kind, the calibrated costs applied (a tally, not part of the table's value: one
+  // simulation's thread costs its collectives through its own table).
+  mutable std::vector<std::array<std::uint64_t, kCollectiveKinds>> applied_;
 };
 
 }  // namespace moesim::network

@@ -324,6 +324,27 @@ std::string summary(const Results& r, double wall_seconds, double peak_rss_bytes
                                     r.network_model));
   }
   row("dropped tokens", fmt::format("{:.2f} %", 100 * r.dropped_fraction()));
+  if (const auto& cal = r.calibration; cal.contains("profile") && !cal.at("profile").is_null()) {
+    // What the profile changed in this run: the collective entries that costed its steps, those
+    // that replaced nothing, and the GPU kinds whose GeMM or attention came from its tables.
+    int applied = 0, idle = 0;
+    std::uint64_t steps = 0;
+    if (cal.contains("collectives"))
+      for (const auto& u : cal.at("collectives").at("used")) {
+        const auto n = u.value("applied_to_steps", std::uint64_t{0});
+        if (n > 0) ++applied;
+        else if (!u.value("read_by_strategy", false)) ++idle;  // a named group's entry: its strategy reads it
+        steps += n;
+      }
+    int tables = 0;
+    if (cal.contains("compute"))
+      for (const auto& [kind, parts] : cal.at("compute").items())
+        for (const auto& [part, what] : parts.items())
+          tables += what.is_string() && !what.get<std::string>().starts_with("roofline default");
+    row("calibration", fmt::format("{}: {} collective entr{} costed {} steps, {} replaced nothing; {} kernel table{} used",
+                                   cal.at("profile").get<std::string>(), applied, applied == 1 ? "y" : "ies", steps, idle, tables,
+                                   tables == 1 ? "" : "s"));
+  }
   const std::size_t peak = r.peak_memory_gpu();
   row("peak memory", fmt::format("{} of {} (GPU {})", format_bytes(r.memory[peak].total()), format_bytes(r.memory_capacity[peak]), peak));
   row("simulated", fmt::format("{} tasks, {} events in {:.3f} s{}", r.engine.tasks, r.engine.events, wall_seconds,

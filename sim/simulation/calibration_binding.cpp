@@ -67,7 +67,8 @@ struct Placed {
 }  // namespace
 
 sc::Json bind_collectives(const calibration::Profile& profile, const cluster::Topology& topo, network::Algorithm all_reduce,
-                          const std::map<std::string, std::vector<std::uint32_t>>& groups, network::AlphaBetaTable& params) {
+                          const std::map<std::string, std::vector<std::uint32_t>>& groups, network::AlphaBetaTable& params,
+                          std::vector<std::pair<CollectiveKind, int>>* bound_levels) {
   sc::Json used = sc::Json::array(), not_used = sc::Json::array(), fallback = sc::Json::array();
   // A node: a worker of the level just above the innermost one (levels run outermost first).
   const int levels = topo.level_count();
@@ -78,6 +79,7 @@ sc::Json bind_collectives(const calibration::Profile& profile, const cluster::To
     const auto skip = [&](const std::string& why) { not_used.push_back({{"entry", e.label()}, {"reason", why}}); };
     if (!kind) {
       skip(fmt::format("{} is no network collective: read by the strategy that names it (Parm's Algorithm 1)", e.collective));
+      not_used.back()["read_by_strategy"] = true;
       continue;
     }
     Placed p;
@@ -162,11 +164,13 @@ sc::Json bind_collectives(const calibration::Profile& profile, const cluster::To
                       {"bandwidth_per_step_GBps", std::isfinite(1e3 / piece.value.beta) ? 1e3 / piece.value.beta : 0.0}});
     }
     params.override_for(kind, level, std::move(pieces));
+    if (bound_levels) bound_levels->emplace_back(kind, level);
     bound.emplace_back(used.size(), &p);
     used.push_back({{"entry", p.entry->label()},
                     {"sets", fmt::format("{} at level {}", network::to_string(kind), topo.tiers()[level].name)},
                     {"steps", steps},
                     {"per_level", segs}});
+    if (!p.entry->group.empty()) used.back()["group"] = p.entry->group;
   }
   // Each used entry simulated on its own shape with everything bound: the calibrated level alone
   // costs each phase whose coarsest level it is (analytic_model.hpp), so the fitted time comes back
@@ -201,6 +205,41 @@ sc::Json bind_collectives(const calibration::Profile& profile, const cluster::To
       if (!params.overridden(kind, l))
         fallback.push_back(fmt::format("{} at level {}: topology default α-β", network::to_string(kind), topo.tiers()[l].name));
   return {{"used", used}, {"not_used", not_used}, {"fallback", fallback}};
+}
+
+std::vector<std::string> report_collectives_applied(sc::Json& report, const std::vector<std::pair<CollectiveKind, int>>& bound,
+                                                    const network::AlphaBetaTable& params, const cluster::Topology& topo) {
+  std::vector<std::string> idle;
+  for (const auto& n : report.at("not_used"))
+    if (!n.value("read_by_strategy", false))
+      idle.push_back(fmt::format("entry \"{}\" not used: {}", n.at("entry").get<std::string>(), n.at("reason").get<std::string>()));
+  auto& used = report.at("used");
+  for (std::size_t i = 0; i < bound.size() && i < used.size(); ++i) {
+    const auto [kind, tier] = bound[i];
+    const std::uint64_t steps = params.applied(kind, tier);
+    used[i]["applied_to_steps"] = steps;
+    if (steps > 0) continue;
+    // A coarser level's entry of the same kind, measured across it, stands for the finer levels
+    // its collectives also cross (AlphaBetaTable::steps_cost).
+    std::string coarser;
+    for (int t = 0; t < tier && coarser.empty(); ++t)
+      if (params.applied(kind, t) > 0) coarser = topo.tiers()[t].name;
+    const std::string why =
+        coarser.empty()
+            ? fmt::format("no {} of this run crosses level {}", network::to_string(kind), topo.tiers()[tier].name)
+            : fmt::format("the {}s of this run that cross level {} also cross level {}, whose entry (measured across it) "
+                          "stands for the finer levels; none stays within level {}",
+                          network::to_string(kind), topo.tiers()[tier].name, coarser, topo.tiers()[tier].name);
+    used[i]["replaced_nothing"] = why;
+    // An entry of a named group is also read by the strategy that forms the group (Parm's
+    // Algorithm 1 prices its schedules with it, parm_strategy.cpp): not idle.
+    if (used[i].contains("group")) {
+      used[i]["read_by_strategy"] = true;
+      continue;
+    }
+    idle.push_back(fmt::format("entry \"{}\" replaced nothing: {}", used[i].at("entry").get<std::string>(), why));
+  }
+  return idle;
 }
 
 namespace {

@@ -51,10 +51,18 @@
 namespace moesim::simulation {
 
 // Overrides `params` with the profile's collective entries, group entries placed on `groups`
-// (name → the GPUs of one such group); returns the report's "collectives" part.
+// (name → the GPUs of one such group); returns the report's "collectives" part, and in `bound` the
+// collective kind and tier each of its "used" entries set, in their order.
 schema::Json bind_collectives(const calibration::Profile& profile, const cluster::Topology& topology,
                               network::Algorithm all_reduce, const std::map<std::string, std::vector<std::uint32_t>>& groups,
-                              network::AlphaBetaTable& params);
+                              network::AlphaBetaTable& params, std::vector<std::pair<network::CollectiveKind, int>>* bound = nullptr);
+
+// After a run: each used entry of `report` (bind_collectives' "collectives" part, `bound` its
+// kinds and tiers) gets how many collective steps it costed ("applied_to_steps"), and one that
+// costed none says why it changed nothing ("replaced_nothing"); returns one line for each of those
+// and for each entry not bound at all (but those a strategy reads itself, Parm's "overlap").
+std::vector<std::string> report_collectives_applied(schema::Json& report, const std::vector<std::pair<network::CollectiveKind, int>>& bound,
+                                                    const network::AlphaBetaTable& params, const cluster::Topology& topology);
 
 // Kernel tables for one GPU kind; `report` gets what was used or why not.
 compute::KernelTables bind_kernels(const calibration::Profile& profile, const cluster::GpuSpec& gpu,

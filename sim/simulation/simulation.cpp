@@ -106,10 +106,11 @@ Simulation::Simulation(scenario::Scenario scenario, std::unique_ptr<strategies::
   if (const auto* profile = scenario_.calibration.get()) {
     calibration_report_ = {{"profile", profile->name}, {"file", profile->file}};
     calibration_report_["collectives"] =
-        bind_collectives(*profile, topology_, scenario_.all_reduce, strategy_->named_groups(topology_), params);
+        bind_collectives(*profile, topology_, scenario_.all_reduce, strategy_->named_groups(topology_), params, &calibrated_levels_);
     calibration_report_["compute"] = schema::Json::object();
   }
   network_ = std::make_unique<network::AnalyticModel>(topology_, std::move(params));
+  network_->params().reset_applied();  // the binding's own checks are no use of the run's
   for (const auto& kind : topology_.kinds()) {
     compute::KernelTables tables;
     if (const auto* profile = scenario_.calibration.get())
@@ -370,6 +371,9 @@ void Simulation::collect(const report::Metrics& metrics, std::vector<report::Ite
     r.levels.push_back({lv.name, lv.count, std::string(cluster::to_string(lv.fabric)), format_bandwidth(lv.bandwidth), ab.alpha, ab.beta});
   }
   r.calibration = calibration_report_;
+  if (r.calibration.contains("collectives"))
+    for (const auto& line : report_collectives_applied(r.calibration["collectives"], calibrated_levels_, network_->params(), topology_))
+      r.warnings.push_back(fmt::format("calibration {}: {}", r.calibration.at("profile").get<std::string>(), line));
   r.iterations = std::move(iterations);
   for (std::size_t i = 0; i < r.iterations.size(); ++i) {
     r.iterations[i].time = metrics.iteration_time[i];

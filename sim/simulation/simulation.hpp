@@ -105,6 +105,8 @@ class Simulation {
   std::unique_ptr<report::TraceRecorder> trace_;
   std::unique_ptr<engine::TaskLog> task_log_;
   schema::Json calibration_report_;  // what the scenario's profile set and where defaults stayed
+  // The collective kind and tier each of the report's used collective entries set, in order.
+  std::vector<std::pair<network::CollectiveKind, int>> calibrated_levels_;
   std::vector<report::AlternativeResult> alternatives_;
   report::Results results_;
   bool checked_ = false;

@@ -137,5 +137,40 @@ TEST_F(CalibrateFit, DtypeRulesThatClashAreRefused) {
   EXPECT_TRUE(listing(work_).empty());
 }
 
+TEST_F(CalibrateFit, ARunSaysWhatItsProfileChangedAndWhatNot) {
+  // The committed profile of realdata 19 (all_to_all, all_gather and all_reduce measured on 8 GPUs
+  // of one node and 16 of two) on one node of 8 B200: the 16-GPU entries cannot be placed; the
+  // 8-GPU ones set their kinds at level gpu. Expert parallelism without sharding runs all-to-alls
+  // and the dense gradients' all-reduce there, but no all-gather: that entry binds and changes
+  // nothing. Each is said on stderr, in the summary and in results.json.
+  fs::create_directories(work_);
+  const fs::path sc = scenario("idle.json", fmt::format(R"({{"name": "idle-profile",
+    "cluster": {{"gpu": "b200-sxm-180gb", "levels": [{{"name": "gpu", "count": 8, "bandwidth": "900GB/s", "latency": "1us"}}]}},
+    "model": {{"preset": "gpt-medium-moe"}}, "training": {{"sequence_length": 1024}}, "strategy": {{"name": "ep"}},
+    "calibration": "{}"}})", (kSourceDir / "calibrations" / "b200-vultr-nccl-tests.json").string()));
+  const Result r = moesim({"run", sc.string(), "--out", (work_ / "out").string()});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.err.find("entry \"all_gather ranks=8 nodes=1\" replaced nothing: no all_gather of this run crosses level gpu"),
+            std::string::npos)
+      << r.err;
+  for (const char* kind : {"all_gather", "all_reduce", "all_to_all"})
+    EXPECT_NE(r.err.find(fmt::format("entry \"{} ranks=16 nodes=2\" not used: its shape (16 ranks on 2 nodes) does not fit", kind)),
+              std::string::npos)
+        << r.err;
+  EXPECT_EQ(r.err.find("ranks=8 nodes=1\" not used"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("b200-vultr-nccl-tests: 2 collective entries costed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 replaced nothing"), std::string::npos) << r.out;
+  const auto results = Json::parse(read_text(work_ / "out" / "results.json"));
+  std::map<std::string, Json> used;
+  for (const auto& u : results.at("calibration").at("collectives").at("used")) used[u.at("entry")] = u;
+  ASSERT_EQ(used.size(), 3u);
+  EXPECT_GT(used.at("all_to_all ranks=8 nodes=1").at("applied_to_steps").get<int>(), 0);
+  EXPECT_GT(used.at("all_reduce ranks=8 nodes=1").at("applied_to_steps").get<int>(), 0);
+  EXPECT_EQ(used.at("all_gather ranks=8 nodes=1").at("applied_to_steps").get<int>(), 0);
+  EXPECT_TRUE(used.at("all_gather ranks=8 nodes=1").contains("replaced_nothing"));
+  EXPECT_FALSE(used.at("all_to_all ranks=8 nodes=1").contains("replaced_nothing"));
+  EXPECT_EQ(results.at("warnings").size(), 4u);
+}
+
 }  // namespace
 }  // namespace moesim_cli
