@@ -4,6 +4,10 @@ measurement, part by part.
 
   compare_layer_step.py MOESIM [--measured tests/data/measured/h100-moe-layer-step.json]
                                [--scenarios tests/data/measured/scenarios] [--variant none/scatter]
+                               [--gpu h200-sxm-141gb]
+
+--gpu runs the same scenarios on another GPU kind of the catalogue, for a measurement made on it
+(tests/data/measured/h200-moe-layer-step.json: --gpu h200-sxm-141gb).
 
 For each measured shape it runs `MOESIM run SCENARIO --trace` on scenarios/h100-layer-SHAPE.json,
 sums moesim's tasks per layer from trace.json and prints, per layer (mean over the layers), the
@@ -44,8 +48,17 @@ TASKS = [("fwd", "attention", ["fwd.attention_qkv", "fwd.attention_core", "fwd.a
          ("bwd", "attention", ["bwd.attention_out", "bwd.attention_core", "bwd.attention_qkv"])]
 
 
-def moesim_tasks(moesim, scenario):
+def moesim_tasks(moesim, scenario, gpu=None):
     with tempfile.TemporaryDirectory() as out:
+        if gpu:  # the scenario on another GPU kind, beside a copy of its routing trace
+            doc = json.load(open(scenario))
+            doc["cluster"]["gpu"] = gpu
+            trace_csv = doc["routing"]["trace"]
+            with open(os.path.join(out, trace_csv), "w") as f:
+                f.write(open(os.path.join(os.path.dirname(scenario), trace_csv)).read())
+            scenario = os.path.join(out, "scenario.json")
+            json.dump(doc, open(scenario, "w"))
+            out = os.path.join(out, "run")
         subprocess.run([moesim, "run", scenario, "--out", out, "--trace", "--quiet"], check=True)
         results = json.load(open(os.path.join(out, "results.json")))
         trace = json.load(open(os.path.join(out, "trace.json")))
@@ -68,6 +81,7 @@ def main():
     ap.add_argument("--measured", default=os.path.join(root, "tests/data/measured/h100-moe-layer-step.json"))
     ap.add_argument("--scenarios", default=os.path.join(root, "tests/data/measured/scenarios"))
     ap.add_argument("--variant", default="none/scatter", help="host_sync/unpermute of the measured entry")
+    ap.add_argument("--gpu", help="the catalogue's GPU kind the measurement ran on (default: the scenarios', an H100)")
     ap.add_argument("--check", action="store_true", help="exit 1 beyond --max-step-error or --max-expert-error")
     ap.add_argument("--max-step-error", type=float, default=0.15)
     ap.add_argument("--max-expert-error", type=float, default=0.30)
@@ -80,7 +94,7 @@ def main():
         if m["host_sync"] != sync or m["unpermute"] != unpermute:
             continue
         shape, layers = m["shape"], m["layers"]
-        results, tasks = moesim_tasks(args.moesim, os.path.join(args.scenarios, f"h100-layer-{shape}.json"))
+        results, tasks = moesim_tasks(args.moesim, os.path.join(args.scenarios, f"h100-layer-{shape}.json"), args.gpu)
         print(f"\n{shape} ({layers} layers, {m['tokens']} tokens; measured {m['attention']}, un-permute {unpermute}, "
               f"host sync {sync})")
         print(f"| part, per layer | measured us | moesim us | moesim error |")
@@ -99,7 +113,9 @@ def main():
         it_sim = results["iteration_time_ms"] * 1e3
         rows = [("forward + backward, per layer", step / layers, fb_sim / layers),
                 ("forward + backward, step", step, fb_sim),
-                ("optimizer", opt, opt_sim),
+                # The measurement ran AdamW and the bf16 copy alone; moesim the preset's step
+                # (pytorch-eager: clip_grad_norm_'s norm and scale, then AdamW).
+                ("optimizer (measured: AdamW, bf16 copy)", opt, opt_sim),
                 ("iteration (step + optimizer)", step + opt, it_sim)]
         for label, meas, sim in rows:
             print(f"| {label} | {meas:.0f} | {sim:.0f} | {(sim - meas) / meas:+.0%} |")
