@@ -36,11 +36,13 @@ namespace {
 constexpr const char* kUsage = R"(usage: moesim COMMAND [options]
 
 commands:
-  run SCENARIO.json [--out DIR] [--trace [--trace-gpus LIST]]
+  run SCENARIO.json [--out DIR] [--trace [--trace-gpus LIST]] [--compare-uncalibrated]
                                             simulate; write results.json, scenario.effective.json
                                             (and trace.json for Perfetto with --trace) to DIR
                                             (default out/NAME); LIST like 0-7,16 picks the GPUs
-                                            traced (default: all up to 512 GPUs, else 0-15)
+                                            traced (default: all up to 512 GPUs, else 0-15);
+                                            --compare-uncalibrated runs it again without its
+                                            calibration profile and prints both side by side
   validate SCENARIO.json                    check the scenario (and every sweep point), run nothing
   sweep SCENARIO.json [--out DIR] [--jobs N] run the scenario's sweep grid in parallel, append one
                                             row per point to DIR/results.csv; re-run to resume;
@@ -132,6 +134,7 @@ struct Common {
   bool trace = false;
   std::string trace_gpus;
   bool quiet = false;
+  bool compare_uncalibrated = false;  // run: the scenario again without its calibration profile
   unsigned jobs = 0;
   unsigned threads = 0;  // 0: the default of the command
   std::optional<std::size_t> stop_after;
@@ -139,7 +142,7 @@ struct Common {
 
 // The options each command takes: any other is refused, never accepted and ignored.
 const std::map<std::string, std::set<std::string>> kCommandOptions{
-    {"run", {"scenario", "out", "data", "trace", "trace-gpus", "quiet", "threads"}},
+    {"run", {"scenario", "out", "data", "trace", "trace-gpus", "quiet", "threads", "compare-uncalibrated"}},
     {"validate", {"scenario", "data", "quiet"}},
     {"sweep", {"scenario", "out", "data", "jobs", "threads", "quiet", "stop-after"}},
     {"presets", {"data"}}};
@@ -149,7 +152,7 @@ Common parse(const std::string& command, const std::vector<std::string>& args, b
   std::string data, out;
   po::options_description opts;
   std::string jobs, stop_after, threads;
-  opts.add_options()("threads", po::value(&threads))("out", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))(
+  opts.add_options()("threads", po::value(&threads))("out", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))("compare-uncalibrated", po::bool_switch(&c.compare_uncalibrated))(
       "quiet", po::bool_switch(&c.quiet))("jobs", po::value(&jobs))("stop-after", po::value(&stop_after))(
       "scenario", po::value<std::string>());
   po::positional_options_description pos;
@@ -178,6 +181,15 @@ int cmd_run(const Common& c) {
   scenario::Loader loader(c.data);
   scenario::Scenario sc = loader.load(c.scenario);
   print_warnings(sc.warnings);
+  // --compare-uncalibrated: the same scenario without its profile, run after the calibrated one.
+  std::optional<scenario::Scenario> uncalibrated;
+  if (c.compare_uncalibrated) {
+    if (!sc.calibration)
+      throw InputError(c.scenario.string(), "$.calibration", "is not set: --compare-uncalibrated compares a calibrated run with it",
+                       "add \"calibration\": \"calibrations/NAME.json\" to the scenario, or drop --compare-uncalibrated");
+    uncalibrated = sc;
+    uncalibrated->calibration.reset();
+  }
   const fs::path out = c.out.empty() ? fs::path("out") / sc.name : c.out;
   const std::string out_flag = c.out.empty() ? "--out (default out/NAME)" : "--out";
   const auto t0 = std::chrono::steady_clock::now();
@@ -229,6 +241,13 @@ int cmd_run(const Common& c) {
     throw InfeasibleError(fmt::format("{}: {}", c.scenario.string(), e.what()));
   }
   if (shown) std::cerr << "\n";
+  std::optional<simulation::Simulation> plain;
+  if (uncalibrated) {
+    plain.emplace(std::move(*uncalibrated));
+    plain->check();
+    plain->run();
+    sim.attach_uncalibrated(*plain);
+  }
   // Warnings the run found (a calibration entry that replaced nothing), after the scenario's.
   const auto& found = sim.results().warnings;
   print_warnings({found.begin() + static_cast<std::ptrdiff_t>(std::min(found.size(), sim.scenario().warnings.size())), found.end()});
@@ -246,6 +265,9 @@ int cmd_run(const Common& c) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     std::cout << sim.summary(wall, static_cast<double>(usage.ru_maxrss) * 1024);  // Linux: ru_maxrss in KiB
+    if (plain)
+      std::cout << fmt::format("moesim: {} with its profile and without (--compare-uncalibrated)\n", sim.scenario().name)
+                << report::compare_headlines(report::headline(sim.results()), sim.results().uncalibrated);
     std::cout << fmt::format("  {:<26} {}\n", "results", out.string());
   }
   return 0;

@@ -1,6 +1,7 @@
 #include "sim/report/results.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <fmt/format.h>
 
 #include "sim/core/heap.hpp"
@@ -200,6 +201,7 @@ Json skeleton(const Results& r) {
                       {"alpha_us", static_cast<double>(l.alpha) / 1e6}, {"beta_ps_per_byte", l.beta}});
   j["cluster"] = {{"gpus", r.gpus}, {"gpu_kinds", r.gpu_kinds}, {"levels", levels}};
   // Which calibration entries set the models' parameters, which did not and where defaults stayed.
+  if (!r.uncalibrated.is_null()) j["uncalibrated"] = r.uncalibrated;
   j["calibration"] = r.calibration.is_null() ? Json{{"profile", nullptr}, {"note", "no profile: topology and GPU catalogue defaults"}}
                                              : r.calibration;
 
@@ -286,6 +288,32 @@ Json skeleton(const Results& r) {
 }
 
 }  // namespace
+
+Json headline(const Results& r) {
+  const double iters = iterations_of(r);
+  const auto mean = [&](auto f) { return stats_over(r.metrics.gpus, f).mean / iters; };
+  return {{"iteration_time_ms", ms(r.mean_iteration_time())},
+          {"tokens_per_second", r.tokens_per_second()},
+          {"compute_ms", mean([](const auto& g) { return ms(g.compute); })},
+          {"communication_ms", mean([](const auto& g) { return ms(g.communication); })},
+          {"exposed_communication_ms", mean([](const auto& g) { return ms(g.exposed_communication); })}};
+}
+
+std::string compare_headlines(const Json& calibrated, const Json& uncalibrated) {
+  std::string out = fmt::format("  {:<26} {:>14} {:>14} {:>9}\n", "per iteration", "calibrated", "uncalibrated", "change");
+  for (const auto& [key, label, unit] : {std::tuple{"iteration_time_ms", "iteration time", "ms"},
+                                         std::tuple{"tokens_per_second", "throughput", "tokens/s"},
+                                         std::tuple{"compute_ms", "compute busy", "ms"},
+                                         std::tuple{"communication_ms", "communication", "ms"},
+                                         std::tuple{"exposed_communication_ms", "exposed communication", "ms"}}) {
+    const double a = calibrated.at(key).get<double>(), b = uncalibrated.at(key).get<double>();
+    const int digits = std::string_view(unit) == "ms" ? 3 : 0;
+    out += fmt::format("  {:<26} {:>11.{}f} {:<2} {:>11.{}f} {:<2} {:>8}\n", label, a, digits, std::string_view(unit) == "ms" ? "ms" : "/s",
+                       b, digits, std::string_view(unit) == "ms" ? "ms" : "/s",
+                       b > 0 ? fmt::format("{:+.1f} %", 100 * (a / b - 1)) : std::string("-"));
+  }
+  return out;
+}
 
 std::string summary(const Results& r, double wall_seconds, double peak_rss_bytes) {
   std::string out;

@@ -59,6 +59,8 @@ struct Results {
   std::vector<std::uint16_t> kind_of_gpu;  // per GPU, its index in gpu_kinds
   std::vector<LevelResult> levels;
   schema::Json calibration;  // what the scenario's profile set (null: none)
+  // `moesim run --compare-uncalibrated`: the same scenario's headline without its profile.
+  schema::Json uncalibrated;
   std::vector<IterationResult> iterations;
   Metrics metrics;
   std::string network_model;
@@ -92,6 +94,13 @@ schema::Json to_json(const Results& r);
 void write_json(std::ostream& out, const Results& r);
 // `peak_rss_bytes`: the process's peak resident memory, shown beside the wall time (0: not shown).
 std::string summary(const Results& r, double wall_seconds, double peak_rss_bytes = 0);
+
+// The run's headline figures per iteration (iteration_time_ms, tokens_per_second, and the means
+// over GPUs of compute_ms, communication_ms, exposed_communication_ms), as results.json's
+// "uncalibrated" holds them.
+schema::Json headline(const Results& r);
+// Two headlines side by side, calibrated first, with the calibrated run's change against the other.
+std::string compare_headlines(const schema::Json& calibrated, const schema::Json& uncalibrated);
 
 // A sweep's CSV: the metric columns (after the point and its axis values) and one row's values
 // for a cluster of `levels` levels (bytes per level, coarsest first).

@@ -56,6 +56,9 @@ class Simulation {
 
   const scenario::Scenario& scenario() const { return scenario_; }
   const report::Results& results() const { return results_; }
+  // `moesim run --compare-uncalibrated`: `other` ran this scenario without its profile; results.json
+  // gets its headline as "uncalibrated".
+  void attach_uncalibrated(const Simulation& other) { results_.uncalibrated = report::headline(other.results()); }
   schema::Json results_json() const { return report::to_json(results_); }
   std::string summary(double wall_seconds, double peak_rss_bytes = 0) const {
     return report::summary(results_, wall_seconds, peak_rss_bytes);

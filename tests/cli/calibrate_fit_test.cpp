@@ -172,5 +172,33 @@ TEST_F(CalibrateFit, ARunSaysWhatItsProfileChangedAndWhatNot) {
   EXPECT_EQ(results.at("warnings").size(), 4u);
 }
 
+TEST_F(CalibrateFit, CompareUncalibratedRunsTheScenarioWithoutItsProfile) {
+  // scenarios/calibrated-b200.json with --compare-uncalibrated: the table holds both runs, the
+  // second being the same scenario with "calibration" removed (run here as its own scenario), and
+  // results.json keeps the uncalibrated headline beside the calibrated one.
+  fs::create_directories(work_);
+  auto doc = Json::parse(read_text(kSourceDir / "scenarios" / "calibrated-b200.json"));
+  doc["calibration"] = (kSourceDir / "calibrations" / "b200-vultr-nccl-tests.json").string();
+  const fs::path with = scenario("with.json", doc.dump());
+  doc.erase("calibration");
+  const fs::path without = scenario("without.json", doc.dump());
+  Result r = moesim({"run", with.string(), "--out", (work_ / "with").string(), "--compare-uncalibrated"});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("with its profile and without (--compare-uncalibrated)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("uncalibrated"), std::string::npos) << r.out;
+  ASSERT_EQ(moesim({"run", without.string(), "--out", (work_ / "without").string()}).code, 0);
+  const auto calibrated = Json::parse(read_text(work_ / "with" / "results.json"));
+  const auto plain = Json::parse(read_text(work_ / "without" / "results.json"));
+  EXPECT_DOUBLE_EQ(calibrated.at("uncalibrated").at("iteration_time_ms").get<double>(), plain.at("iteration_time_ms").get<double>());
+  // The profile's all-to-all and all-reduce entries price this run's collectives: the two differ.
+  EXPECT_NE(calibrated.at("iteration_time_ms").get<double>(), plain.at("iteration_time_ms").get<double>());
+  EXPECT_FALSE(plain.contains("uncalibrated"));
+  // A scenario without a profile has nothing to compare: exit 2, the file and field named, nothing written.
+  r = moesim({"run", without.string(), "--out", (work_ / "none").string(), "--compare-uncalibrated"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("without.json: $.calibration: is not set"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(work_ / "none"));
+}
+
 }  // namespace
 }  // namespace moesim_cli
