@@ -158,7 +158,11 @@ enum class CrossEntropyKernels : std::uint8_t { TransformerEngine, Megatron, PyT
 // DeepSeek-V3 and Qwen3-30B-A3B, 1-64 groups, even and skewed rows), with the tiles, waves and
 // weight reads of the grouped model unchanged: mean |time error| 11.1 % (23.1 % at cuBLAS's rate),
 // worst -37 %. With one large group it runs at 615-640 TFLOP/s where cuBLASLt runs at 775-800.
-// Taken for every GPU kind (assumption: no other GPU's measurement).
+// Taken for every GPU kind, as a fraction of each GPU's own cuBLAS ceiling (the rule that carries
+// the H100's table to a GPU without one). Held out on the H200 and on a second H100 run, forward
+// and both backward passes, DeepSeek-V2's 20 groups added (h200-grouped-gemm.json,
+// h100-grouped-gemm-passes.json): 8–14 % mean time error per pass (compute_test.cpp
+// MeasuredGroupedExpertGemmPasses); no Blackwell measurement.
 inline constexpr double kTorchGroupedMmCeiling = 0.75;
 
 // The optimizer step's kernels (software.optimizer):
