@@ -301,15 +301,14 @@ Json headline(const Results& r) {
 
 std::string compare_headlines(const Json& calibrated, const Json& uncalibrated) {
   std::string out = fmt::format("  {:<26} {:>14} {:>14} {:>9}\n", "per iteration", "calibrated", "uncalibrated", "change");
-  for (const auto& [key, label, unit] : {std::tuple{"iteration_time_ms", "iteration time", "ms"},
-                                         std::tuple{"tokens_per_second", "throughput", "tokens/s"},
-                                         std::tuple{"compute_ms", "compute busy", "ms"},
-                                         std::tuple{"communication_ms", "communication", "ms"},
-                                         std::tuple{"exposed_communication_ms", "exposed communication", "ms"}}) {
+  // Key, label, unit and decimals.
+  for (const auto& [key, label, unit, digits] : {std::tuple{"iteration_time_ms", "iteration time", "ms", 3},
+                                                 std::tuple{"tokens_per_second", "throughput", "/s", 0},
+                                                 std::tuple{"compute_ms", "compute busy", "ms", 3},
+                                                 std::tuple{"communication_ms", "communication", "ms", 3},
+                                                 std::tuple{"exposed_communication_ms", "exposed communication", "ms", 3}}) {
     const double a = calibrated.at(key).get<double>(), b = uncalibrated.at(key).get<double>();
-    const int digits = std::string_view(unit) == "ms" ? 3 : 0;
-    out += fmt::format("  {:<26} {:>11.{}f} {:<2} {:>11.{}f} {:<2} {:>8}\n", label, a, digits, std::string_view(unit) == "ms" ? "ms" : "/s",
-                       b, digits, std::string_view(unit) == "ms" ? "ms" : "/s",
+    out += fmt::format("  {:<26} {:>11.{}f} {:<2} {:>11.{}f} {:<2} {:>8}\n", label, a, digits, unit, b, digits, unit,
                        b > 0 ? fmt::format("{:+.1f} %", 100 * (a / b - 1)) : std::string("-"));
   }
   return out;

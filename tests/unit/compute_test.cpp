@@ -495,6 +495,11 @@ std::map<std::pair<int, int>, ErrorStats> attention_errors(const std::string& gp
   return err;
 }
 
+// Each (head dim, pass) of `err` has a mean |time error| below its bound.
+void expect_attention_within(std::map<std::pair<int, int>, ErrorStats>& err, const std::map<std::pair<int, int>, double>& bounds) {
+  for (const auto& [key, bound] : bounds) EXPECT_LT(err[key].mean(), bound) << "d=" << key.first << " pass " << key.second;
+}
+
 TEST(ComputeModel, MeasuredH100FusedAttention) {
   // cuDNN's fused attention (Transformer Engine's kernel, through PyTorch's SDPA) on an H100, BF16,
   // causal, 16 heads, 16384 tokens per batch, L = 1024 … 16384 (tests/data/measured/). The catalogue's
@@ -508,10 +513,7 @@ TEST(ComputeModel, MeasuredH100FusedAttention) {
   // The model: d = 128 forward 8.7 %, backward 16.3 % mean time error (worst −18 %, −37 %, at
   // L = 1024); d = 64 forward 28 %, backward 23 %. Before, the backward took twice the forward's
   // time for 2.5× its FLOPs: 1.25 × 0.55 = 0.69 of peak, where cuDNN reaches 0.29–0.54.
-  EXPECT_LT((err[std::pair{128, 0}].mean()), 0.12);
-  EXPECT_LT((err[std::pair{128, 1}].mean()), 0.20);
-  EXPECT_LT((err[std::pair{64, 0}].mean()), 0.35);
-  EXPECT_LT((err[std::pair{64, 1}].mean()), 0.30);
+  expect_attention_within(err, {{{128, 0}, 0.12}, {{128, 1}, 0.20}, {{64, 0}, 0.35}, {{64, 1}, 0.30}});
 }
 
 TEST(ComputeModel, MeasuredH200FusedAttention) {
@@ -523,12 +525,8 @@ TEST(ComputeModel, MeasuredH200FusedAttention) {
   ASSERT_EQ((mla[std::pair{192, 0}].rows), 4);
   // As on the H100: d = 128 forward 8.6 %, backward 16.6 %; d = 64 29 % and 23 %, optimistic (small
   // heads); MLA's forward 6.1 %, its backward 18.2 % optimistic (worst -35 % at L = 1024).
-  EXPECT_LT((err[std::pair{128, 0}].mean()), 0.10);
-  EXPECT_LT((err[std::pair{128, 1}].mean()), 0.19);
-  EXPECT_LT((err[std::pair{64, 0}].mean()), 0.32);
-  EXPECT_LT((err[std::pair{64, 1}].mean()), 0.25);
-  EXPECT_LT((mla[std::pair{192, 0}].mean()), 0.08);
-  EXPECT_LT((mla[std::pair{192, 1}].mean()), 0.20);
+  expect_attention_within(err, {{{128, 0}, 0.10}, {{128, 1}, 0.19}, {{64, 0}, 0.32}, {{64, 1}, 0.25}});
+  expect_attention_within(mla, {{{192, 0}, 0.08}, {{192, 1}, 0.20}});
 }
 
 // The grouped-GeMM model of GPU `gpu` with torch._grouped_mm's kernels against `file`'s measured
