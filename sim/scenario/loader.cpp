@@ -102,8 +102,11 @@ Json Loader::resolve(const Json& raw, const std::string& file) const {
     const fs::path pfile = data_dir_ / folder / (name + ".json");
     Json base = preset(folder, name, file, path);
     schema::validate(section, base, pfile.string(), "$");  // the preset file on its own
-    for (auto it = v.begin(); it != v.end(); ++it)
-      if (it.key() != "preset") base[it.key()] = it.value();
+    // The scenario's keys override the preset's as a JSON merge patch (RFC 7396): an object merges
+    // key by key (`"host": {"sync": "0us"}` keeps the preset's other host costs), anything else
+    // replaces, and null removes the preset's value so the default applies.
+    v.erase("preset");
+    base.merge_patch(v);
     out[key] = base;
   };
   expand("cluster", "topologies", cluster_schema());

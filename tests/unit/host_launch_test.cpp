@@ -191,3 +191,20 @@ TEST(HostLaunch, AFullIterationGraphCannotCaptureADispatchThatReads) {
     EXPECT_EQ(e.path(), "$.software.cuda_graphs");
   }
 }
+
+TEST(HostLaunch, APresetsHostCostsAreOverriddenKeyByKey) {
+  // The scenario's keys merge into the preset's as a JSON merge patch (RFC 7396): overriding one
+  // host cost keeps the others the preset gives (megatron-bridge-26.04: 36.5 us a forward launch,
+  // 48.6 us a backward one, 39 us a graph replay, 80 us after a read), an array replaces, and null
+  // removes a key so its default (0 us) applies.
+  auto doc = host_bound({{"preset", "megatron-bridge-26.04"}, {"host", {{"sync", "0us"}, {"graph_launch", nullptr}}},
+                         {"cuda_graphs", {"attn"}}});
+  const auto s = test::scenario_from(doc.dump());
+  EXPECT_EQ(s.software.host.launch, 36'500'000);
+  EXPECT_EQ(s.software.host.backward_launch, 48'600'000);
+  EXPECT_EQ(s.software.host.sync, 0);
+  EXPECT_EQ(s.software.host.graph_launch, 0);
+  EXPECT_TRUE(s.software.graphs.captures(software::Module::Attention));
+  EXPECT_FALSE(s.software.graphs.captures(software::Module::Router));
+  EXPECT_EQ(s.software.router_kernels, 31);  // untouched keys stay the preset's
+}
