@@ -205,6 +205,8 @@ Json skeleton(const Results& r) {
   j["calibration"] = r.calibration.is_null() ? Json{{"profile", nullptr}, {"note", "no profile: topology and GPU catalogue defaults"}}
                                              : r.calibration;
 
+  j["software"] = {{"name", r.software.empty() ? Json(nullptr) : Json(r.software)}, {"host_modelled", r.host_modelled}};
+
   j["iteration_time_ms"] = ms(r.mean_iteration_time());
   j["iteration_time_ps"] = r.mean_iteration_time();
   j["tokens_per_second"] = r.tokens_per_second();
@@ -372,6 +374,11 @@ std::string summary(const Results& r, double wall_seconds, double peak_rss_bytes
                                    cal.at("profile").get<std::string>(), applied, applied == 1 ? "y" : "ies", steps, idle, tables,
                                    tables == 1 ? "" : "s"));
   }
+  // What trains the model, and whether its host was simulated: without it the iteration is the
+  // GPUs' alone, which small kernels (small micro-batches, fine-grained experts) make too short.
+  row("software", r.host_modelled ? fmt::format("{}: the host's launches simulated", r.software.empty() ? "custom" : r.software)
+                                  : std::string("none: the host is not modelled (every kernel starts when its GPU can run it); "
+                                                "name a preset of software/ to simulate it"));
   const std::size_t peak = r.peak_memory_gpu();
   row("peak memory", fmt::format("{} of {} (GPU {})", format_bytes(r.memory[peak].total()), format_bytes(r.memory_capacity[peak]), peak));
   row("simulated", fmt::format("{} tasks, {} events in {:.3f} s{}", r.engine.tasks, r.engine.events, wall_seconds,

@@ -59,6 +59,10 @@ struct Results {
   std::vector<std::uint16_t> kind_of_gpu;  // per GPU, its index in gpu_kinds
   std::vector<LevelResult> levels;
   schema::Json calibration;  // what the scenario's profile set (null: none)
+  // The software section's name, and whether it costs the host's launches (none: every kernel
+  // starts as soon as its GPU can run it).
+  std::string software;
+  bool host_modelled = false;
   // `moesim run --compare-uncalibrated`: the same scenario's headline without its profile.
   schema::Json uncalibrated;
   std::vector<IterationResult> iterations;

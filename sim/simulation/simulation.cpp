@@ -371,6 +371,8 @@ void Simulation::collect(const report::Metrics& metrics, std::vector<report::Ite
     r.levels.push_back({lv.name, lv.count, std::string(cluster::to_string(lv.fabric)), format_bandwidth(lv.bandwidth), ab.alpha, ab.beta});
   }
   r.calibration = calibration_report_;
+  r.software = scenario_.software.name;
+  r.host_modelled = scenario_.software.models_host();
   if (r.calibration.contains("collectives"))
     for (const auto& line : report_collectives_applied(r.calibration["collectives"], calibrated_levels_, network_->params(), topology_))
       r.warnings.push_back(fmt::format("calibration {}: {}", r.calibration.at("profile").get<std::string>(), line));

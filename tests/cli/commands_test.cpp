@@ -172,6 +172,26 @@ TEST_F(Commands, RunWithoutOutWritesToOutName) {
   EXPECT_EQ(listing(work_ / "out" / "quickstart"), (std::set<std::string>{"results.json", "scenario.effective.json"}));
 }
 
+// A run says whether the host was simulated, on the terminal and in results.json: without a
+// software section every kernel starts when its GPU can run it, and the summary says so.
+TEST_F(Commands, ARunSaysWhetherItsHostWasSimulated) {
+  const fs::path out = root_ / "out";
+  Result r = moesim({"run", kQuickstart.string(), "--out", out.string()});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("  software                   none: the host is not modelled"), std::string::npos) << r.out;
+  Json results = Json::parse(read_text(out / "results.json"));
+  EXPECT_TRUE(results.at("software").at("name").is_null());
+  EXPECT_FALSE(results.at("software").at("host_modelled").get<bool>());
+  OrderedJson doc = quickstart();
+  doc["software"] = {{"preset", "pytorch-eager"}};
+  r = moesim({"run", scenario("eager.json", doc.dump(2)).string(), "--out", out.string()});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("  software                   Eager PyTorch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the host's launches simulated"), std::string::npos) << r.out;
+  results = Json::parse(read_text(out / "results.json"));
+  EXPECT_TRUE(results.at("software").at("host_modelled").get<bool>());
+}
+
 // A trace that cannot be written whole (the file-size limit, as a full disk would) exits 1 naming
 // it and leaves no trace.json and no results.json: results.json is written last, only after all
 // else is on disk. The quickstart's trace is megabytes; 64 blocks of 512 B hold the effective
