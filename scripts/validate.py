@@ -284,6 +284,11 @@ def container_effects(entries, order):
     return effects
 
 
+def layout_unmet(spec, key, a, b):
+    """validation/archive.json's reason a consecutive_runs pair's layout ratio is unmet, or None."""
+    return spec.get("layout_unmet", {}).get("|".join((key[0], key[1], a["row"]["container"], b["row"]["container"])))
+
+
 def layout_ratio_check(moesim, data, entries):
     """Issue 44's check that a layout's effect comes out of the simulation: every pair of consecutive
     containers whose layout changed (realdata 24's B200 Qwen3-30B, micro-batch 4 to 1) and whose
@@ -312,7 +317,7 @@ def layout_ratio_check(moesim, data, entries):
               f"{layout_of(a)} -> {layout_of(b)}: the layout's measured ratio {layout:.3f} (the containers' "
               f"{effect[1]:.3f} divided out, measured on {effect[0]}), simulated {simulated:.3f}", file=sys.stderr)
         within = abs(simulated / layout - 1) <= tolerance
-        unmet = spec.get("layout_unmet", {}).get("|".join((key[0], key[1], a["row"]["container"], b["row"]["container"])))
+        unmet = layout_unmet(spec, key, a, b)
         if unmet and within:
             failures.append(f"{key[0]} on {key[1]}, {a['row']['container']} -> {b['row']['container']}: listed in "
                             f"validation/archive.json layout_unmet but now within {tolerance:.0%}: remove it")
@@ -498,11 +503,9 @@ def write_archive(lines, entries):
                 control = controls.get((key[0], a["row"]["container"], b["row"]["container"]))
                 corrected = (f"{ma / control[1]:.2f} ({control[1]:.2f} on {control[0]})"
                              if control and layout_of(a) != layout_of(b) else "-")
-                unmet = spec.get("layout_unmet", {}).get("|".join((key[0], key[1], a["row"]["container"],
-                                                                     b["row"]["container"])))
+                unmet = layout_unmet(spec, key, a, b)
                 if unmet and corrected != "-":
                     corrected += f" **unmet**: {unmet}"
-
                 lines.append(f"| {key[0]} {key[2]} | {key[1]} | {a['row']['container']} | {b['row']['container']} | "
                              f"{layout_of(a)} → {layout_of(b)} | {ma:.2f} | {mb:.2f} | {corrected} |")
             lines.append("")
