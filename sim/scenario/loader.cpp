@@ -514,7 +514,15 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
       throw InputError(file, path, fmt::format("unknown link technology \"{}\"", key),
                        fmt::format("did you mean \"{}\"? (see topologies/links.json, or leave \"link\" out for ideal links)",
                                    nearest(key, known)));
-    return links[key] = link_from(key, known.at(key));
+    cluster::LinkTechPtr t = link_from(key, known.at(key));
+    for (cluster::Protocol p : cluster::kAllProtocols)
+      if (t->protocol(p).efficiency * t->exchange_factor > 1.0)
+        throw InputError((data_dir_ / "topologies" / "links.json").string(), fmt::format("$.links.{}.exchange_factor", key),
+                         fmt::format("an all-to-all would move {:.3g} of the line rate ({} efficiency {} x exchange_factor {})",
+                                     t->protocol(p).efficiency * t->exchange_factor,
+                                     p == cluster::Protocol::LL ? "LL" : "Simple", t->protocol(p).efficiency, t->exchange_factor),
+                         fmt::format("lower it to at most {:.3g}", 1.0 / t->protocol(p).efficiency));
+    return links[key] = t;
   };
   for (const Json& l : c.at("levels")) {
     cluster::Level level;

@@ -91,8 +91,9 @@ NodePtr link_schema() {
       optional("nvls", object({required("latency", latency(), "once per all-reduce"),
                                required("efficiency", number(0, 1, true), "fraction of the line rate")}),
                nullptr, "NVLink SHARP all-reduce in the NVSwitch (NVSwitch 3 and later)"),
-      optional("exchange_factor", number(0, 1, true), 1.0,
-               "what an all-to-all moves relative to the protocols' efficiency (many peers at once)"),
+      optional("exchange_factor", number(0, 2, true), 1.0,
+               "what an all-to-all moves relative to the protocols' efficiency (many peers at once; above 1 where "
+               "an all-to-all keeps more of the line rate busy than a ring; times each efficiency at most 1)"),
       required("source", string(), "where the figures come from"),
   });
   return s;

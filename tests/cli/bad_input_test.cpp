@@ -314,6 +314,31 @@ TEST_F(BadInput, BrokenPresetFileIsNamed) {
   EXPECT_EQ(listing(work_), std::set<std::string>{"uses-broken.json"});
 }
 
+// An exchange factor may exceed 1 (an all-to-all can keep more of a NIC busy than a ring), but not so
+// far that an all-to-all would move more than the line rate: ib-ndr's Simple efficiency is 0.82, so
+// 1.5 would move 1.23 of it and at most 1/0.82 = 1.22 is allowed.
+TEST_F(BadInput, ExchangeFactorBeyondTheLineRateIsNamedInLinksJson) {
+  const fs::path data = root_ / "data";
+  fs::create_directories(data);
+  fs::copy(kSourceDir / "models", data / "models", fs::copy_options::recursive);
+  fs::copy(kSourceDir / "topologies", data / "topologies", fs::copy_options::recursive);
+  Json links = Json::parse(read_text(data / "topologies" / "links.json"));
+  ASSERT_DOUBLE_EQ(links["links"]["ib-ndr"]["simple"]["efficiency"].get<double>(), 0.82);
+  links["links"]["ib-ndr"]["exchange_factor"] = 1.5;
+  write_text(data / "topologies" / "links.json", links.dump(1));
+  const fs::path file = scenario("ib.json", scenario_text(R"({"preset": "dgx-h100-2node"})", R"({"preset": "gpt-medium-moe"})",
+                                                          R"({"sequence_length": 1024})", R"({"name": "ep"})"));
+  const fs::path out = root_ / "out";
+  const Result r = moesim({"run", file.string(), "--data", data.string(), "--out", out.string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
+  EXPECT_NE(r.err.find((data / "topologies" / "links.json").string() + ": $.links.ib-ndr.exchange_factor"), std::string::npos)
+      << describe(r);
+  EXPECT_NE(r.err.find("1.23 of the line rate"), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("at most 1.22"), std::string::npos) << describe(r);
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST_F(BadInput, MissingScenarioFile) {
   const fs::path missing = work_ / "nope.json";
   const Result r = moesim({"run", missing.string(), "--out", (root_ / "out").string()});

@@ -101,7 +101,7 @@ TEST_F(Collective, ComparesEachLogSizeWithTheSizeItsRanksRoundItTo) {
   // own size. Before, none matched, and the command printed an empty comparison and exited 0.
   const auto log = kSourceDir / "tests" / "data" / "realdata" / "25_oci_nccl_scale" /
                    "oci_GB200_09_nccl_all_to_all_scale_performance_48_hosts_3_racks.txt";
-  const Result r = moesim({"collective", "alltoall", "--cluster", "nvl72-8rack", "-n", "192", "--compare", log.string(),
+  const Result r = moesim({"collective", "alltoall", "--cluster", "oci-gb200-nvl72", "-n", "192", "--compare", log.string(),
                            "--gpus-per-node", "4"});
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_NE(r.out.find("over 2 sizes"), std::string::npos) << r.out;
