@@ -375,3 +375,60 @@ TEST(FlowModel, TransfersFollowTheLinkGraphRoutes) {
     EXPECT_EQ(phase.latency, route.latency) << u << " -> " << v;
   }
 }
+
+TEST(FlowModel, BothModelsPutTheSameBytesOnEveryLevel) {
+  // Issue 47: one description of what a transfer crosses. Two DGX H100 nodes with their hosts
+  // (PCIe switches of 2 GPUs, topologies/dgx-h100-2node-hosts.json), uncalibrated and then with
+  // log 19's six entries bound (8 ranks set the gpu level, 16 the node level: B200 figures on this
+  // H100 cluster's shape, which is all a byte count needs): for every collective kind and
+  // algorithm, alone, the analytic and the flow model count the same bytes at every level and per
+  // kind, a host copy's over PCIe included (bytes are what crosses, whatever the time model).
+  const cluster::Topology topo =
+      test::loader().load(std::string(MOESIM_SOURCE_DIR) + "/scenarios/optimizer-on-host.json").topology();
+  ASSERT_TRUE(topo.hosts());
+  std::vector<double> a(16), q(16);
+  for (int i = 0; i < 16; ++i) {
+    a[i] = 1e6 * (1 + i % 3);
+    q[i] = (1.0 + i) / 136.0;
+  }
+  for (const bool calibrated : {false, true}) {
+    Bench b(topo);
+    if (calibrated) {
+      const calibration::Profile profile =
+          test::profile_from_log("19_b200_hgx_vultr_8gpu_and_2node16gpu_ib_allreduce_allgather_alltoall_fullsweep.txt");
+      ASSERT_EQ(simulation::bind_collectives(profile, b.topo, Algorithm::Ring, {}, b.params).at("used").size(), 6u);
+    }
+    const GroupId all = b.group(iota(16));
+    auto skewed = std::make_shared<TrafficMatrix>(TrafficMatrix::factored(a, q));
+    CollectiveOp host_copy{CollectiveKind::HostCopy, Algorithm::Direct, b.group({5}), 32e6, nullptr};
+    const std::vector<CollectiveOp> ops{
+        {CollectiveKind::AllToAll, Algorithm::Direct, all, 0, skewed},
+        {CollectiveKind::AllToAll, Algorithm::Hierarchical, all, 0, skewed},
+        {CollectiveKind::AllReduce, Algorithm::Ring, all, 64e6, nullptr},
+        {CollectiveKind::AllReduce, Algorithm::Hierarchical, all, 64e6, nullptr},
+        {CollectiveKind::AllReduce, Algorithm::Tree, all, 64e6, nullptr},
+        {CollectiveKind::AllReduce, Algorithm::Auto, all, 64e6, nullptr},
+        {CollectiveKind::AllGather, Algorithm::Ring, all, 4e6, nullptr},
+        {CollectiveKind::AllGather, Algorithm::Hierarchical, all, 4e6, nullptr},
+        {CollectiveKind::ReduceScatter, Algorithm::Hierarchical, all, 64e6, nullptr},
+        {CollectiveKind::P2P, Algorithm::Direct, b.group({3, 12}), 8e6, nullptr},
+        host_copy,
+    };
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      b.run({{ops[i], 0}}, true);
+      const NetworkStats flow = b.stats;
+      b.run({{ops[i], 0}}, false);
+      const NetworkStats& analytic = b.stats;
+      const std::string what = fmt::format("{}op {}", calibrated ? "calibrated, " : "", i);
+      ASSERT_EQ(flow.bytes_by_level.size(), analytic.bytes_by_level.size()) << what;
+      for (std::size_t l = 0; l < flow.bytes_by_level.size(); ++l)
+        EXPECT_NEAR(flow.bytes_by_level[l], analytic.bytes_by_level[l], 1e-6 * std::max(1.0, analytic.bytes_by_level[l]))
+            << what << ", level " << l;
+      const auto& f = flow.by_kind[static_cast<std::size_t>(ops[i].kind)];
+      const auto& an = analytic.by_kind[static_cast<std::size_t>(ops[i].kind)];
+      EXPECT_GT(an.bytes, 0) << what;
+      EXPECT_NEAR(f.bytes, an.bytes, 1e-6 * an.bytes) << what;
+      EXPECT_EQ(f.pairs, an.pairs) << what;
+    }
+  }
+}
