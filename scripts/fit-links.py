@@ -46,7 +46,11 @@ GROUPS = [
     ("nvlink5", ["nvlink5", "nvlink3"], [("simple.efficiency", 0.4, 1.0, False), ("simple.hop_latency", 1.0, 30.0, True)],
      entries("19 t2", "19 t3")),
     ("nvls-nvlink4", ["nvlink4"], [("nvls.efficiency", 0.4, 1.0, False), ("nvls.latency", 5.0, 300.0, True)], entries("09")),
-    ("nvls-nvlink5", ["nvlink5"], [("nvls.efficiency", 0.4, 1.0, False), ("nvls.latency", 5.0, 300.0, True)], entries("19 t1")),
+    # NVLink 5's NVLS over every in-switch all-reduce log: 4 to 64 ranks, one node to 16 hosts of
+    # an NVL72 rack (realdata 19 t1, 25).
+    ("nvls-nvlink5", ["nvlink5"], [("nvls.efficiency", 0.4, 1.0, False), ("nvls.latency", 5.0, 300.0, True)],
+     entries("19 t1", "25_oci_nccl_scale/oci_GB200_01", "25_oci_nccl_scale/oci_GB200_02", "25_oci_nccl_scale/oci_GB300_01",
+             "25_oci_nccl_scale/oci_GB300_02", "25_oci_nccl_scale/oci_GB300_03", "25_oci_nccl_scale/oci_B300_01")),
     ("pcie4", ["pcie4", "pcie5"], [("simple.efficiency", 0.2, 1.0, False), ("simple.hop_latency", 1.0, 100.0, True)],
      entries("11")),
     # InfiniBand's all-to-all: the Vultr pair (19 t6, 16 ranks) and OCI's GB200 racks (realdata 25,

@@ -34,8 +34,9 @@ struct ProtocolCost {
   double efficiency = 0;  // fraction of the line rate the protocol moves; 0: NCCL does not use it here
 };
 
-// NVLS all-reduce inside one NVSwitch: each GPU's link carries S(n+1)/n bytes each way (the switch
-// reads every GPU's shard and multicasts the reduced one) at `efficiency` of the line rate.
+// NVLS all-reduce inside one NVSwitch: each GPU's link carries S bytes each way (the switch reads
+// every GPU's shard and multicasts the reduced one; network::InSwitchPhase::port_bytes) at
+// `efficiency` of the line rate.
 struct InSwitchReduction {
   Time latency = 0;
   double efficiency = 0;

@@ -103,8 +103,7 @@ CollectiveCost AnalyticModel::in_switch(const InSwitchPhase& phase, std::span<do
   c.bytes_by_level.assign(topology_.tier_count(), 0.0);
   const auto& nvls = params_.in_switch(phase.tier);
   if (!nvls || phase.groups.empty()) return c;
-  const double n = static_cast<double>(phase.groups.front().size());
-  const double per_port = phase.bytes * (n + 1) / n;  // each way
+  const double per_port = phase.port_bytes();  // each way
   c.latency = nvls->latency;
   const double drain = per_port * params_.tier_default(phase.tier).beta / nvls->efficiency;
   c.duration = nvls->latency + ps_to_time(drain);

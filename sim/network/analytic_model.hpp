@@ -13,7 +13,7 @@
 //  - hierarchical all-reduce: reduce-scatter in the node, all-reduce across nodes on S/k,
 //    all-gather in the node, pipelined: latencies add up, and each tier drains what all three put
 //    on it, the slowest tier setting the time (the flow model drains them as one flow).
-//  - NVLS all-reduce: the link's NVLS latency plus S(n+1)/n bytes on each GPU's port at the NVLS
+//  - NVLS all-reduce: the link's NVLS latency plus S bytes on each GPU's port (InSwitchPhase) at the NVLS
 //    efficiency of the line rate.
 // On tiers whose links name a technology every step runs under the cheapest NCCL protocol
 // (AlphaBetaTable::steps_cost).

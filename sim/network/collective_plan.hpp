@@ -46,11 +46,19 @@ struct HostCopyPhase {
 };
 
 // NVLS all-reduce of `bytes` per GPU inside each group; a group's GPUs are workers of `tier`
-// (one NVSwitch) and each GPU's port carries bytes·(n+1)/n each way.
+// (one NVSwitch) and each GPU's port carries port_bytes() each way.
 struct InSwitchPhase {
   std::vector<std::vector<std::uint32_t>> groups;
   int tier = 0;
   double bytes = 0;
+  // What one GPU's port carries each way, the one rule both network models follow: its whole
+  // buffer out once (the switch's multimem reductions read every shard of it) and the whole reduced
+  // buffer in once (the multicast of every shard), S. The shard the GPU reduces for itself and its
+  // own copy of the multicast (S/n each way, which the physical path also carries) are left out:
+  // NCCL's own tuner gives NVLS a bus bandwidth independent of the rank count
+  // (src/graph/tuning.cc), and OCI's NVL72 racks measure it growing 1.02-1.11x from 8 to 64 ranks
+  // (realdata 25), where S gives 2(n-1)/n of the port's rate (1.125x) and S(n+1)/n gave 1.25x.
+  double port_bytes() const { return bytes; }
 };
 
 struct CollectivePhase {

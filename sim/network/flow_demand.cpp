@@ -185,11 +185,10 @@ FlowPhase FlowDemands::demand(const CollectivePhase& phase, std::span<const std:
   } else if (const auto* h = std::get_if<HostCopyPhase>(&phase.work)) {
     host_copy(*h, out);
   } else if (const auto* i = std::get_if<InSwitchPhase>(&phase.work)) {
-    // NVLS: each GPU's port carries bytes·(n+1)/n each way, at the NVLS efficiency.
+    // NVLS: each GPU's port carries InSwitchPhase::port_bytes each way, at the NVLS efficiency.
     if (const auto& nvls = params_.in_switch(i->tier); nvls && !i->groups.empty()) {
       const int t = i->tier;
-      const double n = static_cast<double>(i->groups.front().size());
-      const double per_port = i->bytes * (n + 1) / n;
+      const double per_port = i->port_bytes();
       for (const auto& g : i->groups)
         for (std::uint32_t m : g) {
           const std::uint32_t w = topology_.tier_worker(m, t);

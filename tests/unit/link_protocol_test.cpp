@@ -61,16 +61,17 @@ TEST(LinkProtocols, SmallStepsRunLowLatencyLargeOnesSimple) {
   EXPECT_EQ(simple_only.run({CollectiveKind::AllGather, Algorithm::Ring, 0, 8192, nullptr}, iota(8)), 36'716'800);
 }
 
-TEST(LinkProtocols, NvlsAllReduceMovesSTimesNPlusOneOverN) {
+TEST(LinkProtocols, NvlsAllReduceMovesTheBufferOnceEachWay) {
   // NVLS on the switch: 20 us, 0.6 of the line rate. S = 64 MiB over 8 GPUs: each GPU's link
-  // carries S·9/8 each way: 20 us + 67108864·1.125·10/0.6 ps = 1278.2912 us.
+  // carries S each way (InSwitchPhase::port_bytes): 20 us + 67108864·10/0.6 ps = 1138.481067 us.
   Model m(switch8(tech(0.25, InSwitchReduction{20 * kMicrosecond, 0.6})));
   const double s = 67108864;
   const Time nvls = m.run({CollectiveKind::AllReduce, Algorithm::Nvls, 0, s, nullptr}, iota(8));
-  EXPECT_EQ(nvls, 1'278'291'200);
-  // nccl-tests' bus bandwidth of it: algbw·2(n−1)/n = 2(n−1)/(n+1) · B · efficiency = 14/9 · 60 GB/s.
+  EXPECT_NEAR(static_cast<double>(nvls), 20e6 + s * 10 / 0.6, 1.0);
+  // nccl-tests' bus bandwidth of it: algbw·2(n−1)/n = 2(n−1)/n · B · efficiency = 7/4 · 60 GB/s;
+  // over 64 GPUs it would be 63/32 of it, 1.125x more (OCI's NVL72 racks: 1.02-1.11x, realdata 25).
   const double busbw = s / (static_cast<double>(nvls - 20 * kMicrosecond) * 1e-12) * 2 * 7 / 8;
-  EXPECT_NEAR(busbw, 14.0 / 9 * 60e9, 1e3);
+  EXPECT_NEAR(busbw, 7.0 / 4 * 60e9, 1e5);
   // The ring: 8 us + 14·(4 us + 8388608·10/0.8 ps) = 1532.0064 us, so Auto runs NVLS; at 8 KiB the
   // ring's LL steps (6 us + 14·(0.5 us + 1024·10/0.25 ps) = 13.57344 us) beat NVLS's 20 us.
   EXPECT_EQ(m.run({CollectiveKind::AllReduce, Algorithm::Ring, 0, s, nullptr}, iota(8)), 1'532'006'400);
