@@ -29,6 +29,15 @@ std::string scenario_text(const std::string& cluster, const std::string& model, 
 
 class BadInput : public CliTest {
  protected:
+  // A copy of the repository's presets (models/, topologies/) to break one file of: the --data folder.
+  fs::path data_copy() {
+    const fs::path data = root_ / "data";
+    fs::create_directories(data);
+    fs::copy(kSourceDir / "models", data / "models", fs::copy_options::recursive);
+    fs::copy(kSourceDir / "topologies", data / "topologies", fs::copy_options::recursive);
+    return data;
+  }
+
   // Runs `moesim COMMAND FILE [--out DIR]` on a scenario written to work/NAME and checks the
   // contract of bad input; returns stderr for the case's own checks.
   std::string expect_rejected(const std::string& command, const std::string& name, const std::string& text,
@@ -294,10 +303,7 @@ TEST_F(BadInput, UnknownStrategyOption) {
 
 // A mistake inside a preset file is reported in that file, at its own JSON path.
 TEST_F(BadInput, BrokenPresetFileIsNamed) {
-  const fs::path data = root_ / "data";
-  fs::create_directories(data);
-  fs::copy(kSourceDir / "models", data / "models", fs::copy_options::recursive);
-  fs::copy(kSourceDir / "topologies", data / "topologies", fs::copy_options::recursive);
+  const fs::path data = data_copy();
   Json model = Json::parse(read_text(data / "models" / "gpt-medium-moe.json"));
   model["layers"] = "12";
   write_text(data / "models" / "broken.json", model.dump(1));
@@ -318,10 +324,7 @@ TEST_F(BadInput, BrokenPresetFileIsNamed) {
 // far that an all-to-all would move more than the line rate: ib-ndr's Simple efficiency is 0.82, so
 // 1.5 would move 1.23 of it and at most 1/0.82 = 1.22 is allowed.
 TEST_F(BadInput, ExchangeFactorBeyondTheLineRateIsNamedInLinksJson) {
-  const fs::path data = root_ / "data";
-  fs::create_directories(data);
-  fs::copy(kSourceDir / "models", data / "models", fs::copy_options::recursive);
-  fs::copy(kSourceDir / "topologies", data / "topologies", fs::copy_options::recursive);
+  const fs::path data = data_copy();
   Json links = Json::parse(read_text(data / "topologies" / "links.json"));
   ASSERT_DOUBLE_EQ(links["links"]["ib-ndr"]["simple"]["efficiency"].get<double>(), 0.82);
   links["links"]["ib-ndr"]["exchange_factor"] = 1.5;
