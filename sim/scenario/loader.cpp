@@ -178,7 +178,9 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g, const std::stri
   return s;
 }
 
-cluster::LinkTechPtr link_from(const std::string& key, const Json& l) {
+// Link technology `key` of `file` (topologies/links.json), whose entry the schema has checked; an
+// exchange factor that would have an all-to-all move more than the line rate is refused here.
+cluster::LinkTechPtr link_from(const std::string& key, const Json& l, const std::string& file) {
   auto t = std::make_shared<cluster::LinkTech>();
   t->name = key;
   for (cluster::Protocol p : cluster::kAllProtocols) {
@@ -191,6 +193,13 @@ cluster::LinkTechPtr link_from(const std::string& key, const Json& l) {
   if (l.contains("nvls"))
     t->nvls = cluster::InSwitchReduction{schema::as_time(l.at("nvls").at("latency")), l.at("nvls").at("efficiency").get<double>()};
   t->exchange_factor = l.at("exchange_factor").get<double>();
+  for (cluster::Protocol p : cluster::kAllProtocols)
+    if (t->protocol(p).efficiency * t->exchange_factor > 1.0)
+      throw InputError(file, fmt::format("$.links.{}.exchange_factor", key),
+                       fmt::format("an all-to-all would move {:.3g} of the line rate ({} efficiency {} x exchange_factor {})",
+                                   t->protocol(p).efficiency * t->exchange_factor,
+                                   p == cluster::Protocol::LL ? "LL" : "Simple", t->protocol(p).efficiency, t->exchange_factor),
+                       fmt::format("lower it to at most {:.3g}", 1.0 / t->protocol(p).efficiency));
   t->source = l.at("source").get<std::string>();
   return t;
 }
@@ -514,15 +523,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
       throw InputError(file, path, fmt::format("unknown link technology \"{}\"", key),
                        fmt::format("did you mean \"{}\"? (see topologies/links.json, or leave \"link\" out for ideal links)",
                                    nearest(key, known)));
-    cluster::LinkTechPtr t = link_from(key, known.at(key));
-    for (cluster::Protocol p : cluster::kAllProtocols)
-      if (t->protocol(p).efficiency * t->exchange_factor > 1.0)
-        throw InputError((data_dir_ / "topologies" / "links.json").string(), fmt::format("$.links.{}.exchange_factor", key),
-                         fmt::format("an all-to-all would move {:.3g} of the line rate ({} efficiency {} x exchange_factor {})",
-                                     t->protocol(p).efficiency * t->exchange_factor,
-                                     p == cluster::Protocol::LL ? "LL" : "Simple", t->protocol(p).efficiency, t->exchange_factor),
-                         fmt::format("lower it to at most {:.3g}", 1.0 / t->protocol(p).efficiency));
-    return links[key] = t;
+    return links[key] = link_from(key, known.at(key), (data_dir_ / "topologies" / "links.json").string());
   };
   for (const Json& l : c.at("levels")) {
     cluster::Level level;

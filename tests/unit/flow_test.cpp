@@ -30,6 +30,17 @@ using Bench = test::NetworkBench;
 
 using test::iota;
 
+// A skewed all-to-all over 16 GPUs: GPU i routes 1, 2 or 3 MB (i mod 3), and receiver j takes the
+// share (j + 1) / 136 of every source's (the shares 1 … 16 over their sum, 136).
+TrafficPtr skewed16() {
+  std::vector<double> a(16), q(16);
+  for (int i = 0; i < 16; ++i) {
+    a[i] = 1e6 * (1 + i % 3);
+    q[i] = (1.0 + i) / 136.0;
+  }
+  return std::make_shared<TrafficMatrix>(TrafficMatrix::factored(a, q));
+}
+
 }  // namespace
 
 TEST(MaxMin, ClassicExampleWithTwoBottlenecks) {
@@ -114,12 +125,7 @@ TEST(FlowModel, AgreesWithAnalyticOnEveryCollectiveAlone) {
   Topology t({level("dc", 2, "10Gbps", "100us"), level("node", 2, "400Gbps", "5us"), level("gpu", 4, "900GB/s", "1us")},
              {any_gpu()}, {});
   Bench b(std::move(t));
-  std::vector<double> a(16), q(16);
-  for (int i = 0; i < 16; ++i) {
-    a[i] = 1e6 * (1 + i % 3);
-    q[i] = (1.0 + i) / 136.0;
-  }
-  auto skewed = std::make_shared<TrafficMatrix>(TrafficMatrix::factored(a, q));
+  auto skewed = skewed16();
   auto uniform = std::make_shared<TrafficMatrix>(TrafficMatrix::uniform(16, 5e5));
   const GroupId all = b.group(iota(16));
   const std::vector<CollectiveOp> ops{
@@ -386,11 +392,6 @@ TEST(FlowModel, BothModelsPutTheSameBytesOnEveryLevel) {
   const cluster::Topology topo =
       test::loader().load(std::string(MOESIM_SOURCE_DIR) + "/scenarios/optimizer-on-host.json").topology();
   ASSERT_TRUE(topo.hosts());
-  std::vector<double> a(16), q(16);
-  for (int i = 0; i < 16; ++i) {
-    a[i] = 1e6 * (1 + i % 3);
-    q[i] = (1.0 + i) / 136.0;
-  }
   for (const bool calibrated : {false, true}) {
     Bench b(topo);
     if (calibrated) {
@@ -399,7 +400,7 @@ TEST(FlowModel, BothModelsPutTheSameBytesOnEveryLevel) {
       ASSERT_EQ(simulation::bind_collectives(profile, b.topo, Algorithm::Ring, {}, b.params).at("used").size(), 6u);
     }
     const GroupId all = b.group(iota(16));
-    auto skewed = std::make_shared<TrafficMatrix>(TrafficMatrix::factored(a, q));
+    auto skewed = skewed16();
     CollectiveOp host_copy{CollectiveKind::HostCopy, Algorithm::Direct, b.group({5}), 32e6, nullptr};
     const std::vector<CollectiveOp> ops{
         {CollectiveKind::AllToAll, Algorithm::Direct, all, 0, skewed},
