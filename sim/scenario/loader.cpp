@@ -72,20 +72,22 @@ Json Loader::preset(const std::string& folder, const std::string& name, const st
   return read_json(p);
 }
 
-Json Loader::catalogue(const char* file, const char* key, const schema::NodePtr& entry, std::optional<Json>& cache) const {
+Json Loader::catalogue(const char* file, const char* key, const schema::NodePtr& entry, std::optional<Json>& cache,
+                       const std::function<void(const std::string&, const Json&, const std::string&)>& check) const {
   const std::lock_guard lock(cache_mu_);
   if (cache) return *cache;
   const fs::path p = data_dir_ / "topologies" / file;
   const Json doc = read_json(p);
   if (!doc.contains(key) || !doc.at(key).is_object())
     throw InputError(p.string(), fmt::format("$.{}", key), fmt::format("missing the \"{}\" object", key), "see docs/presets.md");
-  cache = schema::validate(schema::map_of(entry), doc.at(key), p.string(), fmt::format("$.{}", key));
+  Json entries = schema::validate(schema::map_of(entry), doc.at(key), p.string(), fmt::format("$.{}", key));
+  if (check)
+    for (auto it = entries.begin(); it != entries.end(); ++it) check(it.key(), it.value(), p.string());
+  cache = std::move(entries);
   return *cache;
 }
 
 Json Loader::gpu_catalogue() const { return catalogue("gpus.json", "gpus", gpu_schema(), catalogue_); }
-
-Json Loader::link_catalogue() const { return catalogue("links.json", "links", link_schema(), links_); }
 
 Json Loader::resolve(const Json& raw, const std::string& file) const {
   if (!raw.is_object()) throw InputError(file, "", "a scenario must be a JSON object", "write { \"name\": ..., ... }");
@@ -216,6 +218,14 @@ std::string nearest(const std::string& name, const Json& map) {
 }
 
 }  // namespace
+
+// Every entry is built once as a scenario would use it (link_from), so a bound the schema cannot
+// state (the exchange factor against each protocol's efficiency) holds for the links no scenario
+// names too.
+Json Loader::link_catalogue() const {
+  return catalogue("links.json", "links", link_schema(), links_,
+                   [](const std::string& key, const Json& entry, const std::string& file) { link_from(key, entry, file); });
+}
 
 namespace {
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -82,9 +83,11 @@ class Loader {
   std::filesystem::path data_file(const std::string& name, const std::string& file, const std::string& path,
                                   const std::string& what, const std::string& example) const;
   schema::Json link_catalogue() const;
-  // topologies/FILE's object under KEY, each entry checked against `entry`, read once into `cache`.
-  schema::Json catalogue(const char* file, const char* key, const schema::NodePtr& entry,
-                         std::optional<schema::Json>& cache) const;
+  // topologies/FILE's object under KEY, each entry checked against `entry` and then by `check`
+  // (the entry's key and value; what a schema cannot say), read once into `cache`: an entry no
+  // scenario names is checked too.
+  schema::Json catalogue(const char* file, const char* key, const schema::NodePtr& entry, std::optional<schema::Json>& cache,
+                         const std::function<void(const std::string&, const schema::Json&, const std::string&)>& check = {}) const;
   std::filesystem::path data_dir_;
   // Read once; a sweep's jobs (and the ranks of SweepRanks' test) build points from one Loader
   // on several threads, so the first read is made under the lock.

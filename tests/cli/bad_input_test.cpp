@@ -342,6 +342,28 @@ TEST_F(BadInput, ExchangeFactorBeyondTheLineRateIsNamedInLinksJson) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// The bound holds for every entry of links.json, not only for the links a scenario names: the
+// DGX H100 pair names ib-ndr and nvlink4, and roce-800 (Simple efficiency 0.96, so at most
+// 1/0.96 = 1.04) is refused all the same.
+TEST_F(BadInput, ExchangeFactorOfALinkNoScenarioNamesIsRefusedToo) {
+  const fs::path data = data_copy();
+  Json links = Json::parse(read_text(data / "topologies" / "links.json"));
+  ASSERT_DOUBLE_EQ(links["links"]["roce-800"]["simple"]["efficiency"].get<double>(), 0.96);
+  links["links"]["roce-800"]["exchange_factor"] = 1.1;
+  write_text(data / "topologies" / "links.json", links.dump(1));
+  const fs::path file = scenario("ib.json", scenario_text(R"({"preset": "dgx-h100-2node"})", R"({"preset": "gpt-medium-moe"})",
+                                                          R"({"sequence_length": 1024})", R"({"name": "ep"})"));
+  const fs::path out = root_ / "out";
+  const Result r = moesim({"run", file.string(), "--data", data.string(), "--out", out.string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
+  EXPECT_NE(r.err.find((data / "topologies" / "links.json").string() + ": $.links.roce-800.exchange_factor"), std::string::npos)
+      << describe(r);
+  EXPECT_NE(r.err.find("1.06 of the line rate"), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("at most 1.04"), std::string::npos) << describe(r);
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST_F(BadInput, MissingScenarioFile) {
   const fs::path missing = work_ / "nope.json";
   const Result r = moesim({"run", missing.string(), "--out", (root_ / "out").string()});
