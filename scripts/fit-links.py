@@ -3,8 +3,8 @@
 
 NCCL's own latencies (LL and the base latencies) stay as tuning.cc has them. What the logs decide,
 per link technology, is the Simple protocol's efficiency (fraction of the line rate) and hop
-latency, the all-to-all factor of InfiniBand, and each NVSwitch generation's NVLS latency and
-efficiency. Each group of figures is fitted to all the logs whose bottleneck is that technology
+latency, the all-to-all factor of InfiniBand, each NVSwitch generation's NVLS latency and
+efficiency, and NVLink 5's share of it in NCCL's NVLS-tree (an all-reduce across NVLink domains). Each group of figures is fitted to all the logs whose bottleneck is that technology
 (validation/collectives.json), minimising the share of their rows of 64 MiB and more that lie
 beyond the validation's tolerance, then the mean |busbw error| (each log weighing the same), by coordinate
 descent; NVLink first (the multi-node logs cross it too), then the networks.
@@ -62,6 +62,12 @@ GROUPS = [
     # InfiniBand's (the log prints no size below 8 GiB).
     ("roce-800", ["roce-800"], [("simple.efficiency", 0.4, 1.0, False), ("exchange_factor", 0.5, 1.5, False)],
      entries("25_oci_nccl_scale/oci_B300_02", "25_oci_nccl_scale/oci_B300_04")),
+    # NVLink 5's NVLS-tree (an all-reduce across NVLink domains): its share of the NVLS efficiency,
+    # over every all-reduce log that spans two or three domains (realdata 25: GB200 2 and 3 racks,
+    # GB300 2 racks, B300 2 nodes); beyond two domains NCCL's own ratio applies on top (80/96).
+    ("nvls-tree-nvlink5", ["nvlink5"], [("nvls.tree_efficiency", 0.5, 1.0, False)],
+     entries("25_oci_nccl_scale/oci_GB200_03", "25_oci_nccl_scale/oci_GB200_04", "25_oci_nccl_scale/oci_GB300_04",
+             "25_oci_nccl_scale/oci_B300_02")),
     ("nvlink4", ["nvlink4"], [("simple.efficiency", 0.4, 1.0, False), ("simple.hop_latency", 1.0, 30.0, True)],
      entries("13")),
     # The cloud NICs' Simple steps cost hundreds of microseconds (TCPXO's CPU proxies, EFA's SRD):

@@ -37,9 +37,24 @@ struct ProtocolCost {
 // NVLS all-reduce inside one NVSwitch: each GPU's link carries S bytes each way (the switch reads
 // every GPU's shard and multicasts the reduced one; network::InSwitchPhase::port_bytes) at
 // `efficiency` of the line rate.
+// Across NVLink domains NCCL runs NVLS-tree (src/graph/tuning.cc NCCL_ALGO_NVLS_TREE): the same
+// in-switch reduction and multicast in each domain, pipelined with a tree of the domains' NICs. Its
+// channels do more per byte than NVLS alone, and NCCL's tuner caps their bandwidth
+// (perChMaxNVLSTreeBws) lower beyond two nodes than at two (Blackwell 80 against 96 GB/s a
+// channel, Hopper 45.5 against 57.7). `tree_efficiency` scales the in-switch phase's efficiency
+// when it spans two domains (fitted to the cross-domain all-reduce logs, topologies/links.json),
+// and `beyond_two_domains` (NCCL's ratio) scales it again beyond two.
 struct InSwitchReduction {
   Time latency = 0;
   double efficiency = 0;
+  double tree_efficiency = 1.0;
+  double beyond_two_domains = 1.0;
+  // The in-switch phase's efficiency when the all-reduce spans `domains` NVLink domains (1: NVLS
+  // alone); the one rule both network models read.
+  double efficiency_across(int domains) const {
+    if (domains <= 1) return efficiency;
+    return efficiency * tree_efficiency * (domains > 2 ? beyond_two_domains : 1.0);
+  }
 };
 
 struct LinkTech {

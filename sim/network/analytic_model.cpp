@@ -105,7 +105,7 @@ CollectiveCost AnalyticModel::in_switch(const InSwitchPhase& phase, std::span<do
   if (!nvls || phase.groups.empty()) return c;
   const double per_port = phase.port_bytes();  // each way
   c.latency = nvls->latency;
-  const double drain = per_port * params_.tier_default(phase.tier).beta / nvls->efficiency;
+  const double drain = per_port * params_.tier_default(phase.tier).beta / nvls->efficiency_across(phase.domains);
   c.duration = nvls->latency + ps_to_time(drain);
   if (!tier_drains.empty()) {
     std::fill(tier_drains.begin(), tier_drains.end(), 0.0);

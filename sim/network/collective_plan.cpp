@@ -250,7 +250,7 @@ std::vector<CollectivePhase> plan_collective(const CollectiveOp& op, std::span<c
       // Pipelined: the node's reduce-scatter and all-gather (one ring all-reduce's bytes, or NVLS
       // where the node's switch has it) drain together with the all-reduce across nodes.
       const int t = nvls_tier(local.front(), topo, params);
-      if (t >= 0) phases.push_back({op.kind, InSwitchPhase{local, t, s}});
+      if (t >= 0) phases.push_back({op.kind, InSwitchPhase{local, t, s, static_cast<int>(local.size())}});
       else phases.push_back(ring(CollectiveKind::AllReduce, local, 2 * (k - 1), s / k));
       phases.back().overlaps_next = true;
       phases.push_back(tree ? tree_phase(cross, nodes, s / k)

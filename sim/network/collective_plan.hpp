@@ -51,6 +51,10 @@ struct InSwitchPhase {
   std::vector<std::vector<std::uint32_t>> groups;
   int tier = 0;
   double bytes = 0;
+  // The NVLink domains the all-reduce spans: 1 for NVLS alone, the domain count when this phase is
+  // the in-domain part of an all-reduce across them (NCCL's NVLS-tree;
+  // cluster::InSwitchReduction::efficiency_across).
+  int domains = 1;
   // What one GPU's port carries each way, the one rule both network models follow: its whole
   // buffer out once (the switch's multimem reductions read every shard of it) and the whole reduced
   // buffer in once (the multicast of every shard), S. The shard the GPU reduces for itself and its

@@ -185,7 +185,8 @@ FlowPhase FlowDemands::demand(const CollectivePhase& phase, std::span<const std:
   } else if (const auto* h = std::get_if<HostCopyPhase>(&phase.work)) {
     host_copy(*h, out);
   } else if (const auto* i = std::get_if<InSwitchPhase>(&phase.work)) {
-    // NVLS: each GPU's port carries InSwitchPhase::port_bytes each way, at the NVLS efficiency.
+    // NVLS: each GPU's port carries InSwitchPhase::port_bytes each way, at the NVLS efficiency
+    // (NVLS-tree's across domains: InSwitchReduction::efficiency_across).
     if (const auto& nvls = params_.in_switch(i->tier); nvls && !i->groups.empty()) {
       const int t = i->tier;
       const double per_port = i->port_bytes();
@@ -196,7 +197,7 @@ FlowPhase FlowDemands::demand(const CollectivePhase& phase, std::span<const std:
           add(links_.port(t, w, topology_.port(m, t), false), per_port);
           out.bytes_by_level[t] += per_port;
         }
-      drain_[t] = 1.0 / nvls->efficiency;
+      drain_[t] = 1.0 / nvls->efficiency_across(i->domains);
       out.latency = nvls->latency;
     }
   }

@@ -193,7 +193,9 @@ cluster::LinkTechPtr link_from(const std::string& key, const Json& l, const std:
     c.efficiency = e.at("efficiency").get<double>();
   }
   if (l.contains("nvls"))
-    t->nvls = cluster::InSwitchReduction{schema::as_time(l.at("nvls").at("latency")), l.at("nvls").at("efficiency").get<double>()};
+    t->nvls = cluster::InSwitchReduction{schema::as_time(l.at("nvls").at("latency")), l.at("nvls").at("efficiency").get<double>(),
+                                         l.at("nvls").at("tree_efficiency").get<double>(),
+                                         l.at("nvls").at("beyond_two_domains").get<double>()};
   t->exchange_factor = l.at("exchange_factor").get<double>();
   for (cluster::Protocol p : cluster::kAllProtocols)
     if (t->protocol(p).efficiency * t->exchange_factor > 1.0)

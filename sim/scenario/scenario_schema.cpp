@@ -89,7 +89,13 @@ NodePtr link_schema() {
       required("ll", protocol, "NCCL's LL protocol over the link"),
       required("simple", protocol, "NCCL's Simple protocol over the link"),
       optional("nvls", object({required("latency", latency(), "once per all-reduce"),
-                               required("efficiency", number(0, 1, true), "fraction of the line rate")}),
+                               required("efficiency", number(0, 1, true), "fraction of the line rate"),
+                               optional("tree_efficiency", number(0, 1, true), 1.0,
+                                        "NCCL's NVLS-tree: the efficiency's share left when the all-reduce spans two "
+                                        "NVLink domains (racks, nodes), pipelined with a tree of their NICs"),
+                               optional("beyond_two_domains", number(0, 1, true), 1.0,
+                                        "NVLS-tree beyond two domains: tree_efficiency scaled again by this (NCCL's "
+                                        "perChMaxNVLSTreeBws, more than two nodes against two)")}),
                nullptr, "NVLink SHARP all-reduce in the NVSwitch (NVSwitch 3 and later)"),
       optional("exchange_factor", number(0, 2, true), 1.0,
                "what an all-to-all moves relative to the protocols' efficiency (many peers at once; above 1 where "

@@ -84,6 +84,32 @@ TEST(LinkProtocols, NvlsAllReduceMovesTheBufferOnceEachWay) {
   EXPECT_EQ(none.model.resolve({CollectiveKind::AllReduce, Algorithm::Nvls, 0, s, nullptr}, iota(8)), Algorithm::Ring);
 }
 
+TEST(LinkProtocols, NvlsTreeAcrossDomainsRunsAtItsShareOfNvls) {
+  // NCCL's NVLS-tree: an all-reduce over D nodes of 8 GPUs, NVLS in each node's switch (20 us, 0.6
+  // of 100 GB/s) pipelined with a ring of each local index across the nodes, whose 10 TB/s links
+  // leave the switch the bottleneck. The in-switch phase runs at 0.6 · 0.9 (tree_efficiency) over
+  // two nodes and at 0.6 · 0.9 · 0.8 (beyond_two_domains) over three: each GPU's port carries S each
+  // way, so doubling S from 64 to 128 MiB adds S·10 ps / 0.54 = 1242.76 us, and / 0.432 = 1553.45 us.
+  // The ring across the nodes drains through the same port with it (pipelined phases' bytes add on
+  // a tier): 2(D − 1)/D · S/8 at Simple's 0.8, 104.86 us over two nodes and 139.81 us over three.
+  const double s = 67108864;
+  for (const int d : {1, 2, 3}) {
+    Level node = level("node", static_cast<std::uint32_t>(d), "80000Gbps", "1us");
+    node.ports = 8;
+    Level gpu = level("gpu", 8, "100GB/s", "1us");
+    gpu.link = tech(0.25, InSwitchReduction{20 * kMicrosecond, 0.6, 0.9, 0.8});
+    Model m(Topology({node, gpu}, {any_gpu()}, {}));
+    const auto members = iota(8 * static_cast<std::uint32_t>(d));
+    const Algorithm a = d == 1 ? Algorithm::Nvls : Algorithm::Hierarchical;
+    const double slope = static_cast<double>(m.run({CollectiveKind::AllReduce, a, 0, 2 * s, nullptr}, members) -
+                                             m.run({CollectiveKind::AllReduce, a, 0, s, nullptr}, members));
+    // One node: NVLS alone, the tree's share left out (S·10/0.6 = 1118.48 us).
+    const double efficiency = d == 1 ? 0.6 : d == 2 ? 0.6 * 0.9 : 0.6 * 0.9 * 0.8;
+    const double ring = 2.0 * (d - 1) / d * s / 8 * 10 / 0.8;
+    EXPECT_NEAR(slope, s * 10 / efficiency + ring, 1e3) << d << " nodes";
+  }
+}
+
 TEST(LinkProtocols, AllToAllPaysAHopPerPeer) {
   // Uniform all-to-all of 1 MB per pair over 8 GPUs, Simple (LL moves nothing on this link): one
   // Simple hop, and a send/recv round of one LL hop per peer: 8 us + 4 us + 7·0.5 us = 15.5 us;
