@@ -40,7 +40,7 @@ import tempfile
 root = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(root / "scripts"))
 import archive  # noqa: E402  (scripts/archive.py: the archive's rows as scenarios)
-ROW = re.compile(r"^\s*(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+([+-]\d+\.\d)%$")
+ROW = re.compile(r"^\s*(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+([+-]\d+\.\d)%(?:\s+(\S.*))?$")
 
 
 def simulate(moesim, data, entry):
@@ -61,7 +61,7 @@ def simulate(moesim, data, entry):
             size = int(m.group(1))
             rows.append({"size": size, "measured_us": float(m.group(2)), "simulated_us": float(m.group(3)),
                          "measured_busbw": float(m.group(4)), "simulated_busbw": float(m.group(5)),
-                         "error": float(m.group(6)) / 100})
+                         "error": float(m.group(6)) / 100, "algorithm": (m.group(7) or "").strip()})
     if not rows:
         raise SystemExit(f"validate: no compared rows from {' '.join(cmd)}")
     return rows
@@ -565,7 +565,9 @@ def write(path, spec, results, train_spec, train_rows, archive_entries):
         lines.append(f"| {e['log'].split('_')[0]} {e['collective']} (times) | {e['what']} | generated, `{e['link']}` link | "
                      f"{min(x['nodes'] for x in rows)}-{max(x['nodes'] for x in rows)} | {mean:.1%} | {mean:.1%} | "
                      f"{worst['error']:+.1%} at {worst['mib']} MiB |")
-    lines += ["", "Rows (measured and simulated busbw in GB/s, as nccl-tests prints it):", ""]
+    lines += ["", "Rows (measured and simulated busbw in GB/s, as nccl-tests prints it; `moesim ran`: the algorithm "
+              "moesim chose for the size, NCCL's NVLS, NVLS-tree across NVLink domains, ring or direct exchange, "
+              "and the protocol of its steps, LL or Simple):", ""]
     for r in results:
         e, rows = r["entry"], r["rows"]
         lines += [f"### {e['log']}" + (f", table {e['table']}" if "table" in e else "") + f": {e['what']}", "",
@@ -575,13 +577,14 @@ def write(path, spec, results, train_spec, train_rows, archive_entries):
                   (f" --gpus-per-node {e['gpus_per_node']}" if "gpus_per_node" in e else "") + "`", ""]
         if "outside" in e:
             lines += [f"Outside {tol:.0%}: {e['outside']}", ""]
-        lines += ["| size | measured us | simulated us | measured busbw | simulated busbw | error |", "|---:|---:|---:|---:|---:|---:|"]
+        lines += ["| size | measured us | simulated us | measured busbw | simulated busbw | error | moesim ran |",
+                  "|---:|---:|---:|---:|---:|---:|---|"]
         for x in rows:
             if x["size"] < 1 << 20:
                 continue
             mark = " **!**" if x["size"] >= large and abs(x["error"]) > tol else ""
             lines.append(f"| {size_text(x['size'])} | {x['measured_us']:g} | {x['simulated_us']:g} | {x['measured_busbw']:g} | "
-                         f"{x['simulated_busbw']:g} | {x['error']:+.1%}{mark} |")
+                         f"{x['simulated_busbw']:g} | {x['error']:+.1%}{mark} | {x['algorithm']} |")
         lines.append("")
     for r in spec.get("timed_results", []):
         e, rows = r["entry"], r["rows"]

@@ -38,6 +38,8 @@ struct Row {
   // The size it was asked for (a log's row: `size` is it rounded down to whole elements per rank,
   // as nccl-tests rounds its own sweep).
   double requested = 0;
+  // What moesim ran for it (Simulation::describe_collective): "nvls", "ring Simple", ...
+  std::string algorithm;
 };
 // The table nccl-tests prints for these rows (both halves the same: a simulation has one time),
 // with its header lines; `#wrong` is N/A (nothing validated).

@@ -154,7 +154,7 @@ int cmd_collective(const std::vector<std::string>& args) {
 
   // Side by side: measured and simulated time and busbw per size, and the error of the busbw.
   std::cout << fmt::format("# compared with {}\n", compared);
-  std::cout << "#       size   measured(us)  simulated(us)  measured busbw  simulated busbw   error\n";
+  std::cout << "#       size   measured(us)  simulated(us)  measured busbw  simulated busbw   error  moesim ran\n";
   double sum_all = 0, sum_large = 0;
   int n_all = 0, n_large = 0;
   for (const auto& r : rows) {
@@ -165,9 +165,9 @@ int cmd_collective(const std::vector<std::string>& args) {
     const double f = nt::busbw_factor(collective, gpus);
     const double m_bus = it->first / (it->second * 1e-6) / 1e9 * f, s_bus = r.size / (r.time_us * 1e-6) / 1e9 * f;
     const double err = s_bus / m_bus - 1;
-    std::cout << fmt::format("{:>12.0f}  {:>13}  {:>13}  {:>14}  {:>15}  {:>7}\n", r.size, nt::format_number(it->second, 13),
+    std::cout << fmt::format("{:>12.0f}  {:>13}  {:>13}  {:>14}  {:>15}  {:>7}  {}\n", r.size, nt::format_number(it->second, 13),
                              nt::format_number(r.time_us, 13), nt::format_number(m_bus, 14), nt::format_number(s_bus, 15),
-                             percent(err));
+                             percent(err), r.algorithm);
     sum_all += std::abs(err);
     ++n_all;
     if (r.size >= 64.0 * 1048576) {

@@ -18,12 +18,16 @@ void accumulate(CollectiveCost& into, const CollectiveCost& phase) {
   if (into.bytes_by_level.size() < phase.bytes_by_level.size()) into.bytes_by_level.resize(phase.bytes_by_level.size());
   for (std::size_t l = 0; l < phase.bytes_by_level.size(); ++l) into.bytes_by_level[l] += phase.bytes_by_level[l];
   into.max_bytes_sent_per_gpu += phase.max_bytes_sent_per_gpu;
+  into.protocols |= phase.protocols;
+  into.in_switch_domains = std::max(into.in_switch_domains, phase.in_switch_domains);
 }
 
 AnalyticModel::AnalyticModel(const cluster::Topology& topology, AlphaBetaTable params)
     : topology_(topology), params_(std::move(params)) {}
 
 namespace {
+// The bit of a protocol in CollectiveCost::protocols.
+std::uint8_t bit(cluster::Protocol p) { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(p)); }
 // Picoseconds per byte over GPU m's PCIe link to its host.
 double pcie_beta(const cluster::Topology& topo, std::uint32_t m) { return 1e12 / topo.gpu(m).host_bandwidth.bytes_per_second; }
 }  // namespace
@@ -113,6 +117,7 @@ CollectiveCost AnalyticModel::in_switch(const InSwitchPhase& phase, std::span<do
   }
   for (const auto& g : phase.groups) c.bytes_by_level[phase.tier] += per_port * static_cast<double>(g.size());
   c.max_bytes_sent_per_gpu = per_port;
+  c.in_switch_domains = phase.domains;
   return c;
 }
 
@@ -165,6 +170,7 @@ CollectiveCost AnalyticModel::exchange(CollectiveKind kind, const TrafficMatrix&
     const StepsCost cost = params_.steps_cost(kind, loads, 1, pcie, {}, true, tier_drains);
     c.duration = cost.duration;
     c.latency = cost.latency;
+    c.protocols = bit(cost.protocol);
   }
   return c;
 }
@@ -193,6 +199,7 @@ CollectiveCost AnalyticModel::rings(CollectiveKind kind, const std::vector<std::
     const StepsCost cost = params_.steps_cost(kind, loads, steps, pcie, {}, false, tier_drains);
     c.duration = cost.duration;
     c.latency = cost.latency;
+    c.protocols = bit(cost.protocol);
   }
   c.max_bytes_sent_per_gpu = steps * chunk;
   return c;
@@ -210,6 +217,7 @@ CollectiveCost AnalyticModel::p2p(double bytes, std::uint32_t from, std::uint32_
   const StepsCost cost = params_.steps_cost(CollectiveKind::P2P, loads, 1, pcie, {}, false, tier_drains);
   c.duration = cost.duration;
   c.latency = cost.latency;
+  c.protocols = bit(cost.protocol);
   c.bytes_by_level[l] = bytes;
   c.pairs = 1;
   c.max_bytes_sent_per_gpu = bytes;
@@ -232,6 +240,16 @@ CollectiveCost AnalyticModel::host_copy(double bytes, std::uint32_t gpu) const {
   c.latency = alpha;
   c.host_bytes = bytes;
   return c;
+}
+
+std::string describe(Algorithm algorithm, const CollectiveCost& cost) {
+  std::string protocols;
+  for (cluster::Protocol p : cluster::kAllProtocols)
+    if (cost.protocols & bit(p)) protocols += (protocols.empty() ? "" : "+") + std::string(cluster::to_string(p));
+  const std::string steps = algorithm == Algorithm::Hierarchical ? "ring" : std::string(to_string(algorithm));
+  if (cost.in_switch_domains == 1) return "nvls";
+  if (cost.in_switch_domains > 1) return "nvls-tree + ring " + protocols;
+  return protocols.empty() ? steps : steps + " " + protocols;
 }
 
 }  // namespace moesim::network

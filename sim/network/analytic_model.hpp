@@ -32,6 +32,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <vector>
 
 #include "sim/cluster/topology.hpp"
@@ -48,7 +49,15 @@ struct CollectiveCost {
   std::uint64_t pairs = 0;             // ordered GPU pairs that exchange data (HybridEP Table VII)
   double max_bytes_sent_per_gpu = 0;
   double host_bytes = 0;               // bytes copied between GPUs and their hosts
+  // How it ran (`moesim collective --compare` prints it): the NCCL protocols its steps took (bit
+  // 1 << cluster::Protocol), and the NVLink domains of its in-switch phase (0: none; 1: NVLS alone;
+  // more: NVLS-tree across them).
+  std::uint8_t protocols = 0;
+  int in_switch_domains = 0;
 };
+// "nvls", "nvls-tree + ring Simple", "ring LL", "direct Simple", ...: an all-reduce's resolved
+// `algorithm` and what its cost says ran.
+std::string describe(Algorithm algorithm, const CollectiveCost& cost);
 
 class AnalyticModel {
  public:

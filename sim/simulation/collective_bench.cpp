@@ -42,7 +42,7 @@ std::vector<calibration::nccl_tests::Row> bench_collective(const Simulation& sim
       invariant_failed("bench_collective: unknown collective " + collective);
     }
     const Time t = sim.time_collective(op, gpus);
-    rows.push_back({s.size, s.count, static_cast<double>(t) * 1e-6, requested});
+    rows.push_back({s.size, s.count, static_cast<double>(t) * 1e-6, requested, sim.describe_collective(op, gpus)});
   }
   return rows;
 }

@@ -154,6 +154,12 @@ Time Simulation::time_collective(network::CollectiveOp op, const std::vector<std
   return engine.makespan();
 }
 
+std::string Simulation::describe_collective(const network::CollectiveOp& op, const std::vector<std::uint32_t>& gpus) const {
+  network::CollectiveOp resolved = op;
+  resolved.algorithm = network_->resolve(op, gpus);
+  return network::describe(resolved.algorithm, network_->cost(resolved, gpus));
+}
+
 const MemoryEstimate& Simulation::memory_estimate() const {
   if (estimate_) return *estimate_;
   const bool huge_pages = transparent_huge_pages();

@@ -77,6 +77,9 @@ class Simulation {
   // How long one collective takes alone on the scenario's cluster, network model and calibration
   // (every member ready at time 0, as nccl-tests times it); `op.group` is ignored for `gpus`.
   Time time_collective(network::CollectiveOp op, const std::vector<std::uint32_t>& gpus) const;
+  // What that collective runs as the analytic model resolves and costs it (network::describe):
+  // "nvls", "nvls-tree + ring Simple", "ring LL", ...
+  std::string describe_collective(const network::CollectiveOp& op, const std::vector<std::uint32_t>& gpus) const;
   const cluster::Topology& topology() const { return topology_; }
 
   // Estimated host memory of the run (memory_estimate.hpp), in bytes; planned once (check() and

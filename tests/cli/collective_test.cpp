@@ -92,6 +92,25 @@ TEST_F(Collective, ComparesWithARealLog) {
   EXPECT_NE(r.out.find("# mean |busbw error|: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("over 32 sizes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("over the 9 sizes of 64 MiB and more"), std::string::npos) << r.out;
+  // Each compared size says what moesim ran: an 8-byte all-reduce by the ring's LL steps (15 us
+  // against NVLS's fixed 76.6 us), 16 GiB by NVLS in the switch.
+  EXPECT_NE(r.out.find("-14.1%  ring LL\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("-5.6%  nvls\n"), std::string::npos) << r.out;
+}
+
+TEST_F(Collective, SaysNvlsTreeAcrossRacks) {
+  // OCI's all-reduce over two GB200 NVL72 racks (realdata 25, 128 ranks): NCCL's NVLS-tree, NVLS in
+  // each rack pipelined with a ring of Simple steps across the racks, at every compared size.
+  const auto log = kSourceDir / "tests" / "data" / "realdata" / "25_oci_nccl_scale" /
+                   "oci_GB200_03_nccl_all_reduce_scale_performance_multi_node_2_racks_32_node.txt";
+  const Result r = moesim({"collective", "all_reduce", "--cluster", "oci-gb200-nvl72", "--compare", log.string()});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("error  moesim ran\n"), std::string::npos) << r.out;
+  std::size_t tree = 0;
+  for (std::size_t at = r.out.find("%  nvls-tree + ring Simple\n"); at != std::string::npos;
+       at = r.out.find("%  nvls-tree + ring Simple\n", at + 1))
+    ++tree;
+  EXPECT_EQ(tree, 2u) << r.out;
 }
 
 TEST_F(Collective, ComparesEachLogSizeWithTheSizeItsRanksRoundItTo) {
