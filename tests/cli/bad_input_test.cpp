@@ -1,6 +1,7 @@
 // Bad input: moesim exits with code exactly 2, prints one line on stderr naming the scenario file,
 // the JSON path and the fix, and writes nothing at all (no --out folder, no out/ in the current
 // folder, no temporary files).
+#include <functional>
 #include <regex>
 #include <sys/stat.h>
 
@@ -36,6 +37,38 @@ class BadInput : public CliTest {
     fs::copy(kSourceDir / "models", data / "models", fs::copy_options::recursive);
     fs::copy(kSourceDir / "topologies", data / "topologies", fs::copy_options::recursive);
     return data;
+  }
+
+  // Edits a copy of links.json and runs a DGX H100 pair (which names ib-ndr and nvlink4) on it:
+  // refused, on one line naming links.json and the JSON `path`, with each of `texts`.
+  void expect_links_json_refused(const std::function<void(Json&)>& edit, const std::string& path,
+                                 const std::vector<std::string>& texts) {
+    const fs::path data = data_copy();
+    Json links = Json::parse(read_text(data / "topologies" / "links.json"));
+    edit(links["links"]);
+    write_text(data / "topologies" / "links.json", links.dump(1));
+    const fs::path file = scenario("ib.json", scenario_text(R"({"preset": "dgx-h100-2node"})", R"({"preset": "gpt-medium-moe"})",
+                                                            R"({"sequence_length": 1024})", R"({"name": "ep"})"));
+    const fs::path out = root_ / "out";
+    const Result r = moesim({"run", file.string(), "--data", data.string(), "--out", out.string()});
+    EXPECT_EQ(r.code, 2) << describe(r);
+    EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
+    EXPECT_NE(r.err.find((data / "topologies" / "links.json").string() + ": " + path), std::string::npos) << describe(r);
+    for (const std::string& t : texts) EXPECT_NE(r.err.find(t), std::string::npos) << t << "\n" << describe(r);
+    EXPECT_FALSE(fs::exists(out));
+  }
+
+  // links.json's `link` (whose Simple efficiency is `efficiency`) at exchange factor `factor`:
+  // refused with what an all-to-all would then move (`moves`, of the line rate) and the most it
+  // may be (`bound`).
+  void expect_exchange_factor_refused(const std::string& link, double efficiency, double factor, const std::string& moves,
+                                      const std::string& bound) {
+    expect_links_json_refused(
+        [&](Json& links) {
+          ASSERT_DOUBLE_EQ(links[link]["simple"]["efficiency"].get<double>(), efficiency);
+          links[link]["exchange_factor"] = factor;
+        },
+        "$.links." + link + ".exchange_factor", {moves + " of the line rate", "at most " + bound});
   }
 
   // Runs `moesim COMMAND FILE [--out DIR]` on a scenario written to work/NAME and checks the
@@ -324,44 +357,20 @@ TEST_F(BadInput, BrokenPresetFileIsNamed) {
 // far that an all-to-all would move more than the line rate: ib-ndr's Simple efficiency is 0.82, so
 // 1.5 would move 1.23 of it and at most 1/0.82 = 1.22 is allowed.
 TEST_F(BadInput, ExchangeFactorBeyondTheLineRateIsNamedInLinksJson) {
-  const fs::path data = data_copy();
-  Json links = Json::parse(read_text(data / "topologies" / "links.json"));
-  ASSERT_DOUBLE_EQ(links["links"]["ib-ndr"]["simple"]["efficiency"].get<double>(), 0.82);
-  links["links"]["ib-ndr"]["exchange_factor"] = 1.5;
-  write_text(data / "topologies" / "links.json", links.dump(1));
-  const fs::path file = scenario("ib.json", scenario_text(R"({"preset": "dgx-h100-2node"})", R"({"preset": "gpt-medium-moe"})",
-                                                          R"({"sequence_length": 1024})", R"({"name": "ep"})"));
-  const fs::path out = root_ / "out";
-  const Result r = moesim({"run", file.string(), "--data", data.string(), "--out", out.string()});
-  EXPECT_EQ(r.code, 2) << describe(r);
-  EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
-  EXPECT_NE(r.err.find((data / "topologies" / "links.json").string() + ": $.links.ib-ndr.exchange_factor"), std::string::npos)
-      << describe(r);
-  EXPECT_NE(r.err.find("1.23 of the line rate"), std::string::npos) << describe(r);
-  EXPECT_NE(r.err.find("at most 1.22"), std::string::npos) << describe(r);
-  EXPECT_FALSE(fs::exists(out));
+  expect_exchange_factor_refused("ib-ndr", 0.82, 1.5, "1.23", "1.22");
 }
 
 // The bound holds for every entry of links.json, not only for the links a scenario names: the
 // DGX H100 pair names ib-ndr and nvlink4, and roce-800 (Simple efficiency 0.96, so at most
-// 1/0.96 = 1.04) is refused all the same.
+// 1/0.96 = 1.04; 1.1 would move 1.06) is refused all the same.
 TEST_F(BadInput, ExchangeFactorOfALinkNoScenarioNamesIsRefusedToo) {
-  const fs::path data = data_copy();
-  Json links = Json::parse(read_text(data / "topologies" / "links.json"));
-  ASSERT_DOUBLE_EQ(links["links"]["roce-800"]["simple"]["efficiency"].get<double>(), 0.96);
-  links["links"]["roce-800"]["exchange_factor"] = 1.1;
-  write_text(data / "topologies" / "links.json", links.dump(1));
-  const fs::path file = scenario("ib.json", scenario_text(R"({"preset": "dgx-h100-2node"})", R"({"preset": "gpt-medium-moe"})",
-                                                          R"({"sequence_length": 1024})", R"({"name": "ep"})"));
-  const fs::path out = root_ / "out";
-  const Result r = moesim({"run", file.string(), "--data", data.string(), "--out", out.string()});
-  EXPECT_EQ(r.code, 2) << describe(r);
-  EXPECT_EQ(count_char(r.err, '\n'), 1u) << describe(r);
-  EXPECT_NE(r.err.find((data / "topologies" / "links.json").string() + ": $.links.roce-800.exchange_factor"), std::string::npos)
-      << describe(r);
-  EXPECT_NE(r.err.find("1.06 of the line rate"), std::string::npos) << describe(r);
-  EXPECT_NE(r.err.find("at most 1.04"), std::string::npos) << describe(r);
-  EXPECT_FALSE(fs::exists(out));
+  expect_exchange_factor_refused("roce-800", 0.96, 1.1, "1.06", "1.04");
+}
+
+// NVLS-tree's share of the NVLS rate is a fraction (topologies/links.json, NCCL's NVLS_TREE).
+TEST_F(BadInput, NvlsTreeEfficiencyAboveOneIsNamedInLinksJson) {
+  expect_links_json_refused([](Json& links) { links["nvlink5"]["nvls"]["tree_efficiency"] = 1.5; },
+                            "$.links.nvlink5.nvls.tree_efficiency", {"1.5"});
 }
 
 TEST_F(BadInput, MissingScenarioFile) {
