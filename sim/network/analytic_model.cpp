@@ -246,9 +246,12 @@ std::string describe(Algorithm algorithm, const CollectiveCost& cost) {
   std::string protocols;
   for (cluster::Protocol p : cluster::kAllProtocols)
     if (cost.protocols & bit(p)) protocols += (protocols.empty() ? "" : "+") + std::string(cluster::to_string(p));
-  const std::string steps = algorithm == Algorithm::Hierarchical ? "ring" : std::string(to_string(algorithm));
   if (cost.in_switch_domains == 1) return "nvls";
-  if (cost.in_switch_domains > 1) return "nvls-tree + ring " + protocols;
+  // Across domains the in-switch phase is pipelined with a ring of each local index (a tree under
+  // Algorithm::Tree).
+  const std::string across = algorithm == Algorithm::Tree ? "tree" : "ring";
+  if (cost.in_switch_domains > 1) return "nvls-tree + " + across + " " + protocols;
+  const std::string steps = algorithm == Algorithm::Hierarchical ? "hierarchical" : std::string(to_string(algorithm));
   return protocols.empty() ? steps : steps + " " + protocols;
 }
 

@@ -55,7 +55,7 @@ struct CollectiveCost {
   std::uint8_t protocols = 0;
   int in_switch_domains = 0;
 };
-// "nvls", "nvls-tree + ring Simple", "ring LL", "direct Simple", ...: an all-reduce's resolved
+// "nvls", "nvls-tree + ring Simple", "ring LL", "direct Simple", ...: a collective's resolved
 // `algorithm` and what its cost says ran.
 std::string describe(Algorithm algorithm, const CollectiveCost& cost);
 
