@@ -202,7 +202,7 @@ cluster::LinkTechPtr link_from(const std::string& key, const Json& l, const std:
       throw InputError(file, fmt::format("$.links.{}.exchange_factor", key),
                        fmt::format("an all-to-all would move {:.3g} of the line rate ({} efficiency {} x exchange_factor {})",
                                    t->protocol(p).efficiency * t->exchange_factor,
-                                   p == cluster::Protocol::LL ? "LL" : "Simple", t->protocol(p).efficiency, t->exchange_factor),
+                                   cluster::to_string(p), t->protocol(p).efficiency, t->exchange_factor),
                        fmt::format("lower it to at most {:.3g}", 1.0 / t->protocol(p).efficiency));
   t->source = l.at("source").get<std::string>();
   return t;
