@@ -140,7 +140,30 @@ Time ComputeModel::grouped_gemm_wgrad(std::span<const double> rows, double n, do
     for (const double r : rows) total += gemm(k, n, r);
     return total;
   }
+  if (options_.grouped_gemm_kernels == GroupedGemmKernels::PerExpert)
+    return seconds_to_time(kernels_on_streams(rows, [&](const double r) {
+      const double one[1] = {r};
+      return modelled_wgrad_seconds(one, n, k, 1.0);
+    }));
   return seconds_to_time(modelled_wgrad_seconds(rows, n, k, grouped_scale()));
+}
+
+double ComputeModel::kernels_on_streams(std::span<const double> rows, const std::function<double(double rows)>& alone) const {
+  const double fixed = time_to_seconds(overhead_);
+  // When each stream may launch its next GeMM (its predecessor's end plus the fixed cost), and when
+  // the GPU is free of the GeMMs before.
+  std::array<double, kTransformerEngineGemmStreams> launch;
+  launch.fill(fixed);
+  double free = 0;
+  std::size_t kernel = 0;
+  for (const double r : rows) {
+    if (r <= 0) continue;
+    double& stream = launch[kernel++ % launch.size()];
+    // Launched in order, stream after stream, so each waits for the one launched before it.
+    free = std::max(free, stream) + alone(r) - fixed;
+    stream = free + fixed;
+  }
+  return free;
 }
 
 double ComputeModel::grouped_scale() const {
@@ -227,6 +250,11 @@ Time ComputeModel::grouped_gemm(std::span<const double> rows, double n, double k
     for (const double r : rows) total += gemm(r, n, k);
     return total;
   }
+  if (options_.grouped_gemm_kernels == GroupedGemmKernels::PerExpert)
+    return seconds_to_time(kernels_on_streams(rows, [&](const double r) {
+      const double one[1] = {r};
+      return capped_gemm_seconds(one, n, k);
+    }));
   return seconds_to_time(capped_gemm_seconds(rows, n, k, grouped_scale()));
 }
 

@@ -130,10 +130,26 @@ inline Work kernel(Time time) { return {time, 1}; }
 
 // How the local experts' grouped GeMM runs (a kernel backend of the software): one grouped kernel
 // over all of them at cuBLAS's rate (moesim's idealised default), a GeMM kernel per expert with
-// rows (Transformer Engine's GroupedLinear over cuBLAS, its GeMMs spread over streams), or
-// PyTorch's torch._grouped_mm (one CUTLASS grouped kernel, at its measured rate:
-// kTorchGroupedMmCeiling).
+// rows (Transformer Engine's GroupedLinear over cuBLAS, its GeMMs spread over streams:
+// kTransformerEngineGemmStreams), or PyTorch's torch._grouped_mm (one CUTLASS grouped kernel, at
+// its measured rate: kTorchGroupedMmCeiling).
 enum class GroupedGemmKernels : std::uint8_t { One, PerExpert, TorchGroupedMm };
+
+// Transformer Engine's GroupedLinear runs its per-expert cuBLAS GeMMs on this many streams, GeMM i
+// on stream i mod 4, each stream's GeMMs in order (transformer_engine/common/gemm/cublaslt_gemm.cu
+// multi_stream_cublas_gemm, what nvte_multi_tensor_gemm runs unless NVTE_USE_CUTLASS_GROUPED_GEMM
+// is set on Hopper; common/util/multi_stream.cpp get_num_compute_streams: 4). Each GeMM is a kernel
+// as cuBLAS runs it alone: the streams hide each kernel's fixed cost behind the kernels of the
+// others, but not its waves: the kernels take the GPU one after another (ComputeModel::
+// kernels_on_streams). What says so: Transformer Engine's own measurement of this path
+// (NVIDIA/TransformerEngine PR #2045, H100, TE 2.7, BF16) ran 8 GeMMs of 4096×768×2048 at
+// 627.9 TFLOP/s and 16 of 2048×768×2048 at 553.9, where one CUTLASS grouped kernel ran 650.6 and
+// 636.9: only 1.19× and 1.27× faster than the same cuBLAS GeMMs one after another on one stream
+// (this project's cuBLASLt table, tests/data/measured/h100-cublaslt-gemm.json: 24.4 and 14.8 us
+// each, interpolated in N between 512 and 1024), about the fixed cost each kernel no longer pays.
+// Hopper's and Blackwell's cuBLAS kernels spread one GeMM over every SM, so kernels of other
+// streams find none free until its last wave. compute_test.cpp TransformerEngineMultiStreamGroupedGemm.
+inline constexpr int kTransformerEngineGemmStreams = 4;
 
 // How the software permutes token copies into expert order before the experts and un-permutes and
 // sums them after (blocks::gate_time, blocks::combine_time; kernel by kernel there): Transformer
@@ -314,6 +330,11 @@ class ComputeModel {
   double modelled_gemm_seconds(std::span<const double> rows, double n, double k, double ceiling, const Precision& p) const;
   // grouped_gemm_wgrad's model: the tiles of every group's k × n output, each as long as its rows.
   double modelled_wgrad_seconds(std::span<const double> rows, double n, double k, double scale) const;
+  // GroupedGemmKernels::PerExpert: one GeMM kernel per group with rows, kernel i on stream
+  // i mod kTransformerEngineGemmStreams, each stream's kernels one after another and each launched
+  // a fixed cost after its predecessor ends; each kernel holds the whole GPU for its time alone
+  // (`alone(rows)`, fixed cost included) less the fixed cost, the GPU running them in launch order.
+  double kernels_on_streams(std::span<const double> rows, const std::function<double(double rows)>& alone) const;
   double gemm_seconds(double m, double n, double k) const;
   // The modelled time, never faster than the published maximum achievable rate (max_flops_).
   // `scale`: of the ceiling and of that rate (the grouped backend's, grouped_scale()).
