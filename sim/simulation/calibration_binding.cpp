@@ -337,4 +337,13 @@ std::string bind_catalogue_attention(const cluster::GpuSpec& gpu, cluster::Dtype
                      gpu.attention_kernels_source);
 }
 
+compute::ComputeModel bound_compute_model(const cluster::GpuSpec& gpu, const compute::ComputeOptions& options,
+                                          compute::KernelTables tables, std::string* used) {
+  if (!options.attention_efficiency) {
+    std::string what = bind_catalogue_attention(gpu, options.dtype, tables);
+    if (used) *used = std::move(what);
+  }
+  return compute::ComputeModel(gpu, options, std::move(tables));
+}
+
 }  // namespace moesim::simulation

@@ -72,4 +72,11 @@ compute::KernelTables bind_kernels(const calibration::Profile& profile, const cl
 // (see above); returns what it did, empty when it did nothing.
 std::string bind_catalogue_attention(const cluster::GpuSpec& gpu, cluster::Dtype dtype, compute::KernelTables& tables);
 
+// The compute model a run builds for GPU kind `gpu` from the kernel tables of its profile (none:
+// `tables` empty): the catalogue's measured attention kernels bound where the profile has none,
+// unless the scenario sets its own attention efficiency, which replaces them as it replaces the
+// catalogue's efficiencies. `used`, when given: what bind_catalogue_attention did.
+compute::ComputeModel bound_compute_model(const cluster::GpuSpec& gpu, const compute::ComputeOptions& options,
+                                          compute::KernelTables tables = {}, std::string* used = nullptr);
+
 }  // namespace moesim::simulation

@@ -115,13 +115,9 @@ Simulation::Simulation(scenario::Scenario scenario, std::unique_ptr<strategies::
     compute::KernelTables tables;
     if (const auto* profile = scenario_.calibration.get())
       tables = bind_kernels(*profile, kind, scenario_.compute.dtype, calibration_report_["compute"][kind.key]);
-    // A scenario's own attention efficiency replaces the catalogue's measurements, as it replaces the
-    // catalogue's efficiencies.
-    if (!scenario_.compute.attention_efficiency) {
-      const std::string used = bind_catalogue_attention(kind, scenario_.compute.dtype, tables);
-      if (!used.empty() && scenario_.calibration) calibration_report_["compute"][kind.key]["attention"] = used;
-    }
-    compute_.emplace_back(kind, scenario_.compute, std::move(tables));
+    std::string used;
+    compute_.push_back(bound_compute_model(kind, scenario_.compute, std::move(tables), &used));
+    if (!used.empty() && scenario_.calibration) calibration_report_["compute"][kind.key]["attention"] = used;
   }
   routing_ = std::make_unique<workload::RoutingModel>(scenario_.routing, scenario_.model.experts, scenario_.model.layers,
                                                      scenario_.training.iterations, scenario_.seed);

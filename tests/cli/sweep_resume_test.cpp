@@ -213,10 +213,11 @@ TEST_F(Sweep, KilledAtRandomMomentsResumesByteIdentical) {
 
 // A write that fails (here the file-size limit, as a full disk would) exits 1 naming the file; the
 // CSV keeps only complete rows, and a resume without the limit gives the uninterrupted CSV. The
-// limit holds for every file, so the CSV must outgrow the effective scenario: 16 bandwidths x 2.
+// limit holds for every file, so the CSV must outgrow the effective scenario (with its GPU's
+// catalogue entry, measured attention kernels included): 40 bandwidths x 2.
 TEST_F(Sweep, FailedWriteExitsNonZeroAndResumeIsIdentical) {
   std::vector<std::string> bandwidths;
-  for (int g = 1; g <= 16; ++g) bandwidths.push_back(fmt::format("{}Gbps", 200 * g));
+  for (int g = 1; g <= 40; ++g) bandwidths.push_back(fmt::format("{}Gbps", 200 * g));
   const fs::path file = scenario("long.json", sweep_doc(bandwidths));
   Result r = sweep(root_ / "A", {"--jobs", "2"}, file);
   ASSERT_EQ(r.code, 0) << describe(r);

@@ -156,3 +156,45 @@ TEST(AttentionCatalogue, AProfileAndTheScenarioComeFirstAndOnlyBf16CoresUseIt) {
   EXPECT_EQ(attention_of(own), blocks::attention_time(estimated, own.model, own.training, 1, 0).time);
   EXPECT_NE(attention_of(own), attention_of(sc));
 }
+
+TEST(AttentionCatalogue, HopperTakesThisProjectsOwnCudnnMeasurements) {
+  // The H100's and H200's entries are this project's cuDNN fused-attention measurements
+  // (tests/data/measured/h100-fused-attention.json, h200-fused-attention.json and
+  // h200-fused-attention-mla.json): every BF16 row comes back at its measured time (no fixed cost
+  // added: a measured time includes its launch).
+  for (const auto& [gpu, files] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"h100-sxm5-80gb", {"h100-fused-attention.json"}},
+           {"h200-sxm-141gb", {"h200-fused-attention.json", "h200-fused-attention-mla.json"}}}) {
+    const compute::ComputeModel cm = catalogue_model(on(gpu));
+    int rows = 0;
+    for (const auto& file : files) {
+      const auto doc = schema::Json::parse(test::measured(file));
+      for (const auto& k : doc.at("attention")) {
+        const std::string implementation = k.at("implementation");
+        if (k.at("dtype") != "bf16" || !implementation.starts_with("cudnn")) continue;
+        const double d = k.at("head_dim");
+        const double dv = implementation.find("V head dim 128") != std::string::npos ? 128.0 : d;
+        const double head = (d + dv) / 2;  // as workload::ModelShape::core_head_dim
+        const double b = k.at("batch"), h = k.at("heads"), s = k.at("seq");
+        const bool causal = k.at("causal");
+        EXPECT_NEAR(time_to_seconds(cm.attention(b, h, s, head, causal)) * 1e6, k.at("forward").get<double>(),
+                    k.at("forward").get<double>() * 1e-6)
+            << gpu << " " << k.dump();
+        EXPECT_NEAR(time_to_seconds(cm.attention_backward(b, h, s, head, causal)) * 1e6, k.at("backward").get<double>(),
+                    k.at("backward").get<double>() * 1e-6)
+            << gpu << " " << k.dump();
+        ++rows;
+      }
+    }
+    EXPECT_EQ(rows, 28) << gpu;  // 2 head sizes x 5 lengths x 2 masks, and 4 MLA lengths x 2 masks
+  }
+  // What the measurement says that one efficiency did not: heads of 64 run the causal forward at
+  // 4096 tokens at 419 TFLOP/s where heads of 128 run at 582 (0.72 of it); the catalogue's former
+  // 0.58 of peak (574 TFLOP/s) held for both.
+  const compute::ComputeModel h100 = catalogue_model(on("h100-sxm5-80gb"));
+  const auto tflops = [&](double head_dim) {
+    return compute::attention_forward_flops(4, 16, 4096, head_dim, true) / time_to_seconds(h100.attention(4, 16, 4096, head_dim, true)) / 1e12;
+  };
+  EXPECT_NEAR(tflops(64), 419.0, 1.0);
+  EXPECT_NEAR(tflops(128), 581.7, 1.0);
+}

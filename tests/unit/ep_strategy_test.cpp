@@ -5,6 +5,7 @@
 
 #include "sim/core/error.hpp"
 #include "sim/simulation/simulation.hpp"
+#include "sim/simulation/calibration_binding.hpp"
 #include "test_support.hpp"
 
 using namespace moesim;
@@ -263,7 +264,7 @@ TEST(EpStrategy, TwoGpuIterationFollowsTheHandDerivedSchedule) {
   sim->run();
 
   const auto topo = sc.topology();
-  compute::ComputeModel cm(topo.gpu(0), sc.compute);
+  const compute::ComputeModel cm = simulation::bound_compute_model(topo.gpu(0), sc.compute);
   const auto& m = sc.model;
   const double t = 128, h = 256, b = 2;
   // Kernels as layer_costs costs them (every kernel with its fixed cost): RMSNorm reads and writes

@@ -11,6 +11,7 @@
 #include "sim/core/error.hpp"
 #include "sim/simulation/simulation.hpp"
 #include "sim/strategies/parm/parm_strategy.hpp"
+#include "sim/simulation/calibration_binding.hpp"
 #include "test_support.hpp"
 
 using namespace moesim;
@@ -109,7 +110,7 @@ TEST(ParmStrategy, BaselineComputesEveryExpertNmpTimes) {
   const double e_base = busy(rb, "expert"), e_s1 = busy(run(s1), "expert"), e_s2 = busy(run(s2), "expert");
   const double t = rb["strategy"]["tokens_per_expert"].get<double>(), baseline_tokens = 4 * t * 2, s1_tokens = 4 * t * 2 / 4;
   const auto sc = test::scenario_from(base.dump());
-  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  const compute::ComputeModel cm = simulation::bound_compute_model(sc.topology().gpu(0), sc.compute);
   // Forward and backward (the gradients' GeMMs at their own shapes: blocks::experts_work).
   const auto both = [&](double tokens) {
     const auto w = blocks::experts_work(cm, sc.model, std::vector<double>{tokens}, 2048);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim/schedule/schedule.hpp"
+#include "sim/simulation/calibration_binding.hpp"
 #include "test_support.hpp"
 
 namespace moesim {
@@ -276,7 +277,7 @@ TEST(TensorParallel, AttentionSplitsHeadsAndColumnsBetweenAnAllGatherAndAReduceS
   simulation::Simulation sim(test::scenario_from(doc.dump()));
   sim.run(test::with_task_log());
   const auto sc = test::scenario_from(doc.dump());
-  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  const compute::ComputeModel cm = simulation::bound_compute_model(sc.topology().gpu(0), sc.compute);
   const double tokens = 128, h = 256;
   // The norm (reads and writes 128·256 bf16 values), the projections, the core, and the residual
   // add after the output projection (reads two, writes one: 3·128·256·2 B).
@@ -312,7 +313,7 @@ TEST(TensorParallel, LatentAttentionSplitsItsUpProjectionsByHeads) {
   simulation::Simulation sim(test::scenario_from(doc.dump()));
   sim.run(test::with_task_log());
   const auto sc = test::scenario_from(doc.dump());
-  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  const compute::ComputeModel cm = simulation::bound_compute_model(sc.topology().gpu(0), sc.compute);
   const double t = 128;
   const Time q = cm.gemm(t, 64, 256) + cm.memory_bound(2 * t * 64 * 2) + cm.gemm(t, 2 * 48, 64);
   const Time kv = cm.gemm(t, 48, 256) + cm.memory_bound(2 * t * 32 * 2) + cm.gemm(t, 2 * 64, 32);
@@ -356,7 +357,7 @@ TEST(TensorParallel, SharedExpertsAreATensorParallelMlpBesideTheExchanges) {
   EXPECT_EQ(c["all_gather"]["count"].get<double>(), 6 + 2);
   EXPECT_EQ(c["reduce_scatter"]["count"].get<double>(), 6 + 2);
   const auto sc = test::scenario_from(doc.dump());
-  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  const compute::ComputeModel cm = simulation::bound_compute_model(sc.topology().gpu(0), sc.compute);
   Time shared_end = -1, output_start = -1;
   for (const auto& t : sim.task_log().tasks()) {
     if (t.end < 0 || t.gpu != 0 || t.label.phase != engine::Phase::Forward || t.label.layer != 1) continue;
@@ -404,7 +405,7 @@ TEST(ContextParallel, AttentionRunsAsARingOverTheSequenceShards) {
   simulation::Simulation sim(test::scenario_from(doc.dump()));
   sim.run(test::with_task_log());
   const auto sc = test::scenario_from(doc.dump());
-  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  const compute::ComputeModel cm = simulation::bound_compute_model(sc.topology().gpu(0), sc.compute);
   const double tokens = 64, h = 256;
   const Time qkv = cm.gemm(tokens, 768, h) + cm.memory_bound(2 * tokens * h * 2),
              out = cm.gemm(tokens, h, h) + cm.memory_bound(3 * tokens * h * 2);
@@ -459,7 +460,7 @@ TEST(ExpertTensorParallel, EachGpuComputesItsSliceOfItsGroupsTokens) {
   simulation::Simulation sim(test::scenario_from(doc.dump()));
   sim.run(test::with_task_log());
   const auto sc = test::scenario_from(doc.dump());
-  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  const compute::ComputeModel cm = simulation::bound_compute_model(sc.topology().gpu(0), sc.compute);
   const std::vector<double> copies{128, 128};
   const Time expert = cm.grouped_gemm(copies, 256, 256) + cm.memory_bound(2 * 256 * 256 * 2) + cm.grouped_gemm(copies, 256, 256) +
                      2 * cm.memory_bound(2 * 256 * 256 * 2);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/core/error.hpp"
+#include "sim/simulation/calibration_binding.hpp"
 #include "test_support.hpp"
 
 namespace moesim {
@@ -94,7 +95,7 @@ TEST(Recompute, SelectiveRecomputesTheAttentionCoreOnlyWithoutFlashAttention) {
   simulation::Simulation v100(test::scenario_from(doc.dump()));
   v100.run(test::with_task_log());
   const auto sc = test::scenario_from(doc.dump());
-  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  const compute::ComputeModel cm = simulation::bound_compute_model(sc.topology().gpu(0), sc.compute);
   // One attention core forward (1 sequence of 128, 4 heads of 64) per layer and microbatch.
   EXPECT_EQ(compute_of(v100, engine::Phase::Recompute), 2 * cm.attention(1, 4, 128, 64, true));
 }

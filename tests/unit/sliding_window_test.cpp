@@ -9,6 +9,7 @@
 #include "sim/blocks/layer_costs.hpp"
 #include "sim/compute/compute_model.hpp"
 #include "sim/simulation/simulation.hpp"
+#include "sim/simulation/calibration_binding.hpp"
 #include "test_support.hpp"
 
 using namespace moesim;
@@ -37,12 +38,14 @@ TEST(SlidingWindow, WindowedLayersRunTheirCoreOverTheBandAndTheOthersOverTheWhol
   auto doc = schema::Json::parse(test::kSmallEp);
   doc["model"]["sliding_window"] = {{"tokens", 128}, {"every", 2}};
   doc["training"]["sequence_length"] = 1024;
+  // The modelled core, not the catalogue's measured H100 kernels (which hold no window).
+  doc["compute"] = {{"attention_efficiency", 0.58}};
   const auto sc = test::scenario_from(doc.dump());
   EXPECT_EQ(sc.model.attention_window(0), 128);
   EXPECT_EQ(sc.model.attention_window(1), 0);
   simulation::Simulation sim(sc);
   sim.run(test::with_task_log());
-  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  const compute::ComputeModel cm = simulation::bound_compute_model(sc.topology().gpu(0), sc.compute);
   const auto& t = sc.training;
   std::map<int, Time> forward;
   for (const auto& task : sim.task_log().tasks())

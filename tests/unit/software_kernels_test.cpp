@@ -5,6 +5,7 @@
 
 #include "sim/blocks/layer_costs.hpp"
 #include "sim/simulation/simulation.hpp"
+#include "sim/simulation/calibration_binding.hpp"
 #include "test_support.hpp"
 
 using namespace moesim;
@@ -87,7 +88,7 @@ TEST(SoftwareKernels, CrossEntropyKernelsMoveTheirBytes) {
     o.cross_entropy = k;
     return blocks::cross_entropy_work(compute::ComputeModel(sc.topology().gpu(0), o), t, v);
   };
-  const compute::ComputeModel cm(sc.topology().gpu(0), sc.compute);
+  const compute::ComputeModel cm = simulation::bound_compute_model(sc.topology().gpu(0), sc.compute);
   const auto expect = [&](compute::CrossEntropyKernels k, double forward, int fk, double backward, int bk) {
     const blocks::CrossEntropyWork w = work(k);
     EXPECT_EQ(w.forward.time, cm.memory_bound(t * v * forward));
