@@ -3,6 +3,7 @@
 // the JSON path and the fix; nothing is written), 1 anything else.
 #include <boost/program_options.hpp>
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <sys/resource.h>
 #include <thread>
 #include <unistd.h>
@@ -48,7 +50,9 @@ commands:
                                             row per point to DIR/results.csv; re-run to resume;
                                             under mpirun -np N the ranks share the points, rank
                                             0 writes the CSV (N is the jobs' threads per rank)
-  presets                                   list models, topologies, GPU kinds and strategies
+  presets [--json]                          list models, topologies, GPU kinds, software and
+                                            strategies (--json: one JSON array of {kind, name,
+                                            description})
   collective NAME --cluster PRESET|SCENARIO.json [-n GPUS] [-b MIN] [-e MAX] [-f FACTOR]
              [--network flow|analytic] [--algorithm A] [--profile PROFILE.json]
              [--compare LOG [--table T] [--gpus-per-node N]]
@@ -68,6 +72,7 @@ commands:
                                             (fp32=tf32 for XLA's f32 matmuls)
 
 options (a command refuses those it does not take):
+  --help        after a command: its usage alone (`moesim run --help`)
   --data DIR    run, validate, sweep, presets, collective: folder holding models/ and topologies/
                 (default: $MOESIM_DATA or the source tree)
   --threads N   run, sweep: threads for the per-source routing draws of EP groups above 2048 GPUs
@@ -135,6 +140,7 @@ struct Common {
   std::string trace_gpus;
   bool quiet = false;
   bool compare_uncalibrated = false;  // run: the scenario again without its calibration profile
+  bool json = false;                  // presets: one JSON array instead of the listing
   unsigned jobs = 0;
   unsigned threads = 0;  // 0: the default of the command
   std::optional<std::size_t> stop_after;
@@ -145,14 +151,14 @@ const std::map<std::string, std::set<std::string>> kCommandOptions{
     {"run", {"scenario", "out", "data", "trace", "trace-gpus", "quiet", "threads", "compare-uncalibrated"}},
     {"validate", {"scenario", "data", "quiet"}},
     {"sweep", {"scenario", "out", "data", "jobs", "threads", "quiet", "stop-after"}},
-    {"presets", {"data"}}};
+    {"presets", {"data", "json"}}};
 
 Common parse(const std::string& command, const std::vector<std::string>& args, bool needs_scenario) {
   Common c;
   std::string data, out;
   po::options_description opts;
   std::string jobs, stop_after, threads;
-  opts.add_options()("threads", po::value(&threads))("out", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))("compare-uncalibrated", po::bool_switch(&c.compare_uncalibrated))(
+  opts.add_options()("threads", po::value(&threads))("out", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))("compare-uncalibrated", po::bool_switch(&c.compare_uncalibrated))("json", po::bool_switch(&c.json))(
       "quiet", po::bool_switch(&c.quiet))("jobs", po::value(&jobs))("stop-after", po::value(&stop_after))(
       "scenario", po::value<std::string>());
   po::positional_options_description pos;
@@ -348,6 +354,12 @@ int cmd_sweep(const std::vector<std::string>& args) {
 
 int cmd_presets(const Common& c) {
   scenario::Loader loader(c.data);
+  if (c.json) {
+    schema::Json all = schema::Json::array();
+    for (const auto& p : loader.presets()) all.push_back({{"kind", p.kind}, {"name", p.name}, {"description", p.description}});
+    std::cout << all.dump(1) << "\n";
+    return 0;
+  }
   std::string kind;
   for (const auto& p : loader.presets()) {
     if (p.kind != kind) {
@@ -361,6 +373,33 @@ int cmd_presets(const Common& c) {
     std::cout << fmt::format("  {:<22} {}\n", p.name, p.description);
   }
   return 0;
+}
+
+// The usage of one command: its lines of kUsage (from the line that names it to the next
+// command's) and the options it takes (those whose first line names it); empty for a command
+// kUsage does not name.
+std::string command_usage(const std::string& command) {
+  std::string block, options;
+  bool in_options = false, taking = false;
+  std::istringstream usage(kUsage);
+  for (std::string line; std::getline(usage, line);) {
+    if (line.starts_with("options")) {
+      in_options = true, taking = false;
+      continue;
+    }
+    if (in_options) {
+      if (line.starts_with("  --"))
+        taking = line.find(command) != std::string::npos || line.find("after a command") != std::string::npos;
+      if (taking) options += line + "\n";
+      continue;
+    }
+    // A command's first line: two spaces, then its name.
+    if (line.size() > 2 && line.starts_with("  ") && std::islower(static_cast<unsigned char>(line[2])))
+      taking = line.substr(2, command.size() + 1) == command + " " || line.substr(2) == command;
+    if (taking && !line.empty()) block += line + "\n";
+  }
+  if (block.empty()) return {};
+  return "usage: moesim " + block.substr(2) + (options.empty() ? "" : "\noptions:\n" + options);
 }
 
 }  // namespace
@@ -382,6 +421,14 @@ int main(int argc, char** argv) {
   }
   const std::string command = args[0];
   args.erase(args.begin());
+  // `moesim COMMAND --help`: that command's usage alone, whatever else is on the line.
+  if (std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+    const std::string usage = command_usage(command);
+    if (!usage.empty()) {
+      std::cout << usage;
+      return 0;
+    }
+  }
   try {
     if (command == "run") return cmd_run(parse(command, args, true));
     if (command == "validate") return cmd_validate(parse(command, args, true));

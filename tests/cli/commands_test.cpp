@@ -95,6 +95,56 @@ TEST_F(Commands, HelpExits0) {
   EXPECT_NE(r.out.find("usage: moesim COMMAND"), std::string::npos) << describe(r);
 }
 
+TEST_F(Commands, ACommandsHelpShowsItsUsageAlone) {
+  // `moesim COMMAND --help`: that command's lines of the usage and the options it takes, exit 0,
+  // whatever else is on the line; nothing run, nothing written.
+  const Result r = moesim({"run", kQuickstart.string(), "--help"});
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_TRUE(r.out.starts_with("usage: moesim run SCENARIO.json")) << describe(r);
+  EXPECT_NE(r.out.find("--compare-uncalibrated runs it again"), std::string::npos) << describe(r);
+  EXPECT_NE(r.out.find("--threads N"), std::string::npos) << describe(r);
+  EXPECT_EQ(r.out.find("sweep SCENARIO.json"), std::string::npos) << describe(r);  // not another command's
+  EXPECT_EQ(r.out.find("calibrate fit INPUT"), std::string::npos) << describe(r);
+  EXPECT_TRUE(listing(work_).empty());
+  // Options the command does not take are left out: presets takes --data, not --threads.
+  const Result p = moesim({"presets", "-h"});
+  EXPECT_EQ(p.code, 0) << describe(p);
+  EXPECT_TRUE(p.out.starts_with("usage: moesim presets [--json]")) << describe(p);
+  EXPECT_NE(p.out.find("--data DIR"), std::string::npos) << describe(p);
+  EXPECT_EQ(p.out.find("--threads"), std::string::npos) << describe(p);
+  for (const char* command : {"validate", "sweep", "collective", "calibrate"}) {
+    const Result c = moesim({command, "--help"});
+    EXPECT_EQ(c.code, 0) << describe(c);
+    EXPECT_TRUE(c.out.starts_with(fmt::format("usage: moesim {} ", command))) << describe(c);
+  }
+  // An unknown command is still refused.
+  EXPECT_EQ(moesim({"frobnicate", "--help"}).code, 2);
+}
+
+TEST_F(Commands, PresetsAsJson) {
+  // `moesim presets --json`: one array of {kind, name, description}, the listing's entries.
+  const Result r = moesim({"presets", "--json"});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const auto all = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(all.is_array());
+  const auto sections = parse_presets(moesim({"presets"}).out);
+  const std::map<std::string, std::string> heading{
+      {"model", "models"}, {"topology", "topologies"}, {"software", "software"}, {"gpu", "gpus"}, {"strategy", "strategies"}};
+  std::size_t listed = 0;
+  for (const auto& [h, entries] : sections) listed += entries.size();
+  EXPECT_EQ(all.size(), listed);
+  std::set<std::string> kinds;
+  for (const auto& p : all) {
+    const std::string kind = p.at("kind"), name = p.at("name");
+    kinds.insert(kind);
+    ASSERT_TRUE(heading.count(kind)) << kind;
+    const auto& entries = sections.at(heading.at(kind));
+    ASSERT_TRUE(entries.count(name)) << kind << " " << name;
+    EXPECT_EQ(entries.at(name), p.at("description").get<std::string>()) << name;
+  }
+  EXPECT_EQ(kinds, (std::set<std::string>{"model", "topology", "software", "gpu", "strategy"}));
+}
+
 TEST_F(Commands, UnknownCommandExits2) {
   const Result r = moesim({"frobnicate"});
   EXPECT_EQ(r.code, 2) << describe(r);
