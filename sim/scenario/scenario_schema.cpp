@@ -388,9 +388,9 @@ NodePtr scenario_schema() {
   });
   static const NodePtr routing = object({
       optional("kind", enumeration({"uniform", "zipf", "process", "trace"}), "uniform",
-               "token routing: uniform, skewed (Zipf), a popularity process that moves every iteration (seed 004), "
+               "token routing: uniform, skewed (Zipf), a popularity process that moves every iteration (adaptive expert replication, Table 1), "
                "or a trace of a real run's gate counts"),
-      optional("process", process, Json::object(), "the popularity process (kind process; defaults fitted to seed 004 Table 1)"),
+      optional("process", process, Json::object(), "the popularity process (kind process; defaults fitted to the adaptive expert replication paper's Table 1)"),
       optional("trace", string(), nullptr,
                "kind trace: a CSV with columns iteration,layer,expert,tokens (found in the data folder, else next to "
                "the scenario)"),

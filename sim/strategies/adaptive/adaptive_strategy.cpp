@@ -23,7 +23,7 @@ StrategyInfo info() {
   s.name = "adaptive";
   s.description = "expert replicas placed every iteration from the previous one's popularity (or DeepSpeed's static "
                   "replicas, or FlexMoE's periodic rebalancing), the optimizer sharded on the hosts";
-  s.paper = "seed 004: per-iteration adaptive expert replication vs DeepSpeed and FlexMoE (§3-4, Algorithms 1-2)";
+  s.paper = "Accelerating Mixture-of-Experts Training with Adaptive Expert Replication: per-iteration replication vs DeepSpeed and FlexMoE (§3-4, Algorithms 1-2)";
   s.options = sc::object({
       sc::required("name", sc::enumeration({"adaptive"}), "the strategy name"),
       sc::optional("placement", sc::enumeration({"adaptive", "static", "flexmoe"}), "adaptive",
@@ -140,7 +140,7 @@ void AdaptiveStrategy::check(const StrategyContext& ctx) const {
   if (!ctx.training.optimizer_on_host)
     throw InputError("", "$.training.optimizer",
                      "the adaptive strategy steps the optimizer on the hosts, each class's state sharded over the ranks "
-                     "(seed 004 §3.2, as its DeepSpeed baseline: ZeRO with CPU offload)",
+                     "(the adaptive replication paper, §3.2, as its DeepSpeed baseline: ZeRO with CPU offload)",
                      "set training.optimizer to \"host\" and describe cluster.hosts");
 }
 

@@ -33,7 +33,7 @@ StrategyInfo info() {
   StrategyInfo s;
   s.name = "ep";
   s.description = "plain expert parallelism: all-to-all dispatch and combine around the local experts";
-  s.paper = "GShard (Lepikhin et al. 2021), DeepSpeed-MoE, Tutel; baseline of every seed paper";
+  s.paper = "GShard (Lepikhin et al. 2021), DeepSpeed-MoE, Tutel; the baseline of HybridEP, Parm, HeterMoE and adaptive replication";
   s.options = sc::object({
       sc::required("name", sc::enumeration({"ep"}), "the strategy name"),
       sc::optional("ep_size", sc::integer(0), 0,

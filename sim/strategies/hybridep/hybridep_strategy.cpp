@@ -19,7 +19,7 @@ StrategyInfo info() {
   StrategyInfo s;
   s.name = "hybridep";
   s.description = "HybridEP: experts all-gathered inside expert domains, tokens all-to-all across them";
-  s.paper = "HybridEP (seed 000): stream-based model §III, domain-based partition §IV-A, migration §IV-B";
+  s.paper = "HybridEP: Scaling Expert Parallelism to Cross-Datacenter Scenario via Hybrid Expert/Data Transmission: stream-based model §III, domain-based partition §IV-A, migration §IV-B";
   s.options = sc::object({
       sc::required("name", sc::enumeration({"hybridep"}), "the strategy name"),
       sc::optional("domain", sc::any(), "auto",

@@ -18,7 +18,7 @@ StrategyInfo info() {
   StrategyInfo s;
   s.name = "parm";
   s.description = "Parm: MP+EP+ESP with MP paused in MoE layers (S1/S2, fused EP&ESP all-to-all, SAA) or DeepSpeed's baseline";
-  s.paper = "Parm (seed 003): baseline Fig. 3a, S1 Fig. 3b, S2 Fig. 3c, SAA §III-D, Algorithm 1 §V";
+  s.paper = "Parm: Efficient Training of Large Sparsely-Activated Models with Dedicated Schedules: baseline Fig. 3a, S1 Fig. 3b, S2 Fig. 3c, SAA §III-D, Algorithm 1 §V";
   s.options = sc::object({
       sc::required("name", sc::enumeration({"parm"}), "the strategy name"),
       sc::optional("mp_size", sc::integer(1), 1, "N_MP: GPUs per model-parallel (tensor-parallel) group"),
