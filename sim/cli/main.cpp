@@ -344,7 +344,18 @@ int cmd_sweep(const std::vector<std::string>& args) {
                                outcome.stopped_early ? ", stopped early (run again to resume)" : "",
                                ranks ? fmt::format(", {} ranks", ranks->size()) : "", opt.csv.string())
                 << std::flush;  // before the ranks are finalised, as below
-    return outcome.stopped_early ? 3 : 0;
+    if (outcome.stopped_early) return 3;
+    // A grid none of whose points could run answered nothing: said, and exit 2 as a scenario that
+    // cannot run (the CSV keeps every point's reason).
+    if (outcome.ran > 0 && outcome.already_done == 0 && outcome.refused == outcome.ran) {
+      if (leads)
+        std::cerr << fmt::format("moesim: cannot run: every point of the sweep was refused; {} gives each point's reason "
+                                 "(`moesim validate {}` checks the grid without running it)\n",
+                                 opt.csv.string(), c.scenario.string())
+                  << std::flush;
+      return 2;
+    }
+    return 0;
   } catch (...) {
     // Said here, before the ranks are finalised: the first rank to leave the job makes the
     // launcher end the others, and what they had yet to print with them.

@@ -348,5 +348,24 @@ TEST_F(Sweep, ZippedAxisColumnsAndResume) {
   EXPECT_EQ(read_text(b / "results.csv"), a);
 }
 
+// A grid none of whose points can run (here: 2000 and 3000 layers, far beyond an H100's memory)
+// exits 2 and says so on stderr; the CSV keeps each point's reason.
+TEST_F(Sweep, EveryPointRefusedExits2) {
+  OrderedJson doc = quickstart();
+  doc["training"]["iterations"] = 1;
+  doc["sweep"] = {{"axes", OrderedJson::array({{{"path", "model.layers"}, {"values", {2000, 3000}}}})}};
+  const fs::path file = scenario("refused.json", doc);
+  const Result r = sweep(root_ / "R", {}, file);
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_TRUE(r.err.starts_with("moesim: cannot run: every point of the sweep was refused;")) << describe(r);
+  const auto rows = split_lines(read_text(root_ / "R" / "results.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  for (std::size_t i = 1; i < rows.size(); ++i) EXPECT_NE(rows[i].find(",infeasible,"), std::string::npos) << rows[i];
+  // One point that runs is an answer: exit 0.
+  doc["sweep"]["axes"][0]["values"] = {2, 3000};
+  const Result mixed = sweep(root_ / "M", {}, scenario("mixed.json", doc));
+  EXPECT_EQ(mixed.code, 0) << describe(mixed);
+}
+
 }  // namespace
 }  // namespace moesim_cli
