@@ -219,6 +219,46 @@ RunShape Simulation::shape_of(const strategies::Strategy& strategy, strategies::
   return run;
 }
 
+namespace {
+// "a, b or c" of the non-empty items.
+std::string one_of(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
+  return out;
+}
+}  // namespace
+
+std::string Simulation::activation_hint() const {
+  std::vector<std::string> ways;
+  switch (scenario_.training.recompute) {
+    case workload::Recompute::None: ways.push_back("set training.recompute to \"full\" (or \"selective\")"); break;
+    case workload::Recompute::Selective: ways.push_back("set training.recompute to \"full\""); break;
+    case workload::Recompute::Full: break;
+  }
+  ways.push_back("a smaller micro_batch_size or sequence_length");
+  if (scenario_.strategy && scenario_.strategy->takes_layout) ways.push_back("more pipeline stages (parallel.pp)");
+  return "activations: " + one_of(ways);
+}
+
+std::string Simulation::optimizer_hint() const {
+  std::vector<std::string> ways;
+  const bool layout = scenario_.strategy && scenario_.strategy->takes_layout;
+  if (layout && scenario_.parallel.sharding == parallel::Sharding::None)
+    ways.push_back("set parallel.sharding to \"distributed_optimizer\" (or \"fsdp\")");
+  else if (layout && scenario_.parallel.sharding == parallel::Sharding::DistributedOptimizer)
+    ways.push_back("set parallel.sharding to \"fsdp\"");
+  if (!scenario_.training.optimizer_on_host) ways.push_back("training.optimizer \"host\" (with cluster.hosts)");
+  ways.push_back("more GPUs");
+  return "optimizer state: " + one_of(ways);
+}
+
+std::string Simulation::parameter_hint() const {
+  if (!scenario_.strategy || !scenario_.strategy->takes_layout) return "more GPUs (its strategy takes no parallel layout)";
+  std::vector<std::string> ways{"a larger ep", "tensor or pipeline parallelism (parallel.tp, parallel.pp)"};
+  if (scenario_.parallel.sharding != parallel::Sharding::Fsdp) ways.push_back("parallel.sharding \"fsdp\"");
+  return one_of(ways);
+}
+
 void Simulation::check() {
   const auto ctx = context();
   naming_the_file(scenario_.file, [&] { strategy_->check(ctx); });
@@ -228,16 +268,15 @@ void Simulation::check() {
     const double have = topology_.gpu(g).memory_bytes;
     if (need > have) {
       const auto& f = memory_[g];
-      // The largest term, and what shrinks it.
-      const std::pair<double, const char*> terms[] = {
-          {f.activations, "activations: set training.recompute to \"full\" (or \"selective\"), a smaller "
-                          "micro_batch_size or sequence_length, or more pipeline stages (parallel.pp)"},
-          {f.optimizer, "optimizer state: set parallel.sharding to \"distributed_optimizer\", training.optimizer "
-                        "\"host\", or use more GPUs"},
-          {f.weights, "weights: use a larger ep, or tensor or pipeline parallelism (parallel.tp, parallel.pp)"},
-          {f.gradients, "gradients: use a larger ep, or tensor or pipeline parallelism (parallel.tp, parallel.pp)"},
-          {f.buffers, "the fused EP backend's all-to-all buffer (micro_batch_size x sequence_length x ep tokens): "
-                      "a smaller micro_batch_size or ep, or parallel.ep_backend \"nccl\""}};
+      // The largest term, and what shrinks it: only what this scenario has not done yet and its
+      // strategy takes.
+      const std::pair<double, std::string> terms[] = {{f.activations, activation_hint()},
+                                                      {f.optimizer, optimizer_hint()},
+                                                      {f.weights, "weights: " + parameter_hint()},
+                                                      {f.gradients, "gradients: " + parameter_hint()},
+                                                      {f.buffers, "the fused EP backend's all-to-all buffer (micro_batch_size x "
+                                                                  "sequence_length x ep tokens): a smaller micro_batch_size or "
+                                                                  "ep, or parallel.ep_backend \"nccl\""}};
       const auto largest = *std::max_element(std::begin(terms), std::end(terms),
                                              [](const auto& a, const auto& b) { return a.first < b.first; });
       throw InfeasibleError(fmt::format(

@@ -90,6 +90,12 @@ class Simulation {
   strategies::ProgramSize program_per_iteration() const { return strategy_->program_per_iteration(context()); }
 
  private:
+  // What would shrink each term of an out-of-memory GPU's footprint, given what the scenario
+  // already does and what its strategy takes (check()'s message).
+  std::string activation_hint() const;
+  std::string optimizer_hint() const;
+  std::string parameter_hint() const;
+
   strategies::StrategyContext context() const;
   void run_alternatives();
   // What a run of `strategy` (this one's, or an alternative's) allocates, its iteration 0 planned

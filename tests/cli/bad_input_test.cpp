@@ -215,7 +215,7 @@ TEST_F(BadInput, ModelExceedsGpuMemory) {
   const std::string err = expect_rejected_by_run_and_validate(
       "oom.json",
       scenario_text(cluster, R"({"preset": "mixtral-8x7b"})", R"({"sequence_length": 1024, "dtype": "fp16"})", R"({"name": "ep"})"),
-      {"does not fit in GPU memory", "t4-16gb", "has 16 GiB", "use more GPUs"});
+      {"does not fit in GPU memory", "t4-16gb", "has 16 GiB", "or more GPUs"});
   std::smatch m;
   ASSERT_TRUE(std::regex_search(err, m, std::regex(R"(needs ([0-9.]+) GiB \(weights ([0-9.]+) GiB)"))) << err;
   EXPECT_GT(std::stod(m[1].str()), 16.0) << err;

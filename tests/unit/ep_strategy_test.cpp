@@ -144,6 +144,42 @@ TEST(EpStrategy, ModelThatDoesNotFitIsRefused) {
   }
 }
 
+TEST(EpStrategy, AnOutOfMemoryHintOffersOnlyWhatTheScenarioHasNotDone) {
+  // Mixtral-8x7B on two T4s (as above): what the refusal suggests follows what the scenario does.
+  auto doc = schema::Json::parse(kSmallEp);
+  doc["cluster"] = schema::Json::parse(
+      R"({"gpu": "t4-16gb", "levels": [{"name": "gpu", "count": 2, "bandwidth": "16GB/s", "latency": "5us"}]})");
+  doc["model"] = {{"preset", "mixtral-8x7b"}};
+  doc["training"]["dtype"] = "fp16";
+  const auto refusal = [](const schema::Json& d) {
+    simulation::Simulation sim(test::scenario_from(d.dump()));
+    try {
+      sim.check();
+    } catch (const InfeasibleError& e) {
+      const std::string what = e.what();
+      return what.substr(what.find("the largest term is"));
+    }
+    ADD_FAILURE() << "no refusal";
+    return std::string();
+  };
+  // The optimizer's 12 B a parameter is the largest term: no sharding yet, so the distributed
+  // optimizer is offered; once it is on, FSDP is, and the distributed optimizer no more.
+  const std::string plain = refusal(doc);
+  EXPECT_NE(plain.find("optimizer state: set parallel.sharding to \"distributed_optimizer\""), std::string::npos) << plain;
+  doc["parallel"] = {{"sharding", "distributed_optimizer"}};
+  const std::string sharded = refusal(doc);
+  EXPECT_EQ(sharded.find("distributed_optimizer"), std::string::npos) << sharded;
+  EXPECT_NE(sharded.find("set parallel.sharding to \"fsdp\""), std::string::npos) << sharded;
+  // A long sequence makes the activations the largest: under full recomputation it is not offered again.
+  doc["training"]["sequence_length"] = 131072;
+  doc["training"]["micro_batch_size"] = 8;
+  const std::string activations = refusal(doc);
+  EXPECT_TRUE(activations.starts_with("the largest term is activations: set training.recompute to \"full\"")) << activations;
+  doc["training"]["recompute"] = "full";
+  const std::string recomputed = refusal(doc);
+  EXPECT_TRUE(recomputed.starts_with("the largest term is activations: a smaller micro_batch_size")) << recomputed;
+}
+
 TEST(EpStrategy, ExpertsNotDivisibleByEpSizeIsAnInputError) {
   auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"]["levels"][0]["count"] = 6;
