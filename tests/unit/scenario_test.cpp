@@ -63,6 +63,18 @@ TEST(Scenario, TypoedKeyNamesPathAndSuggestion) {
   EXPECT_NE(e.fix().find("did you mean \"bandwidth\""), std::string::npos) << e.what();
 }
 
+TEST(Scenario, AnotherFrameworksNameIsRefusedWithTheKeyItMeans) {
+  // Megatron-Core's and Hugging Face's names for keys of this object: the refusal names moesim's.
+  const auto megatron = error_of([](auto& d) { d["parallel"] = {{"tensor_model_parallel_size", 2}}; });
+  EXPECT_EQ(megatron.path(), "$.parallel.tensor_model_parallel_size");
+  EXPECT_TRUE(megatron.fix().starts_with("moesim calls it \"tp\"")) << megatron.what();
+  const auto hf = error_of([](auto& d) { d["training"]["seq_length"] = 4096; });
+  EXPECT_TRUE(hf.fix().starts_with("moesim calls it \"sequence_length\"")) << hf.what();
+  // A name whose moesim key is not allowed here gets the usual answer.
+  const auto elsewhere = error_of([](auto& d) { d["training"]["num_experts"] = 8; });
+  EXPECT_EQ(elsewhere.fix().find("moesim calls it"), std::string::npos) << elsewhere.what();
+}
+
 TEST(Scenario, BandwidthWithoutUnitIsRefused) {
   const auto e = error_of([](auto& d) { d["cluster"]["levels"][0]["bandwidth"] = 10; });
   EXPECT_EQ(e.path(), "$.cluster.levels[0].bandwidth");
