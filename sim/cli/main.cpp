@@ -38,7 +38,7 @@ namespace {
 constexpr const char* kUsage = R"(usage: moesim COMMAND [options]
 
 commands:
-  run SCENARIO.json [--out DIR] [--trace [--trace-gpus LIST]] [--compare-uncalibrated]
+  run SCENARIO.json [--out|-o DIR] [--trace [--trace-gpus LIST]] [--compare-uncalibrated]
                                             simulate; write results.json, scenario.effective.json
                                             (and trace.json for Perfetto with --trace) to DIR
                                             (default out/NAME); LIST like 0-7,16 picks the GPUs
@@ -46,7 +46,8 @@ commands:
                                             --compare-uncalibrated runs it again without its
                                             calibration profile and prints both side by side
   validate SCENARIO.json                    check the scenario (and every sweep point), run nothing
-  sweep SCENARIO.json [--out DIR] [--jobs N] run the scenario's sweep grid in parallel, append one
+  sweep SCENARIO.json [--out|-o DIR] [--jobs N]
+                                            run the scenario's sweep grid in parallel, append one
                                             row per point to DIR/results.csv; re-run to resume;
                                             under mpirun -np N the ranks share the points, rank
                                             0 writes the CSV (N is the jobs' threads per rank)
@@ -158,7 +159,7 @@ Common parse(const std::string& command, const std::vector<std::string>& args, b
   std::string data, out;
   po::options_description opts;
   std::string jobs, stop_after, threads;
-  opts.add_options()("threads", po::value(&threads))("out", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))("compare-uncalibrated", po::bool_switch(&c.compare_uncalibrated))("json", po::bool_switch(&c.json))(
+  opts.add_options()("threads", po::value(&threads))("out,o", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))("compare-uncalibrated", po::bool_switch(&c.compare_uncalibrated))("json", po::bool_switch(&c.json))(
       "quiet", po::bool_switch(&c.quiet))("jobs", po::value(&jobs))("stop-after", po::value(&stop_after))(
       "scenario", po::value<std::string>());
   po::positional_options_description pos;

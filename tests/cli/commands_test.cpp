@@ -121,6 +121,14 @@ TEST_F(Commands, ACommandsHelpShowsItsUsageAlone) {
   EXPECT_EQ(moesim({"frobnicate", "--help"}).code, 2);
 }
 
+TEST_F(Commands, OutHasAShortForm) {
+  // -o is --out for run and sweep, as for calibrate fit.
+  const Result r = moesim({"run", kQuickstart.string(), "-o", (work_ / "short").string(), "--quiet"});
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_TRUE(fs::exists(work_ / "short" / "results.json"));
+  EXPECT_EQ(moesim({"validate", kQuickstart.string(), "-o", (work_ / "v").string()}).code, 2);  // validate writes nothing
+}
+
 TEST_F(Commands, PresetsAsJson) {
   // `moesim presets --json`: one array of {kind, name, description}, the listing's entries.
   const Result r = moesim({"presets", "--json"});
