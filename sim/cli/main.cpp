@@ -38,13 +38,15 @@ namespace {
 constexpr const char* kUsage = R"(usage: moesim COMMAND [options]
 
 commands:
-  run SCENARIO.json [--out|-o DIR] [--trace [--trace-gpus LIST]] [--compare-uncalibrated]
+  run SCENARIO.json [--out|-o DIR] [--trace [--trace-gpus LIST]] [--compare-uncalibrated] [--point P]
                                             simulate; write results.json, scenario.effective.json
                                             (and trace.json for Perfetto with --trace) to DIR
                                             (default out/NAME); LIST like 0-7,16 picks the GPUs
                                             traced (default: all up to 512 GPUs, else 0-15);
                                             --compare-uncalibrated runs it again without its
-                                            calibration profile and prints both side by side
+                                            calibration profile and prints both side by side;
+                                            --point P runs point P of the scenario's sweep
+                                            grid alone (as numbered in the sweep's results.csv)
   validate SCENARIO.json                    check the scenario (and every sweep point), run nothing
   sweep SCENARIO.json [--out|-o DIR] [--jobs N]
                                             run the scenario's sweep grid in parallel, append one
@@ -142,6 +144,7 @@ struct Common {
   bool quiet = false;
   bool compare_uncalibrated = false;  // run: the scenario again without its calibration profile
   bool json = false;                  // presets: one JSON array instead of the listing
+  std::optional<std::size_t> point;   // run: this point of the scenario's sweep grid instead of its base
   unsigned jobs = 0;
   unsigned threads = 0;  // 0: the default of the command
   std::optional<std::size_t> stop_after;
@@ -149,7 +152,7 @@ struct Common {
 
 // The options each command takes: any other is refused, never accepted and ignored.
 const std::map<std::string, std::set<std::string>> kCommandOptions{
-    {"run", {"scenario", "out", "data", "trace", "trace-gpus", "quiet", "threads", "compare-uncalibrated"}},
+    {"run", {"scenario", "out", "data", "trace", "trace-gpus", "quiet", "threads", "compare-uncalibrated", "point"}},
     {"validate", {"scenario", "data", "quiet"}},
     {"sweep", {"scenario", "out", "data", "jobs", "threads", "quiet", "stop-after"}},
     {"presets", {"data", "json"}}};
@@ -158,8 +161,8 @@ Common parse(const std::string& command, const std::vector<std::string>& args, b
   Common c;
   std::string data, out;
   po::options_description opts;
-  std::string jobs, stop_after, threads;
-  opts.add_options()("threads", po::value(&threads))("out,o", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))("compare-uncalibrated", po::bool_switch(&c.compare_uncalibrated))("json", po::bool_switch(&c.json))(
+  std::string jobs, stop_after, threads, point;
+  opts.add_options()("threads", po::value(&threads))("out,o", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))("compare-uncalibrated", po::bool_switch(&c.compare_uncalibrated))("json", po::bool_switch(&c.json))("point", po::value(&point))(
       "quiet", po::bool_switch(&c.quiet))("jobs", po::value(&jobs))("stop-after", po::value(&stop_after))(
       "scenario", po::value<std::string>());
   po::positional_options_description pos;
@@ -177,16 +180,38 @@ Common parse(const std::string& command, const std::vector<std::string>& args, b
   if (vm.count("threads"))
     c.threads = static_cast<unsigned>(count_flag("--threads", threads, 1024, "routing threads, e.g. --threads 2"));
   if (vm.count("stop-after")) c.stop_after = count_flag("--stop-after", stop_after, 1ULL << 40, "rows, e.g. --stop-after 3");
+  if (vm.count("point")) {
+    const bool digits = !point.empty() && point.size() <= 15 && std::all_of(point.begin(), point.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (!digits) throw InputError("--point", point, "is not a point number", "give the point column of the sweep's results.csv, e.g. --point 3");
+    c.point = std::stoull(point);
+  }
   if (vm.count("out") && out.empty()) throw InputError("--out", "\"\"", "is empty", "give a folder, e.g. --out out/run1");
   c.out = out;
   c.data = data.empty() ? scenario::Loader::default_data_dir() : fs::path(data);
   return c;
 }
 
+// The scenario `moesim run` runs: the file's, or with --point the scenario of that point of its
+// sweep grid (numbered as the sweep's results.csv numbers them).
+scenario::Scenario scenario_to_run(const scenario::Loader& loader, const Common& c) {
+  if (!c.point) return loader.load(c.scenario);
+  const std::string file = c.scenario.string();
+  const schema::Json resolved = loader.resolve(loader.read_json(c.scenario), file);
+  if (!resolved.contains("sweep"))
+    throw InputError(file, "$.sweep", "is not set: --point runs one point of a sweep grid", "drop --point to run the scenario");
+  sweep::SweepPlan plan = sweep::plan_sweep(loader, resolved, file, *c.point + 1);
+  if (plan.scenarios.size() <= *c.point)
+    throw InputError("--point", std::to_string(*c.point), fmt::format("is beyond the sweep's {} points", plan.scenarios.size()),
+                     fmt::format("give a point from 0 to {}", plan.scenarios.size() - 1));
+  scenario::Scenario sc = std::move(plan.scenarios[*c.point]);
+  sc.name = fmt::format("{}-point{}", sc.name, *c.point);
+  return sc;
+}
+
 int cmd_run(const Common& c) {
   if (c.threads) core::set_worker_threads(c.threads);
   scenario::Loader loader(c.data);
-  scenario::Scenario sc = loader.load(c.scenario);
+  scenario::Scenario sc = scenario_to_run(loader, c);
   print_warnings(sc.warnings);
   // --compare-uncalibrated: the same scenario without its profile, run after the calibrated one.
   std::optional<scenario::Scenario> uncalibrated;

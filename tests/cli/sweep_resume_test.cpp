@@ -5,6 +5,8 @@
 #include <chrono>
 #include <random>
 
+#include <sstream>
+#include <nlohmann/json.hpp>
 #include "cli_test_support.hpp"
 
 namespace moesim_cli {
@@ -346,6 +348,29 @@ TEST_F(Sweep, ZippedAxisColumnsAndResume) {
   EXPECT_EQ(r.code, 0) << describe(r);
   EXPECT_NE(r.out.find("1 already done, 3 run now"), std::string::npos) << describe(r);
   EXPECT_EQ(read_text(b / "results.csv"), a);
+}
+
+// `moesim run SCENARIO --point P` runs point P of the grid alone (here with a trace): the same
+// iteration time as the sweep's row P, an effective scenario without the sweep block.
+TEST_F(Sweep, OnePointRunsAloneAsItsRow) {
+  const auto rows = split_lines(reference());
+  const fs::path out = root_ / "P";
+  const Result r = moesim({"run", file_.string(), "--point", "3", "--trace", "-o", out.string(), "--quiet"});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_TRUE(fs::exists(out / "trace.json"));
+  const auto results = nlohmann::json::parse(read_text(out / "results.json"));
+  // Row 3's iteration_time_ms (the fifth column: point, two axes, status, iteration time).
+  std::vector<std::string> cells;
+  std::stringstream row(rows.at(4));
+  for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
+  ASSERT_EQ(cells.at(0), "3");
+  EXPECT_DOUBLE_EQ(results.at("iteration_time_ms").get<double>(), std::stod(cells.at(4)));
+  const auto effective = nlohmann::json::parse(read_text(out / "scenario.effective.json"));
+  EXPECT_FALSE(effective.contains("sweep"));
+  // Beyond the grid, or a scenario without one: refused, exit 2.
+  EXPECT_EQ(moesim({"run", file_.string(), "--point", std::to_string(kPoints), "-o", (root_ / "Q").string()}).code, 2);
+  EXPECT_EQ(moesim({"run", kQuickstart.string(), "--point", "0", "-o", (root_ / "Q").string()}).code, 2);
+  EXPECT_FALSE(fs::exists(root_ / "Q"));
 }
 
 // A grid none of whose points can run (here: 2000 and 3000 layers, far beyond an H100's memory)
