@@ -1,10 +1,11 @@
 // Every option of the schema is documented: each key that a scenario, a strategy or a GPU kind
 // accepts appears, in backquotes, in docs/scenario.md (docs/presets.md for GPU kinds). A new
-// option without a line of documentation fails here.
+// option without a line of documentation fails here. The README quotes docs/validation.md as it is.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -63,4 +64,22 @@ TEST(Docs, EveryStrategyOptionIsInTheScenarioReference) {
 
 TEST(Docs, EveryGpuKindFieldIsInThePresetReference) {
   expect_documented(scenario::gpu_schema(), "$.gpus.KIND", read_doc("presets.md"), "presets.md");
+}
+
+TEST(Docs, TheReadmeQuotesTheArchiveAsDocsValidationHasIt) {
+  // The README's figures for realdata 24 are docs/validation.md's (which `make validate` writes):
+  // the row count, the mean |error| to a tenth and the rows within 15 %.
+  std::ifstream in(std::filesystem::path(MOESIM_SOURCE_DIR) / "README.md");
+  std::stringstream readme;
+  readme << in.rdbuf();
+  std::string text = readme.str();
+  for (char& ch : text)
+    if (ch == '\n') ch = ' ';
+  std::smatch quoted, generated;
+  const std::string validation = read_doc("validation.md");
+  ASSERT_TRUE(std::regex_search(text, quoted, std::regex(R"(\((\d+) rows: mean \|error\| ([\d.]+) %, (\d+) within 15 %)")));
+  ASSERT_TRUE(std::regex_search(validation, generated, std::regex(R"(Mean \|error\| ([\d.]+)% over (\d+) rows; (\d+) within 15%)")));
+  EXPECT_EQ(quoted[1], generated[2]);
+  EXPECT_EQ(quoted[2], generated[1]);
+  EXPECT_EQ(quoted[3], generated[3]);
 }
