@@ -5,8 +5,10 @@ another axis. Reads only the CSV that `moesim sweep` writes.
     plots/sweep.py out/sweep-interdc/results.csv --x "cluster.levels[0].count" \
         --y iteration_time_ms --group "cluster.levels[0].bandwidth" -o interdc.png
 
-Rows whose status is not "ok" (infeasible or invalid points) are skipped. Other axes are
-averaged unless fixed with --where PATH=VALUE.
+Every other swept axis with more than one value must be fixed with --where PATH=VALUE (exit 2
+naming it otherwise: a line must not average points the reader cannot see). Rows whose status is
+not "ok" (infeasible or invalid points) have no value to plot: each is marked with a red x on the
+lower edge at its x, and counted on stderr.
 """
 import argparse
 import csv
@@ -77,11 +79,26 @@ def main(argv=None):
         if rows and col not in rows[0]:
             sys.exit(f"{args.csv}: no column {col!r}; columns: {', '.join(rows[0].keys())}")
     filters = [w.split("=", 1) for w in args.where]
+    # The swept axes are the columns between "point" and "status" (docs/results.md).
+    header = list(rows[0].keys()) if rows else []
+    axes = header[1:header.index("status")] if "status" in header else []
+    fixed = {k for k, _ in filters} | {args.x} | ({args.group} if args.group else set())
+    for axis in axes:
+        values = sorted({r[axis] for r in rows}, key=number)
+        if axis not in fixed and len(values) > 1:
+            print(f"{args.csv}: axis {axis} has {len(values)} values ({', '.join(values)}) and would be averaged; "
+                  f"fix it with --where {axis}=VALUE or plot it with --group {axis}", file=sys.stderr)
+            sys.exit(2)
     series = defaultdict(lambda: defaultdict(list))
+    refused = defaultdict(list)  # per line: the x of each point that could not run
     for r in rows:
-        if r["status"] != "ok" or any(r.get(k) != v for k, v in filters):
+        if any(r.get(k) != v for k, v in filters):
             continue
-        series[r[args.group] if args.group else args.y][r[args.x]].append(float(r[args.y]))
+        name = r[args.group] if args.group else args.y
+        if r["status"] != "ok":
+            refused[name].append(r[args.x])
+            continue
+        series[name][r[args.x]].append(float(r[args.y]))
     if not series:
         sys.exit(f"{args.csv}: no row with status ok matches")
 
@@ -91,6 +108,13 @@ def main(argv=None):
         ys = [sum(series[name][x]) / len(series[name][x]) for x in xs]
         numeric = all(number(x)[0] == 0 for x in xs)
         ax.plot([number(x)[1] for x in xs] if numeric else xs, ys, marker="o", label=name)
+    marked = [x for name in refused for x in refused[name]]
+    if marked:
+        numeric = all(number(x)[0] == 0 for x in marked)
+        low = ax.get_ylim()[0]
+        ax.plot([number(x)[1] for x in marked] if numeric else marked, [low] * len(marked), "x", color="red",
+                markersize=9, clip_on=False, label="refused (the CSV's note says why)")
+        print(f"{args.csv}: {len(marked)} point(s) refused, marked x", file=sys.stderr)
     all_x = sorted({x for name in series for x in series[name]})
     ax.set_xlabel(label(args.x, all_x))
     ax.set_ylabel(label(args.y))
@@ -103,7 +127,7 @@ def main(argv=None):
     ax.grid(True, alpha=0.3)
     # Below the axes: a legend inside can hide a line whatever corner it takes.
     ax.legend(fontsize="small", title=args.group, title_fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16),
-              ncol=min(4, len(series)))
+              ncol=min(4, len(series) + bool(marked)))
     fig.tight_layout()
     fig.savefig(args.output, dpi=120)
     print(args.output)
