@@ -3,7 +3,7 @@
 another axis. Reads only the CSV that `moesim sweep` writes.
 
     plots/sweep.py out/sweep-interdc/results.csv --x "cluster.levels[0].count" \
-        --y iteration_time_ms --group "cluster.levels[0].bandwidth" -o interdc.png
+        --y iteration_time_ms --group "cluster.levels[0].bandwidth" --where model.experts=64 -o interdc.png
 
 Every other swept axis with more than one value must be fixed with --where PATH=VALUE (exit 2
 naming it otherwise: a line must not average points the reader cannot see). Rows whose status is
