@@ -127,14 +127,21 @@ TEST(EpStrategy, MemoryFootprintByHand) {
   EXPECT_GT(sim.memory()[0].activations, 0);
 }
 
-TEST(EpStrategy, ModelThatDoesNotFitIsRefused) {
-  // Mixtral-8x7B on two 16 GB T4s: 23B parameters per GPU at 16 B each is ~370 GB.
+namespace {
+// Mixtral-8x7B on two 16 GB T4s in FP16.
+schema::Json mixtral_on_two_t4s() {
   auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"] = schema::Json::parse(
       R"({"gpu": "t4-16gb", "levels": [{"name": "gpu", "count": 2, "bandwidth": "16GB/s", "latency": "5us"}]})");
   doc["model"] = {{"preset", "mixtral-8x7b"}};
   doc["training"]["dtype"] = "fp16";
-  simulation::Simulation sim(test::scenario_from(doc.dump()));
+  return doc;
+}
+}  // namespace
+
+TEST(EpStrategy, ModelThatDoesNotFitIsRefused) {
+  // Mixtral-8x7B on two 16 GB T4s: 23B parameters per GPU at 16 B each is ~370 GB.
+  simulation::Simulation sim(test::scenario_from(mixtral_on_two_t4s().dump()));
   try {
     sim.check();
     FAIL() << "no refusal";
@@ -146,11 +153,7 @@ TEST(EpStrategy, ModelThatDoesNotFitIsRefused) {
 
 TEST(EpStrategy, AnOutOfMemoryHintOffersOnlyWhatTheScenarioHasNotDone) {
   // Mixtral-8x7B on two T4s (as above): what the refusal suggests follows what the scenario does.
-  auto doc = schema::Json::parse(kSmallEp);
-  doc["cluster"] = schema::Json::parse(
-      R"({"gpu": "t4-16gb", "levels": [{"name": "gpu", "count": 2, "bandwidth": "16GB/s", "latency": "5us"}]})");
-  doc["model"] = {{"preset", "mixtral-8x7b"}};
-  doc["training"]["dtype"] = "fp16";
+  auto doc = mixtral_on_two_t4s();
   const auto refusal = [](const schema::Json& d) {
     simulation::Simulation sim(test::scenario_from(d.dump()));
     try {
