@@ -20,6 +20,7 @@
 
 #include "sim/cli/calibrate_command.hpp"
 #include "sim/cli/collective_command.hpp"
+#include "sim/cli/import_command.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/output_file.hpp"
 #include "sim/core/parallel.hpp"
@@ -73,6 +74,11 @@ commands:
                                             the log does not list them) or GeMM tables (.csv);
                                             FROM=TO files one dtype's tables under another
                                             (fp32=tf32 for XLA's f32 matmuls)
+  import hf CONFIG.json [--name NAME] [-o MODEL.json]
+                                            a Hugging Face config.json of an MoE model (Mixtral,
+                                            Qwen2/3-MoE, DeepSeek-V2/V3, GPT-OSS, OLMoE) as a
+                                            moesim model (for models/ or a scenario's "model"),
+                                            printed or written to MODEL.json
 
 options (a command refuses those it does not take):
   --help        after a command: its usage alone (`moesim run --help`)
@@ -473,8 +479,9 @@ int main(int argc, char** argv) {
     if (command == "presets") return cmd_presets(parse(command, args, false));
     if (command == "calibrate") return cli::cmd_calibrate(args);
     if (command == "collective") return cli::cmd_collective(args);
+    if (command == "import") return cli::cmd_import(args);
     std::cerr << "moesim: error: unknown command \"" << command
-              << "\"; use run, validate, sweep, presets, collective or calibrate (`moesim --help` shows the usage)\n";
+              << "\"; use run, validate, sweep, presets, collective, calibrate or import (`moesim --help` shows the usage)\n";
     return 2;
   } catch (...) {
     return exit_code(std::current_exception(), true);

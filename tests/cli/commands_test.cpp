@@ -129,6 +129,34 @@ TEST_F(Commands, OutHasAShortForm) {
   EXPECT_EQ(moesim({"validate", kQuickstart.string(), "-o", (work_ / "v").string()}).code, 2);  // validate writes nothing
 }
 
+TEST_F(Commands, ImportHfWritesAModelAScenarioTakes) {
+  // `moesim import hf CONFIG.json -o MODEL.json`: the model object (sim/scenario/hf_config.hpp),
+  // written whole; a scenario with it as its "model" validates. A config moesim cannot express
+  // exits 2 naming its field and writes nothing.
+  // A Mixtral-shaped config small enough for the quickstart's 16 H100s.
+  const fs::path config = scenario("config.json", std::string(R"({"model_type": "mixtral", "hidden_size": 1024,
+      "intermediate_size": 3584, "num_attention_heads": 16, "num_experts_per_tok": 2, "num_hidden_layers": 4,
+      "num_key_value_heads": 8, "num_local_experts": 8, "rope_theta": 1000000.0, "vocab_size": 32000})"));
+  const fs::path model = work_ / "small-mixtral.json";
+  const Result r = moesim({"import", "hf", config.string(), "--name", "small-mixtral", "-o", model.string()});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const auto imported = OrderedJson::parse(read_text(model));
+  EXPECT_EQ(imported.at("name"), "small-mixtral");
+  EXPECT_EQ(imported.at("experts"), 8);
+  OrderedJson doc = quickstart();
+  doc["model"] = imported;
+  doc["strategy"]["ep_size"] = 8;  // the quickstart's 16 over Mixtral's 8 experts
+  const Result v = moesim({"validate", scenario("with-import.json", doc).string()});
+  EXPECT_EQ(v.code, 0) << describe(v);
+  const fs::path bad = scenario("bad.json", std::string(R"({"model_type": "qwen2_moe", "hidden_size": 2048, "moe_intermediate_size": 1408,
+      "shared_expert_intermediate_size": 5632, "num_experts": 60, "num_experts_per_tok": 4, "num_hidden_layers": 24,
+      "num_attention_heads": 16})"));
+  const Result b = moesim({"import", "hf", bad.string(), "-o", (work_ / "never.json").string()});
+  EXPECT_EQ(b.code, 2) << describe(b);
+  EXPECT_TRUE(b.err.starts_with(fmt::format("moesim: error: {}: $.shared_expert_intermediate_size: is 5632", bad.string()))) << describe(b);
+  EXPECT_FALSE(fs::exists(work_ / "never.json"));
+}
+
 TEST_F(Commands, PresetsAsJson) {
   // `moesim presets --json`: one array of {kind, name, description}, the listing's entries.
   const Result r = moesim({"presets", "--json"});
@@ -157,7 +185,7 @@ TEST_F(Commands, UnknownCommandExits2) {
   const Result r = moesim({"frobnicate"});
   EXPECT_EQ(r.code, 2) << describe(r);
   EXPECT_EQ(r.out, "") << describe(r);
-  EXPECT_EQ(r.err, "moesim: error: unknown command \"frobnicate\"; use run, validate, sweep, presets, collective or calibrate "
+  EXPECT_EQ(r.err, "moesim: error: unknown command \"frobnicate\"; use run, validate, sweep, presets, collective, calibrate or import "
                    "(`moesim --help` shows the usage)\n");
   EXPECT_TRUE(listing(work_).empty());
 }
