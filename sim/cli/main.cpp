@@ -79,6 +79,11 @@ commands:
                                             Qwen2/3-MoE, DeepSeek-V2/V3, GPT-OSS, OLMoE) as a
                                             moesim model (for models/ or a scenario's "model"),
                                             printed or written to MODEL.json
+  import megatron --cluster PRESET [--name NAME] [-o SCENARIO.json] -- ARGS...
+                                            a Megatron-LM training command line (ARGS: its
+                                            --num-layers, --expert-model-parallel-size, ...)
+                                            as a scenario on PRESET; the flags moesim has no
+                                            key for are listed on stderr
 
 options (a command refuses those it does not take):
   --help        after a command: its usage alone (`moesim run --help`)

@@ -84,13 +84,19 @@ Json model_from_hf_config(const Json& config, const std::string& file, const std
   }
 
   // Shared experts: DeepSeek's n_shared_experts of the routed width; Qwen2-MoE's one shared expert of
-  // its own width cannot be expressed (moesim's shared experts are as wide as the routed ones).
+  // shared_expert_intermediate_size as that many routed widths (Qwen1.5-MoE-A2.7B: 5632 = 4 x 1408;
+  // its sigmoid gate on the shared output, one more small GeMM, is not costed). A width that is not
+  // a multiple cannot be expressed (moesim's shared experts are as wide as the routed ones).
+  const long long routed_width = moe_ffn > 0 ? moe_ffn : ffn;
   long long shared = first_int(config, {"n_shared_experts", "num_shared_experts"});
-  if (const long long w = first_int(config, {"shared_expert_intermediate_size"}); w > 0 && w != (moe_ffn > 0 ? moe_ffn : ffn))
-    throw InputError(file, "$.shared_expert_intermediate_size",
-                     fmt::format("is {}, not the routed experts' {}: moesim's shared experts are as wide as the routed ones", w,
-                                 moe_ffn > 0 ? moe_ffn : ffn),
-                     "approximate it by hand: \"shared_experts\": round(shared width / routed width)");
+  if (const long long w = first_int(config, {"shared_expert_intermediate_size"}); w > 0) {
+    if (w % routed_width)
+      throw InputError(file, "$.shared_expert_intermediate_size",
+                       fmt::format("is {}, not a multiple of the routed experts' {}: moesim's shared experts are as wide as "
+                                   "the routed ones", w, routed_width),
+                       "approximate it by hand: \"shared_experts\": round(shared width / routed width)");
+    shared = w / routed_width;
+  }
 
   // The gated activation: SiLU (SwiGLU experts) in every supported family; GPT-OSS's clamped
   // gate is costed as SwiGLU (models/gpt-oss-120b.json).

@@ -2,7 +2,7 @@
 // scenario's "model"): the architecture fields each transformers configuration class names
 // (MixtralConfig, Qwen2MoeConfig and Qwen3MoeConfig, DeepseekV2Config and DeepseekV3Config,
 // GptOssConfig, OlmoeConfig), mapped to the keys of docs/scenario.md's model section. What the
-// config says and moesim cannot express (Qwen2-MoE's shared expert of another width, MoE layers
+// config says and moesim cannot express (a shared expert whose width is no multiple of the routed experts', MoE layers
 // interleaved with dense ones, an activation other than SiLU) is refused, naming the field; what
 // it says and training does not depend on (rope_scaling, initializer_range, ...) is ignored.
 #pragma once

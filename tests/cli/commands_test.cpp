@@ -149,11 +149,32 @@ TEST_F(Commands, ImportHfWritesAModelAScenarioTakes) {
   const Result v = moesim({"validate", scenario("with-import.json", doc).string()});
   EXPECT_EQ(v.code, 0) << describe(v);
   const fs::path bad = scenario("bad.json", std::string(R"({"model_type": "qwen2_moe", "hidden_size": 2048, "moe_intermediate_size": 1408,
-      "shared_expert_intermediate_size": 5632, "num_experts": 60, "num_experts_per_tok": 4, "num_hidden_layers": 24,
+      "shared_expert_intermediate_size": 3000, "num_experts": 60, "num_experts_per_tok": 4, "num_hidden_layers": 24,
       "num_attention_heads": 16})"));
   const Result b = moesim({"import", "hf", bad.string(), "-o", (work_ / "never.json").string()});
   EXPECT_EQ(b.code, 2) << describe(b);
-  EXPECT_TRUE(b.err.starts_with(fmt::format("moesim: error: {}: $.shared_expert_intermediate_size: is 5632", bad.string()))) << describe(b);
+  EXPECT_TRUE(b.err.starts_with(fmt::format("moesim: error: {}: $.shared_expert_intermediate_size: is 3000", bad.string()))) << describe(b);
+  EXPECT_FALSE(fs::exists(work_ / "never.json"));
+}
+
+TEST_F(Commands, ImportMegatronWritesAScenarioThatRuns) {
+  // `moesim import megatron --cluster PRESET -o SCENARIO.json -- ARGS...`: a scenario that runs, the
+  // flags moesim has no key for listed on stderr.
+  const fs::path out = work_ / "imported.json";
+  const Result r = moesim({"import", "megatron", "--cluster", "dgx-h100-2node", "--name", "small", "-o", out.string(), "--",
+                           "--num-layers", "4", "--hidden-size", "1024", "--ffn-hidden-size", "3584", "--num-attention-heads",
+                           "16", "--num-experts", "8", "--moe-router-topk", "2", "--swiglu", "--disable-bias-linear",
+                           "--seq-length", "1024", "--micro-batch-size", "2", "--global-batch-size", "64", "--bf16",
+                           "--expert-model-parallel-size", "8", "--train-iters", "1"});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.err, "moesim: not imported (no moesim key): --train-iters\n") << describe(r);
+  const auto doc = OrderedJson::parse(read_text(out));
+  EXPECT_EQ(doc.at("parallel").at("ep"), 8);
+  const Result run = moesim({"run", out.string(), "-o", (work_ / "run").string(), "--quiet"});
+  EXPECT_EQ(run.code, 0) << describe(run);
+  // Without --cluster: refused, nothing written.
+  const Result bad = moesim({"import", "megatron", "-o", (work_ / "never.json").string(), "--", "--num-layers", "4"});
+  EXPECT_EQ(bad.code, 2) << describe(bad);
   EXPECT_FALSE(fs::exists(work_ / "never.json"));
 }
 

@@ -69,6 +69,20 @@ TEST(HfConfig, TheReleasedConfigsGiveTheCuratedPresets) {
                 "gpt-oss-120b");
 }
 
+TEST(HfConfig, QwenMoesSharedExpertIsAsManyRoutedWidths) {
+  // Qwen/Qwen1.5-MoE-A2.7B: one shared expert of 5632 beside 60 routed experts of 1408, top-4 (its
+  // model card: "4 shared experts" worth): moesim's 4 shared experts of 1408.
+  const auto m = import(R"({"model_type": "qwen2_moe", "hidden_size": 2048, "intermediate_size": 5632,
+      "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632, "num_experts": 60,
+      "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
+      "rope_theta": 1000000.0, "use_sliding_window": false, "sliding_window": 32768, "vocab_size": 151936})");
+  EXPECT_EQ(m.at("shared_experts"), 4);
+  EXPECT_EQ(m.at("ffn_hidden"), 1408);
+  EXPECT_EQ(m.at("experts"), 60);
+  EXPECT_FALSE(m.contains("sliding_window"));  // use_sliding_window false
+  EXPECT_FALSE(m.contains("kv_heads"));        // as many as the heads
+}
+
 TEST(HfConfig, WhatMoesimCannotExpressIsRefusedNamingTheField) {
   const auto refused_at = [](const char* config) {
     try {
@@ -80,9 +94,9 @@ TEST(HfConfig, WhatMoesimCannotExpressIsRefusedNamingTheField) {
     ADD_FAILURE() << "accepted: " << config;
     return std::string();
   };
-  // Qwen/Qwen1.5-MoE-A2.7B: one shared expert of 5632 beside routed experts of 1408.
+  // A shared expert whose width is no multiple of the routed experts' (a made-up 3000 beside 1408).
   EXPECT_EQ(refused_at(R"({"model_type": "qwen2_moe", "hidden_size": 2048, "intermediate_size": 5632,
-      "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632, "num_experts": 60,
+      "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 3000, "num_experts": 60,
       "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_attention_heads": 16})"),
             "$.shared_expert_intermediate_size");
   // Dense layers between MoE layers.
