@@ -43,18 +43,10 @@ TEST(MegatronArgs, Qwen3MoeCommandLineGivesItsModelLayoutAndTraining) {
       "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 3 --expert-model-parallel-size 8 "
       "--use-distributed-optimizer --recompute-granularity selective --recompute-modules core_attn moe_act moe "
       "--moe-grouped-gemm --log-interval 1");
-  // models/qwen3-30b-a3b.json's shape.
-  EXPECT_EQ(i.model.at("layers"), 48);
-  EXPECT_EQ(i.model.at("hidden"), 2048);
-  EXPECT_EQ(i.model.at("ffn_hidden"), 768);
-  EXPECT_EQ(i.model.at("dense_ffn_hidden"), 6144);
-  EXPECT_EQ(i.model.at("experts"), 128);
-  EXPECT_EQ(i.model.at("top_k"), 8);
-  EXPECT_EQ(i.model.at("expert_kind"), "swiglu");
-  EXPECT_EQ(i.model.at("kv_heads"), 4);
-  EXPECT_EQ(i.model.at("head_dim"), 128);  // 32 heads of 128 is not the hidden 2048
-  EXPECT_EQ(i.model.at("linear_bias"), false);
-  EXPECT_EQ(i.model.at("qk_norm"), true);
+  // models/qwen3-30b-a3b.json's shape (head_dim: 32 heads of 128 are not the hidden 2048).
+  EXPECT_EQ(i.model, schema::Json::parse(R"({"layers": 48, "hidden": 2048, "ffn_hidden": 768, "dense_ffn_hidden": 6144,
+      "experts": 128, "top_k": 8, "expert_kind": "swiglu", "heads": 32, "kv_heads": 4, "head_dim": 128, "vocab": 151936,
+      "linear_bias": false, "rotary": true, "qk_norm": true})"));
   // 48 layers over PP 4 in stages of 3: 4 virtual stages per rank.
   EXPECT_EQ(i.parallel, schema::Json::parse(R"({"tp": 2, "pp": 4, "ep": 8, "vp": 4, "sequence_parallel": true,
                                                 "sharding": "distributed_optimizer"})"));
