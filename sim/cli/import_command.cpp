@@ -5,12 +5,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fmt/ranges.h>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
+#include "sim/core/json_input.hpp"
 #include "sim/core/output_file.hpp"
 #include "sim/scenario/hf_config.hpp"
 #include "sim/scenario/megatron_args.hpp"
@@ -84,17 +83,7 @@ int cmd_import(const std::vector<std::string>& args) {
   po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end())).options(opts).positional(pos).run(), vm);
   po::notify(vm);
   if (config.empty()) throw po::error("import hf: give the model's config.json");
-  std::ifstream in(config);
-  if (!in) throw InputError(config, "$", "cannot be read", "give the path of a Hugging Face config.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  schema::Json doc;
-  try {
-    doc = schema::Json::parse(text.str());
-  } catch (const schema::Json::parse_error& e) {
-    throw InputError(config, "$", fmt::format("is not JSON ({})", e.what()), "give the model repository's config.json");
-  }
-  emit(scenario::model_from_hf_config(doc, config, name), out, "model");
+  emit(scenario::model_from_hf_config(read_json_file(config), config, name), out, "model");
   return 0;
 }
 

@@ -4,7 +4,6 @@
 #include "sim/scenario/hf_config.hpp"
 
 #include <fmt/format.h>
-#include <vector>
 
 #include "sim/core/error.hpp"
 #include "sim/scenario/scenario_schema.hpp"
@@ -16,12 +15,10 @@ namespace {
 using schema::Json;
 
 // The first of `keys` the config holds as a positive integer, or 0.
-long long first_int(const Json& config, std::initializer_list<const char*> keys, const char** found = nullptr) {
+long long first_int(const Json& config, std::initializer_list<const char*> keys) {
   for (const char* k : keys)
-    if (config.contains(k) && config.at(k).is_number_integer() && config.at(k).get<long long>() > 0) {
-      if (found) *found = k;
+    if (config.contains(k) && config.at(k).is_number_integer() && config.at(k).get<long long>() > 0)
       return config.at(k).get<long long>();
-    }
   return 0;
 }
 
