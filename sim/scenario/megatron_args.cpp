@@ -126,12 +126,11 @@ MegatronImport from_megatron_args(const std::vector<std::string>& args, const st
   m["qk_norm"] = has("qk_layernorm"), take("qk_layernorm");
 
   Json& p = out.parallel;
-  for (const auto& [flag, key] : std::initializer_list<std::pair<const char*, const char*>>{
-           {"tensor_model_parallel_size", "tp"}, {"pipeline_model_parallel_size", "pp"}, {"context_parallel_size", "cp"},
-           {"expert_model_parallel_size", "ep"}, {"expert_tensor_parallel_size", "etp"},
-           {"virtual_pipeline_model_parallel_size", "vp"}, {"decoder_first_pipeline_num_layers", "first_stage_layers"},
-           {"decoder_last_pipeline_num_layers", "last_stage_layers"}}) {
-    if (has(flag)) p[key] = num(flag);
+  // The layout's sizes, each under the parallel key schema::moesim_name_of gives its flag.
+  for (const char* flag : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+                           "expert_model_parallel_size", "expert_tensor_parallel_size", "virtual_pipeline_model_parallel_size",
+                           "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"}) {
+    if (has(flag)) p[*schema::moesim_name_of(flag)] = num(flag);
     take(flag);
   }
   if (has("num_layers_per_virtual_pipeline_stage")) {

@@ -62,7 +62,9 @@ TEST(MegatronArgs, DeepSeekV3CommandLineGivesMlaDenseLayersAndTheSharedExpert) {
       "--multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 "
       "--v-head-dim 128 --num-experts 256 --moe-router-topk 8 --moe-shared-expert-intermediate-size 2048 "
       "--moe-layer-freq ([0]*3+[1]*58) --mtp-num-layers 1 --swiglu --disable-bias-linear --vocab-size 129280 "
-      "--fp8-format e4m3 --fp8-recipe mxfp8");
+      "--fp8-format e4m3 --fp8-recipe mxfp8 --pipeline-model-parallel-size 8 --decoder-first-pipeline-num-layers 4 "
+      "--decoder-last-pipeline-num-layers 1 --context-parallel-size 2 --expert-tensor-parallel-size 1");
+  EXPECT_EQ(i.parallel, schema::Json::parse(R"({"pp": 8, "cp": 2, "etp": 1, "first_stage_layers": 4, "last_stage_layers": 1})"));
   EXPECT_EQ(i.model.at("dense_layers"), 3);
   EXPECT_EQ(i.model.at("shared_experts"), 1);
   EXPECT_EQ(i.model.at("mtp_layers"), 1);
