@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <map>
+#include <set>
 #include <regex>
 #include <sstream>
 
@@ -52,29 +53,32 @@ MegatronImport from_megatron_args(const std::vector<std::string>& args, const st
     v[key] = value;
   }
   MegatronImport out;
-  const auto has = [&](const char* k) { return v.count(k) > 0; };
-  const auto num = [&](const char* k) { return positive(v, k, source); };
-  std::map<std::string, bool> used;
-  const auto take = [&](const char* k) { used[k] = true; };
+  // Every flag looked at counts as imported; those never looked at are reported.
+  std::set<std::string> used;
+  const auto has = [&](const char* k) {
+    used.insert(k);
+    return v.count(k) > 0;
+  };
+  const auto num = [&](const char* k) {
+    used.insert(k);
+    return positive(v, k, source);
+  };
   for (const char* flag : {"--num-layers", "--hidden-size", "--num-attention-heads", "--num-experts"})
     if (!has(flag_key(flag).c_str()))
       throw InputError(source, flag, "is missing",
                        "give the model's shape flags: --num-layers, --hidden-size, --num-attention-heads, --num-experts");
 
   Json& m = out.model;
-  m["layers"] = num("num_layers"), take("num_layers");
-  m["hidden"] = num("hidden_size"), take("hidden_size");
+  m["layers"] = num("num_layers");
+  m["hidden"] = num("hidden_size");
   const long long dense_ffn = has("ffn_hidden_size") ? num("ffn_hidden_size") : 4 * m["hidden"].get<long long>();
-  take("ffn_hidden_size");
   const long long expert_ffn = has("moe_ffn_hidden_size") ? num("moe_ffn_hidden_size") : dense_ffn;
-  take("moe_ffn_hidden_size");
   m["ffn_hidden"] = expert_ffn;
   if (dense_ffn != expert_ffn) m["dense_ffn_hidden"] = dense_ffn;
-  m["experts"] = num("num_experts"), take("num_experts");
-  m["top_k"] = has("moe_router_topk") ? num("moe_router_topk") : 2, take("moe_router_topk");  // Megatron's default 2
+  m["experts"] = num("num_experts");
+  m["top_k"] = has("moe_router_topk") ? num("moe_router_topk") : 2;  // Megatron's default 2
   // --moe-layer-freq: an integer (1: every layer) or a Python list such as "([0]*3+[1]*58)".
   if (has("moe_layer_freq")) {
-    take("moe_layer_freq");
     const std::string f = v.at("moe_layer_freq");
     std::smatch match;
     if (f == "1") {
@@ -89,7 +93,6 @@ MegatronImport from_megatron_args(const std::vector<std::string>& args, const st
     }
   }
   if (has("moe_shared_expert_intermediate_size")) {
-    take("moe_shared_expert_intermediate_size");
     const long long w = num("moe_shared_expert_intermediate_size");
     if (w % expert_ffn)
       throw InputError(source, "--moe-shared-expert-intermediate-size",
@@ -97,33 +100,27 @@ MegatronImport from_megatron_args(const std::vector<std::string>& args, const st
                        "approximate it by hand: \"shared_experts\": round(width / --moe-ffn-hidden-size)");
     m["shared_experts"] = w / expert_ffn;
   }
-  m["expert_kind"] = has("swiglu") ? "swiglu" : "mlp", take("swiglu");
-  m["heads"] = num("num_attention_heads"), take("num_attention_heads");
+  m["expert_kind"] = has("swiglu") ? "swiglu" : "mlp";
+  m["heads"] = num("num_attention_heads");
   if (has("multi_latent_attention")) {
-    take("multi_latent_attention");
     Json mla = Json::object();
     mla["q_lora_rank"] = has("q_lora_rank") ? num("q_lora_rank") : 0;
     mla["kv_lora_rank"] = has("kv_lora_rank") ? num("kv_lora_rank") : 512;  // Megatron's defaults (MLATransformerConfig)
     mla["qk_nope_head_dim"] = has("qk_head_dim") ? num("qk_head_dim") : 128;
     mla["qk_rope_head_dim"] = has("qk_pos_emb_head_dim") ? num("qk_pos_emb_head_dim") : 64;
     mla["v_head_dim"] = has("v_head_dim") ? num("v_head_dim") : 128;
-    for (const char* k : {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"}) take(k);
     m["mla"] = mla;
   } else {
     if (has("group_query_attention") && has("num_query_groups")) m["kv_heads"] = num("num_query_groups");
-    take("group_query_attention"), take("num_query_groups");
     if (has("kv_channels") && num("kv_channels") * m["heads"].get<long long>() != m["hidden"].get<long long>())
       m["head_dim"] = num("kv_channels");
-    take("kv_channels");
   }
   if (has("vocab_size")) m["vocab"] = num("vocab_size");
-  take("vocab_size");
   if (has("mtp_num_layers")) m["mtp_layers"] = num("mtp_num_layers");
-  take("mtp_num_layers");
-  m["linear_bias"] = !has("disable_bias_linear"), take("disable_bias_linear"), take("add_bias_linear");
-  m["rotary"] = v.count("position_embedding_type") ? v.at("position_embedding_type") == "rope" || v.at("position_embedding_type") == "yarn" : true;
-  take("position_embedding_type");
-  m["qk_norm"] = has("qk_layernorm"), take("qk_layernorm");
+  has("add_bias_linear");  // Megatron's default: biases are on unless --disable-bias-linear
+  m["linear_bias"] = !has("disable_bias_linear");
+  m["rotary"] = has("position_embedding_type") ? v.at("position_embedding_type") == "rope" || v.at("position_embedding_type") == "yarn" : true;
+  m["qk_norm"] = has("qk_layernorm");
 
   Json& p = out.parallel;
   // The layout's sizes, each under the parallel key schema::moesim_name_of gives its flag.
@@ -131,7 +128,6 @@ MegatronImport from_megatron_args(const std::vector<std::string>& args, const st
                            "expert_model_parallel_size", "expert_tensor_parallel_size", "virtual_pipeline_model_parallel_size",
                            "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"}) {
     if (has(flag)) p[*schema::moesim_name_of(flag)] = num(flag);
-    take(flag);
   }
   if (has("num_layers_per_virtual_pipeline_stage")) {
     const long long per = num("num_layers_per_virtual_pipeline_stage"), pp = p.value("pp", 1LL);
@@ -141,22 +137,17 @@ MegatronImport from_megatron_args(const std::vector<std::string>& args, const st
                        "give --virtual-pipeline-model-parallel-size instead");
     p["vp"] = m["layers"].get<long long>() / (per * pp);
   }
-  take("num_layers_per_virtual_pipeline_stage");
   if (p.value("tp", 1LL) > 1) p["sequence_parallel"] = has("sequence_parallel");
-  take("sequence_parallel");
   if (has("use_distributed_optimizer")) p["sharding"] = "distributed_optimizer";
-  take("use_distributed_optimizer");
 
   Json& t = out.training;
   if (has("seq_length")) t["sequence_length"] = num("seq_length");
   if (has("micro_batch_size")) t["micro_batch_size"] = num("micro_batch_size");
   if (has("global_batch_size")) t["global_batch_size"] = num("global_batch_size");
-  for (const char* k : {"seq_length", "micro_batch_size", "global_batch_size"}) take(k);
-  t["dtype"] = has("fp8_format") ? (v.count("fp8_recipe") && v.at("fp8_recipe") == "mxfp8" ? "mxfp8" : "fp8")
+  t["dtype"] = has("fp8_format") ? (has("fp8_recipe") && v.at("fp8_recipe") == "mxfp8" ? "mxfp8" : "fp8")
                : has("fp16")     ? "fp16"
                : has("bf16")     ? "bf16"
                                  : "fp32";
-  for (const char* k : {"fp8_format", "fp8_recipe", "fp16", "bf16"}) take(k);
   if (has("recompute_granularity")) {
     const std::string g = v.at("recompute_granularity");
     if (g != "full" && g != "selective")
@@ -170,7 +161,6 @@ MegatronImport from_megatron_args(const std::vector<std::string>& args, const st
       t["recompute_modules"] = modules;
     }
   }
-  take("recompute_granularity"), take("recompute_modules");
 
   for (const auto& [key, value] : v)
     if (!used.count(key)) {
