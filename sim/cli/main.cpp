@@ -118,12 +118,13 @@ std::vector<bool> gpu_mask(const std::string& spec, std::uint32_t gpus) {
 }
 
 // A positive count given on the command line: digits only (boost would read "-1" as 4294967295).
-std::uint64_t count_flag(const std::string& flag, const std::string& text, std::uint64_t max, const std::string& example) {
+std::uint64_t count_flag(const std::string& flag, const std::string& text, std::uint64_t max, const std::string& example,
+                         std::uint64_t min = 1) {
   const bool digits = !text.empty() && text.size() <= 15 &&
                       std::all_of(text.begin(), text.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
   const std::uint64_t v = digits ? std::stoull(text) : 0;
-  if (!digits || v < 1 || v > max)
-    throw InputError(flag, text, fmt::format("is not a whole number between 1 and {}", max), fmt::format("give {}", example));
+  if (!digits || v < min || v > max)
+    throw InputError(flag, text, fmt::format("is not a whole number between {} and {}", min, max), fmt::format("give {}", example));
   return v;
 }
 
@@ -191,11 +192,8 @@ Common parse(const std::string& command, const std::vector<std::string>& args, b
   if (vm.count("threads"))
     c.threads = static_cast<unsigned>(count_flag("--threads", threads, 1024, "routing threads, e.g. --threads 2"));
   if (vm.count("stop-after")) c.stop_after = count_flag("--stop-after", stop_after, 1ULL << 40, "rows, e.g. --stop-after 3");
-  if (vm.count("point")) {
-    const bool digits = !point.empty() && point.size() <= 15 && std::all_of(point.begin(), point.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
-    if (!digits) throw InputError("--point", point, "is not a point number", "give the point column of the sweep's results.csv, e.g. --point 3");
-    c.point = std::stoull(point);
-  }
+  if (vm.count("point"))
+    c.point = count_flag("--point", point, 1ULL << 40, "the point column of the sweep's results.csv, e.g. --point 3", 0);
   if (vm.count("out") && out.empty()) throw InputError("--out", "\"\"", "is empty", "give a folder, e.g. --out out/run1");
   c.out = out;
   c.data = data.empty() ? scenario::Loader::default_data_dir() : fs::path(data);
