@@ -28,7 +28,17 @@ constexpr std::array<std::array<double, 2>, 6> kGemmTiles{{{128, 256}, {256, 128
 // model meets this project's own H100 cuBLASLt FP32 table (tests/data/measured) at 14 % mean time
 // error, without it at 82 % (small FP32 GeMMs taken as starved as tensor-core tiles).
 constexpr double kCriticalIntensity = 55;  // tensor cores: FLOPs per operand byte at which a tile reaches the ceiling
-constexpr double kTileRampK = 155;         // a tile's prologue and epilogue, in K elements of its main loop
+constexpr double kTileRampK = 155;  // a tile's prologue and epilogue, in K elements of the H100's main loop
+// The ramp is a time: the prologue waits on the first operand loads' latency and the epilogue
+// writes the tile out, neither done by the tensor cores. A GPU whose SMs run the main loop faster
+// pays it over more K: kTileRampK scaled by the GPU's 16-bit tensor peak per SM (FP16: every
+// tensor-core GPU has it, V100 and T4 no BF16) over the H100's it was fitted on (989.4 TFLOP/s over
+// 132 SMs, topologies/gpus.json); B200 2.03x. Held out, on the OpenXLA sm_100 table (compute_test
+// XlaSm100Table) it moves the B200's BF16 mean time error from 9.1 to 6.7 % (signed -8.4 to -5.1
+// %) and FP8's from 12.9 to 12.0 %. Per GPU, not per dtype: scaled by FP8's doubled rate as well,
+// the ramp would leave the GB200's measured FP8 maximum (3615.6 TFLOP/s at K = 1536) out of reach
+// and time B200's MXFP8 data gradient 19 % slow (compute_test MeasuredB200Mxfp8GroupedGemm).
+constexpr double kRampReferenceFlopsPerSm = 989.4e12 / 132;
 // Split-K: slices of at least 512 K elements (the rule of the earlier model, not fitted), partial
 // sums in fp32 written and read back once.
 constexpr double kMinSplitK = 512;
@@ -60,12 +70,15 @@ ComputeModel::ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, KernelT
   max_flops_ = derive_max_flops();
 }
 
+
 ComputeModel::Precision ComputeModel::precision(const cluster::GpuSpec& gpu, cluster::Dtype d) {
   // FP32 without TF32 runs on the CUDA cores, not the tensor cores: at its far lower rate a tile
   // needs proportionally fewer FLOPs per operand byte to keep them busy.
   const double bf16 = gpu.peak(cluster::Dtype::bf16);
   const double critical = d == cluster::Dtype::fp32 && bf16 > 0 ? kCriticalIntensity * gpu.peak(d) / bf16 : kCriticalIntensity;
-  return {gpu.peak(d), cluster::dtype_bytes(d), cluster::storage_bytes(d), critical};
+  const double fp16 = gpu.peak(cluster::Dtype::fp16);
+  const double ramp = gpu.sms > 0 && fp16 > 0 ? kTileRampK * fp16 / gpu.sms / kRampReferenceFlopsPerSm : kTileRampK;
+  return {gpu.peak(d), cluster::dtype_bytes(d), cluster::storage_bytes(d), critical, ramp};
 }
 
 double ComputeModel::modelled_gemm_seconds(std::span<const double> rows, double n, double k, double ceiling,
@@ -85,7 +98,7 @@ double ComputeModel::modelled_gemm_seconds(std::span<const double> rows, double 
     const double tile_rate = p.peak * ceiling * std::min(1.0, intensity / p.critical_intensity);  // all SMs on such tiles
     double seconds;
     if (sms <= 0) {  // SM count unknown: no wave quantization, no split-K
-      seconds = std::max(2 * rows_sum * n * (k + kTileRampK) / tile_rate, memory);
+      seconds = std::max(2 * rows_sum * n * (k + p.ramp_k) / tile_rate, memory);
     } else {
       double tiles = 0;
       for (const double r : rows)
@@ -93,7 +106,7 @@ double ComputeModel::modelled_gemm_seconds(std::span<const double> rows, double 
       tiles *= std::ceil(n / tn);
       const double split = tiles < sms ? std::max(1.0, std::min(std::floor(sms / tiles), std::floor(k / kMinSplitK))) : 1.0;
       const double waves = std::ceil(tiles * split / sms);
-      const double compute = waves * sms * 2 * tm * tn * (k / split + kTileRampK) / tile_rate;
+      const double compute = waves * sms * 2 * tm * tn * (k / split + p.ramp_k) / tile_rate;
       const double reduction = split > 1 ? 2 * rows_sum * n * split * kPartialSumBytes / hbm : 0.0;
       seconds = std::max(compute, memory) + reduction;
     }
@@ -118,7 +131,7 @@ double ComputeModel::modelled_wgrad_seconds(std::span<const double> rows, double
     const double tile_rate = p.peak * ceiling_ * scale * std::min(1.0, intensity / p.critical_intensity);  // all SMs
     const double per_group = std::ceil(k / tm) * std::ceil(n / tn);
     // Every tile of group g runs rows_g + ramp steps of its main loop.
-    const double work = per_group * 2 * tm * tn * (rows_sum + groups * kTileRampK);
+    const double work = per_group * 2 * tm * tn * (rows_sum + groups * p.ramp_k);
     double compute;
     if (sms <= 0) {
       compute = work / tile_rate;
@@ -126,7 +139,7 @@ double ComputeModel::modelled_wgrad_seconds(std::span<const double> rows, double
       // Waves of one tile per SM, each as long as the mean tile, and never shorter than the
       // longest group's tile (equal groups: the forward's wave model).
       const double tiles = per_group * groups, per_sm = tile_rate / sms;
-      compute = std::max(std::ceil(tiles / sms) * work / tiles / per_sm, 2 * tm * tn * (longest + kTileRampK) / per_sm);
+      compute = std::max(std::ceil(tiles / sms) * work / tiles / per_sm, 2 * tm * tn * (longest + p.ramp_k) / per_sm);
     }
     best = std::min(best, std::max(compute, memory));
   }

@@ -8,9 +8,10 @@
 //     (the candidate of kGemmTiles that finishes first: large tiles for large outputs, 64-row
 //     tiles for skinny ones); a wave runs one tile per SM; a tile takes 2·tm·tn·(K + ramp) FLOPs
 //     at (peak / SMs) · ceiling · tile efficiency. The ramp is the K-equivalent of a tile's
-//     prologue and epilogue; tile efficiency = min(1, intensity / critical intensity), with the
-//     tile's intensity in FLOPs per operand byte, 2·tm·tn / ((tm + tn) · element bytes): small tiles
-//     (and wide elements) starve the tensor cores of operands. The last wave leaves SMs idle.
+//     prologue and epilogue, a time: its K grows with the GPU's tensor rate per SM. Tile
+//     efficiency = min(1, intensity / critical intensity), with the tile's intensity in FLOPs per
+//     operand byte, 2·tm·tn / ((tm + tn) · element bytes): small tiles (and wide elements) starve
+//     the tensor cores of operands. The last wave leaves SMs idle.
 //   - split-K: an output of fewer tiles than SMs is split along K into up to SMs/tiles slices of at
 //     least 512 (cuBLAS's split-K); the fp32 partial sums are written and read back once.
 //   - ceiling: the fraction of peak a tile's main loop sustains, per GPU kind and dtype, derived
@@ -325,6 +326,7 @@ class ComputeModel {
   struct Precision {
     double peak, operand_bytes, output_bytes;
     double critical_intensity;  // FLOPs per operand byte at which a tile reaches the ceiling
+    double ramp_k;              // a tile's prologue and epilogue in K elements of its main loop
   };
   static Precision precision(const cluster::GpuSpec& gpu, cluster::Dtype d);
   double modelled_gemm_seconds(std::span<const double> rows, double n, double k, double ceiling, const Precision& p) const;
