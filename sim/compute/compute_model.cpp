@@ -70,7 +70,6 @@ ComputeModel::ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, KernelT
   max_flops_ = derive_max_flops();
 }
 
-
 ComputeModel::Precision ComputeModel::precision(const cluster::GpuSpec& gpu, cluster::Dtype d) {
   // FP32 without TF32 runs on the CUDA cores, not the tensor cores: at its far lower rate a tile
   // needs proportionally fewer FLOPs per operand byte to keep them busy.

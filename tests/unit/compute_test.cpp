@@ -431,7 +431,7 @@ TEST(ComputeModel, XlaSm90Table) {
 TEST(ComputeModel, XlaSm100Table) {
   // Held out of every fit: the OpenXLA sm_100 table (realdata 26), the same 375 shapes on a
   // B200-class GPU in BF16 and FP8 (e4m3 × e4m3 → bf16). The B200 model takes the Hopper-fitted
-  // tile shapes and fixed cost, the ramp as the same time (its K scaled by B200's BF16 peak per SM
+  // tile shapes and fixed cost, the ramp as the same time (its K scaled by B200's FP16 peak per SM
   // over the H100's: 2250/148 against 989.4/132, 2.03×), and its ceilings from B200's published MAMF.
   const auto stats = xla_table_errors("26_xla_b200_sm100_gemm_flops_grid.csv", "b200-sxm-180gb",
                                       {{cluster::Dtype::bf16, 0}, {cluster::Dtype::fp8, 2}}, "XLA sm_100");
