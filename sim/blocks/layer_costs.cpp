@@ -281,12 +281,19 @@ ExpertsWork experts_work(const compute::ComputeModel& cm, const workload::ModelS
       gated && !cm.options().fused_activation
           ? memory_kernels(cm, {3 * bytes, 3 * bytes, 3 * bytes})
           : compute::kernel(cm.memory_bound((gated ? 5.0 : 3.0) * bytes));
+  // One grouped kernel with linear biases: the fused grouped MLP's dGLU kernel computes fc2's data
+  // gradient, the activation's backward and fc1's bias gradient together, at the software's
+  // measured ratio to the same kernel without the bias gradient (ComputeOptions::dglu_dbias_slowdown).
+  const Time dbias = m.linear_bias && cm.options().grouped_gemm_kernels == compute::GroupedGemmKernels::One
+                         ? seconds_to_time((cm.options().dglu_dbias_slowdown - 1) * time_to_seconds(fc2_dgrad.time + activation.time))
+                         : Time{0};
   const compute::Work cast = fp8_cast(cm, copies * m.hidden, fc2_dgrad.kernels);
   // Through GroupedLinear, fc1's output gradient (the activation's backward) is cast on its own.
   const compute::Work fc1_cast = te_grouped_linear(cm) ? fp8_cast(cm, copies * width, fc1_dgrad.kernels) : compute::Work{};
   w.wgrad = fc2_wgrad + fc1_wgrad;
   w.backward =
       expert_bias_work(cm, m, tokens).backward + cast + fc2_dgrad + activation + fc1_cast + fc1_dgrad + w.wgrad;
+  w.backward.time += dbias;
   return w;
 }
 

@@ -237,6 +237,12 @@ struct ComputeOptions {
   // Transformer Engine's); false: SiLU and the product as two eager PyTorch kernels (torchtitan's
   // GroupedExperts), blocks::expert_activation_time.
   bool fused_activation = true;
+  // The time of the experts' dGLU backward kernel with fc1's bias gradient in its epilogue over the
+  // same kernel without it, for a model with linear biases whose experts run as one grouped kernel
+  // (blocks::experts_work): the software's fused grouped MLP (Transformer Engine's op fuser over
+  // cudnn-frontend's grouped_gemm_dglu) computes fc2's data gradient, the activation's backward and
+  // the bias gradient in one kernel. 1: the bias gradient rides in the epilogue at no cost.
+  double dglu_dbias_slowdown = 1.0;
   // The rotary embedding of the queries and keys as one kernel a tensor (Megatron-Core's
   // apply_rope_fusion, Transformer Engine's fused_rope); false: torchtitan's eager CosSinRoPE,
   // blocks::rotary_time.

@@ -359,6 +359,7 @@ software::Software read_software(const Json& doc, const Scenario& s, const std::
                 : permute == "torchtitan" ? compute::PermuteKernels::Torchtitan
                                           : compute::PermuteKernels::Fused;
   out.fused_activation = sw.at("activation_fusion").get<bool>();
+  out.dglu_dbias_slowdown = sw.at("dglu_dbias_slowdown").get<double>();
   out.fused_rope = sw.at("rope_fusion").get<bool>();
   out.fused_router = sw.at("router_fusion").get<bool>();
   const std::string loss = sw.at("cross_entropy");
@@ -818,6 +819,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.compute.grouped_gemm_kernels = s.software.grouped_gemm;
   s.compute.permute_kernels = s.software.permute;
   s.compute.fused_activation = s.software.fused_activation;
+  s.compute.dglu_dbias_slowdown = s.software.dglu_dbias_slowdown;
   s.compute.fused_rope = s.software.fused_rope;
   s.compute.fused_router = s.software.fused_router;
   s.compute.cross_entropy = s.software.cross_entropy;

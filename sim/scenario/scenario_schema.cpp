@@ -268,6 +268,11 @@ NodePtr software_schema() {
       optional("activation_fusion", boolean(), true,
                "the gated experts' activation as one kernel (Megatron-Core's bias_activation_fusion); false: SiLU "
                "and the product as two eager PyTorch kernels (torchtitan)"),
+      optional("dglu_dbias_slowdown", number(1), 1.0,
+               "for a model with linear biases whose experts run as one grouped kernel (grouped_gemm grouped): "
+               "the time of the fused dGLU backward kernel (fc2's data gradient and the activation's backward) "
+               "with fc1's bias gradient in its epilogue over the same kernel without it; 1: no cost (a "
+               "library release's measured ratio, e.g. cudnn-frontend 1.24-1.25 under CUTLASS DSL 4.5: 9.78)"),
       optional("cross_entropy", enumeration({"te", "megatron", "pytorch"}), "te",
                "the loss's kernels: te (Transformer Engine's fused cross entropy, Megatron-Core's "
                "cross_entropy_loss_fusion with cross_entropy_fusion_impl te), megatron (Megatron-Core's unfused "

@@ -63,6 +63,9 @@ struct Software {
   compute::GroupedGemmKernels grouped_gemm = compute::GroupedGemmKernels::One;
   compute::PermuteKernels permute = compute::PermuteKernels::Fused;  // the token permutation's kernels
   bool fused_activation = true;  // the gated experts' activation in one kernel
+  // The fused grouped MLP's dGLU backward kernel with fc1's bias gradient over the kernel without
+  // it (compute::ComputeOptions::dglu_dbias_slowdown): a property of the library release.
+  double dglu_dbias_slowdown = 1.0;
   bool fused_rope = true;        // the rotary embedding in one kernel a tensor
   bool fused_router = true;      // the router's softmax and top-k in one kernel
   compute::CrossEntropyKernels cross_entropy = compute::CrossEntropyKernels::TransformerEngine;  // the loss's kernels

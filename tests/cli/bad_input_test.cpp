@@ -990,6 +990,14 @@ TEST_F(BadInput, DelayedWeightGradientsWithoutEpOverlap) {
   expect_rejected_by_run_and_validate("delay-wgrad.json", text, {"$.software.delay_wgrad", "\"ep_overlap\": true"});
 }
 
+TEST_F(BadInput, DgluDbiasFasterThanWithoutTheBiasGradient) {
+  // A kernel that also computes a bias gradient cannot take less time than the same kernel without it.
+  std::string text = scenario_text(kTwoNodes, R"({"preset": "gpt-medium-moe"})", R"({"sequence_length": 1024})",
+                                   R"({"name": "ep"})");
+  text.insert(text.rfind('}'), R"(, "software": {"dglu_dbias_slowdown": 0.5})");
+  expect_rejected_by_run_and_validate("dglu-dbias.json", text, {"$.software.dglu_dbias_slowdown", "use a value >= 1"});
+}
+
 TEST_F(BadInput, MultiTokenPredictionOutsideMegatronsSchedule) {
   expect_rejected_by_run_and_validate(
       "mtp-parm.json",

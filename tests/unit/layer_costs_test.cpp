@@ -226,6 +226,26 @@ TEST(LayerCosts, ExpertOutputBiasAsMegatronCoreAddsIt) {
   auto unbiased = m;
   unbiased.linear_bias = false;
   EXPECT_EQ(blocks::experts_work(grouped, m, rows, 512), blocks::experts_work(grouped, unbiased, rows, 512));
+  // Unless the release's fused dGLU kernel pays for the bias gradient: cudnn-frontend 1.24-1.25
+  // under CUTLASS DSL 4.5 ran it at 1362.768 us where the same kernel without it took 139.392
+  // (NVIDIA/cudnn-frontend PR #322, the fix of issue #256). That kernel is fc2's data gradient
+  // (C rows of ffn 512 over H) and SwiGLU's backward (5·C·ffn·a bytes): the backward gains
+  // (s - 1) times their time, nothing else; the forward, the weight gradients and a model
+  // without biases are untouched.
+  compute::ComputeOptions slow;
+  slow.dglu_dbias_slowdown = 1362.768 / 139.392;
+  const compute::ComputeModel regressed(gpu(), slow);
+  const blocks::ExpertsWork fast = blocks::experts_work(grouped, m, rows, 512), hit = blocks::experts_work(regressed, m, rows, 512);
+  const double dglu = time_to_seconds(regressed.grouped_gemm(rows, 512, h) + mb(5 * c * 512 * a));
+  EXPECT_EQ(hit.backward.time - fast.backward.time, seconds_to_time((slow.dglu_dbias_slowdown - 1) * dglu));
+  EXPECT_EQ(hit.backward.kernels, fast.backward.kernels);
+  EXPECT_EQ(hit.forward, fast.forward);
+  EXPECT_EQ(hit.wgrad, fast.wgrad);
+  EXPECT_EQ(blocks::experts_work(regressed, unbiased, rows, 512), blocks::experts_work(grouped, unbiased, rows, 512));
+  // Transformer Engine's GroupedLinear computes the bias gradient in kernels of its own (above).
+  compute::ComputeOptions slow_per_expert = o;
+  slow_per_expert.dglu_dbias_slowdown = slow.dglu_dbias_slowdown;
+  EXPECT_EQ(blocks::experts_work(compute::ComputeModel(gpu(), slow_per_expert), m, rows, 512), biased);
 }
 
 TEST(LayerCosts, PermuteKernelsOfEachSoftware) {
