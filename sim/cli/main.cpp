@@ -25,6 +25,7 @@
 #include "sim/core/output_file.hpp"
 #include "sim/core/parallel.hpp"
 #include "sim/simulation/simulation.hpp"
+#include "sim/simulation/time_estimate.hpp"
 #include "sim/strategies/registry.hpp"
 #include "sim/sweep/mpi_ranks.hpp"
 #include "sim/sweep/runner.hpp"
@@ -48,7 +49,8 @@ commands:
                                             calibration profile and prints both side by side;
                                             --point P runs point P of the scenario's sweep
                                             grid alone (as numbered in the sweep's results.csv)
-  validate SCENARIO.json                    check the scenario (and every sweep point), run nothing
+  validate SCENARIO.json                    check the scenario (and every sweep point), run nothing;
+                                            estimate its memory and CPU time
   sweep SCENARIO.json [--out|-o DIR] [--jobs N]
                                             run the scenario's sweep grid in parallel, append one
                                             row per point to DIR/results.csv; re-run to resume;
@@ -314,6 +316,21 @@ int cmd_run(const Common& c) {
   return 0;
 }
 
+// A CPU time as people read it: seconds below two minutes, then minutes, then hours.
+std::string format_cpu_time(double seconds) {
+  if (seconds < 120) return fmt::format("{:.2g} s", seconds);
+  if (seconds < 7200) return fmt::format("{:.3g} min", seconds / 60);
+  return fmt::format("{:.3g} h", seconds / 3600);
+}
+
+// How far to trust it (simulation/time_estimate.hpp).
+std::string cpu_time_caveat() {
+  return fmt::format("at {:.2g} us a task, the median of the shipped scenarios on a 2-core machine; they spread from {:.2g} to "
+                     "{:.2g} us",
+                     simulation::kCpuSecondsPerTask * 1e6, simulation::kCpuSecondsPerTaskLow * 1e6,
+                     simulation::kCpuSecondsPerTaskHigh * 1e6);
+}
+
 int cmd_validate(const Common& c) {
   scenario::Loader loader(c.data);
   const sweep::Validation v = sweep::validate(loader, loader.read_json(c.scenario), c.scenario.string());
@@ -325,6 +342,8 @@ int cmd_validate(const Common& c) {
                                        format_bytes(v.host_bytes + v.resident_bytes), format_bytes(v.resident_bytes));
   std::cout << fmt::format("{}: valid ({} on {} GPUs, {}, {} iteration(s); peak GPU memory {}, {})\n", c.scenario.string(),
                            v.strategy, v.gpus, v.model, v.iterations, format_bytes(v.peak_gpu_bytes), host);
+  std::cout << fmt::format("  time: about {} of CPU for its {:.3g} tasks ({})\n", format_cpu_time(v.cpu_seconds), v.tasks,
+                           cpu_time_caveat());
   for (const auto& r : v.refused) std::cout << "  " << r << "\n";
   if (v.refused_count > v.refused.size())
     std::cout << fmt::format("  ... and {} more points would be refused\n", v.refused_count - v.refused.size());
@@ -333,6 +352,9 @@ int cmd_validate(const Common& c) {
     std::cout << fmt::format("  sweep: {} points, {} can run, {} would be refused; planning and checking the grid took "
                              "{:.1f} s and about {} here (a sweep pays it before its first point)\n",
                              v.points, v.points - v.refused_count, v.refused_count, v.plan_seconds, format_bytes(v.plan_bytes));
+  if (v.points)
+    std::cout << fmt::format("  sweep time: its {} points that can run take about {} of CPU in all, spread over the sweep's jobs\n",
+                             v.points - v.refused_count, format_cpu_time(v.sweep_cpu_seconds));
   return 0;
 }
 

@@ -40,6 +40,7 @@ MemoryEstimate estimate_run(const cluster::Topology& topology, const RunShape& r
   e.program = engine::Engine::program_bytes(held, written, huge_pages) +
               held.collectives * network::CollectiveProgram::bytes_per_op();
   e.routing = run.routing;
+  e.tasks = written.tasks;
   // An iteration after the first is added while the one before runs.
   const double added_while_running = run.iterations > 1 ? it.tasks : 0;
   // Launch threads that stop at reads may hold back every task written after a read: the tasks

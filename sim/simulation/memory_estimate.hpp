@@ -37,6 +37,9 @@ struct MemoryEstimate {
   double routing = 0;       // sampled routing matrices
   double state = 0;         // per GPU and per link
   double alternatives = 0;  // the largest alternative run, on top of the main run's
+  // Not bytes: the tasks the run writes over its iterations, and its alternatives' (each runs in
+  // full after it): what its CPU time grows with (time_estimate.hpp).
+  double tasks = 0;
   double run() const { return program + routing + state; }
   double total() const { return run() + alternatives; }
 };

@@ -176,7 +176,9 @@ const MemoryEstimate& Simulation::memory_estimate() const {
     try {
       const auto variant = scenario_.strategy->make(options);
       variant->check(ctx);
-      e.alternatives = std::max(e.alternatives, estimate_run(topology_, shape_of(*variant, variant.get()), huge_pages).run());
+      const MemoryEstimate alternative = estimate_run(topology_, shape_of(*variant, variant.get()), huge_pages);
+      e.alternatives = std::max(e.alternatives, alternative.run());
+      e.tasks += alternative.tasks;
     } catch (const InputError&) {
     }
   }

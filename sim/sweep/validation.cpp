@@ -6,6 +6,7 @@
 
 #include "sim/core/memory_limit.hpp"
 #include "sim/simulation/simulation.hpp"
+#include "sim/simulation/time_estimate.hpp"
 #include "sim/sweep/runner.hpp"
 
 namespace moesim::sweep {
@@ -32,6 +33,8 @@ Validation validate(const scenario::Loader& loader, const schema::Json& raw, con
   for (const auto& f : sim.memory()) v.peak_gpu_bytes = std::max(v.peak_gpu_bytes, f.total());
   v.host_bytes = sim.host_memory_estimate();
   v.host_terms = simulation::describe(sim.memory_estimate());
+  v.tasks = sim.memory_estimate().tasks;
+  v.cpu_seconds = simulation::cpu_seconds(sim.memory_estimate());
   v.resident_bytes = resident_bytes();
   if (resolved.contains("sweep")) {
     const double before = resident_bytes();
@@ -43,6 +46,7 @@ Validation validate(const scenario::Loader& loader, const schema::Json& raw, con
       try {
         simulation::Simulation point(plan.scenarios[p]);
         point.check();
+        v.sweep_cpu_seconds += simulation::cpu_seconds(point.memory_estimate());
       } catch (const std::runtime_error& e) {  // InfeasibleError or InputError
         if (v.refused.size() < Validation::kListed)
           v.refused.push_back(fmt::format("sweep point {} would be refused: {}", p, e.what()));

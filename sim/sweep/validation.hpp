@@ -20,8 +20,11 @@ struct Validation {
   double peak_gpu_bytes = 0;     // the fullest GPU's memory
   double host_bytes = 0;         // the run's memory estimate on this machine (simulation/memory_estimate.hpp)
   std::string host_terms;        // its terms in words (simulation::describe)
+  double tasks = 0;              // the tasks the run writes (simulation::MemoryEstimate::tasks)
+  double cpu_seconds = 0;        // the CPU time they take (simulation/time_estimate.hpp)
   double resident_bytes = 0;     // what the process held before (binary, libraries, data)
   std::size_t points = 0;        // sweep points (0: no sweep block)
+  double sweep_cpu_seconds = 0;  // the CPU time of every point that can run, summed
   // "sweep point P would be refused: why", the first kListed of them; how many in all.
   std::vector<std::string> refused;
   std::size_t refused_count = 0;

@@ -265,10 +265,26 @@ TEST_F(Commands, ValidateGoodScenario) {
   EXPECT_TRUE(std::regex_match(r.out.substr(head.size()),
                                std::regex(R"((2\.684 MiB \(task program 2\.421|1\.434 MiB \(task program 1\.171) MiB, )"
                                           R"(sampled routing 192 KiB, run state 77\.94 KiB\); )"
-                                          R"(peak memory about [0-9.]+ MiB with the [0-9.]+ MiB moesim holds\)\n)")))
+                                          R"(peak memory about [0-9.]+ MiB with the [0-9.]+ MiB moesim holds\)\n)"
+                                          R"(  time: about 0\.0062 s of CPU for its 1\.47e\+04 tasks \(at 0\.42 us a task, .*\)\n)")))
       << r.out;
   EXPECT_EQ(r.err, "");
   EXPECT_TRUE(listing(work_).empty());
+}
+
+// A sweep's CPU time up front (simulation/time_estimate.hpp): every point that can run, at the
+// measured rate a task. sweep-interdc's base point, 2 datacenters of 8 GPUs, writes about 3.8e3
+// tasks (its engine ran 3744); the grid's 2, 4 and 8 datacenters hold 1, 2 and 4 times its GPUs,
+// each task count growing with them, at 3 bandwidths and 2 expert counts: 6 · (1 + 2 + 4) · 3.8e3
+// tasks, 67 ms at 0.42 us.
+TEST_F(Commands, ValidateEstimatesASweepsTime) {
+  const Result r = moesim({"validate", (kSourceDir / "scenarios" / "sweep-interdc.json").string()});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  std::smatch m;
+  const std::string out = r.out;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(sweep time: its 18 points that can run take about ([0-9.e-]+) s of CPU in all)")))
+      << r.out;
+  EXPECT_NEAR(std::stod(m[1]), 6 * 7 * 3.8e3 * 0.42e-6, 0.1 * 6 * 7 * 3.8e3 * 0.42e-6) << r.out;
 }
 
 TEST_F(Commands, RunWithoutOutWritesToOutName) {

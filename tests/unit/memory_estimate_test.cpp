@@ -98,6 +98,8 @@ TEST(MemoryEstimate, QuickstartTermByTerm) {
                                 report::Results::memory_estimate(16, 0) + network::FlowExecutor::memory_estimate(t));
   EXPECT_DOUBLE_EQ(e.alternatives, 0.0);
   EXPECT_DOUBLE_EQ(sim.host_memory_estimate(), e.program + e.routing + e.state);
+  // What its CPU time grows with: the tasks of both iterations.
+  EXPECT_DOUBLE_EQ(e.tasks, 14656.0);
 }
 
 TEST(MemoryEstimate, FlowModelStateIsPerLinkAndPerGpu) {
@@ -118,15 +120,19 @@ TEST(MemoryEstimate, AlternativesRunWhileTheMainRunIsHeld) {
   auto doc = schema::Json::parse(test::repository_file("scenarios/parm-table5-a.json"));
   doc.erase("sweep");
   simulation::Simulation sim(test::scenario_from(doc.dump()));
-  double largest = 0;
+  double largest = 0, alternative_tasks = 0;
+  const double main_tasks = sim.program_per_iteration().tasks * sim.scenario().training.iterations;
   for (const char* schedule : {"s1", "s2"}) {
     doc["strategy"]["schedule"] = schedule;
     simulation::Simulation alt(test::scenario_from(doc.dump()));
     EXPECT_DOUBLE_EQ(alt.memory_estimate().alternatives, 0.0);
     largest = std::max(largest, alt.memory_estimate().run());
+    alternative_tasks += alt.memory_estimate().tasks;
   }
   EXPECT_GT(largest, 0.0);
   EXPECT_DOUBLE_EQ(sim.memory_estimate().alternatives, largest);
+  // Their memory is held one at a time, but each runs in full: their tasks add up.
+  EXPECT_DOUBLE_EQ(sim.memory_estimate().tasks, main_tasks + alternative_tasks);
 }
 
 // What a run writes against what its strategy's program_per_iteration says one iteration writes
