@@ -9,10 +9,12 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
+#include "sim/core/input_file.hpp"
 #include "sim/core/json_input.hpp"
 #include "sim/core/output_file.hpp"
 #include "sim/scenario/hf_config.hpp"
 #include "sim/scenario/megatron_args.hpp"
+#include "sim/scenario/torchtitan_config.hpp"
 #include "sim/scenario/scenario.hpp"
 
 namespace moesim::cli {
@@ -68,12 +70,58 @@ int import_megatron(const std::vector<std::string>& args) {
   return 0;
 }
 
+// `import torchtitan CONFIG.toml --cluster PRESET [--name NAME] [-o SCENARIO.json] [--data DIR]`: a
+// scenario on that cluster whose model, parallel, training and software sections are the file's.
+int import_torchtitan(const std::vector<std::string>& args) {
+  std::string config, cluster, name, out, data;
+  po::options_description opts;
+  opts.add_options()("config", po::value(&config))("cluster", po::value(&cluster))("name", po::value(&name))(
+      "out,o", po::value(&out))("data", po::value(&data));
+  po::positional_options_description pos;
+  pos.add("config", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end())).options(opts).positional(pos).run(), vm);
+  po::notify(vm);
+  if (config.empty()) throw po::error("import torchtitan: give the training configuration (train_configs/*.toml)");
+  if (cluster.empty()) throw po::error("import torchtitan: give --cluster PRESET (`moesim presets` lists them)");
+  const scenario::TorchtitanImport imported = scenario::from_torchtitan_toml(read_input_file(config), config);
+  schema::Json doc = schema::Json::object();
+  doc["name"] = name.empty() ? std::filesystem::path(config).stem().string() : name;
+  doc["description"] = fmt::format("imported by `moesim import torchtitan` from {}", std::filesystem::path(config).filename().string());
+  doc["cluster"] = {{"preset", cluster}};
+  doc["model"] = imported.model;
+  doc["parallel"] = imported.parallel;
+  doc["training"] = imported.training;
+  doc["software"] = imported.software;
+  doc["strategy"] = {{"name", "ep"}};
+  const scenario::Loader loader(data.empty() ? scenario::Loader::default_data_dir() : std::filesystem::path(data));
+  const std::string file = out.empty() ? std::string("(the imported scenario)") : out;
+  if (imported.layers_per_stage > 0) {  // Interleaved1F1B: the model's layers over stages of that many
+    const long long layers = loader.resolve(doc, file).at("model").at("layers").get<long long>();
+    const long long pp = imported.parallel.at("pp").get<long long>();
+    if (layers % (imported.layers_per_stage * pp))
+      throw InputError(config, "parallelism.pipeline_parallel_layers_per_stage",
+                       fmt::format("is {}: the model's {} layers do not split into stages of it over {} pipeline ranks",
+                                   imported.layers_per_stage, layers, pp),
+                       "give a divisor of the layers per pipeline rank");
+    doc["parallel"]["vp"] = layers / (imported.layers_per_stage * pp);
+  }
+  // What a run would refuse, refused now (nothing written).
+  loader.build(loader.resolve(doc, file), file);
+  if (!imported.not_imported.empty())
+    std::cerr << fmt::format("moesim: not imported (no moesim key): {}\n", fmt::join(imported.not_imported, " "));
+  emit(doc, out, "scenario");
+  return 0;
+}
+
 }  // namespace
 
 int cmd_import(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "megatron") return import_megatron(args);
+  if (!args.empty() && args[0] == "torchtitan") return import_torchtitan(args);
   if (args.empty() || args[0] != "hf")
-    throw po::error("import: expected `import hf CONFIG.json ...` or `import megatron --cluster PRESET -- ARGS...`");
+    throw po::error("import: expected `import hf CONFIG.json ...`, `import megatron --cluster PRESET -- ARGS...` or `import "
+                    "torchtitan CONFIG.toml --cluster PRESET`");
   std::string config, name, out;
   po::options_description opts;
   opts.add_options()("config", po::value(&config))("name", po::value(&name))("out,o", po::value(&out));

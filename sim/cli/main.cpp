@@ -86,6 +86,11 @@ commands:
                                             --num-layers, --expert-model-parallel-size, ...)
                                             as a scenario on PRESET; the flags moesim has no
                                             key for are listed on stderr
+  import torchtitan CONFIG.toml --cluster PRESET [--name NAME] [-o SCENARIO.json]
+                                            a torchtitan training configuration
+                                            (train_configs/*.toml) as a scenario on PRESET with
+                                            the torchtitan software preset; the keys moesim has
+                                            no counterpart for are listed on stderr
 
 options (a command refuses those it does not take):
   --help        after a command: its usage alone (`moesim run --help`)

@@ -178,6 +178,40 @@ TEST_F(Commands, ImportMegatronWritesAScenarioThatRuns) {
   EXPECT_FALSE(fs::exists(work_ / "never.json"));
 }
 
+TEST_F(Commands, ImportTorchtitanWritesAScenarioThatRuns) {
+  // `moesim import torchtitan CONFIG.toml --cluster PRESET -o SCENARIO.json`: torchtitan's own
+  // Qwen3-30B-A3B configuration (tests/data/torchtitan) on the 8 H100 its note names; the keys
+  // moesim has no counterpart for listed on stderr.
+  const fs::path out = work_ / "qwen.json";
+  const fs::path config = kSourceDir / "tests" / "data" / "torchtitan" / "qwen3_30b_a3b.toml";
+  const Result r = moesim({"import", "torchtitan", config.string(), "--cluster", "dgx-h100", "-o", out.string()});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_TRUE(r.err.starts_with("moesim: not imported (no moesim key): ")) << describe(r);
+  EXPECT_NE(r.err.find(" checkpoint.interval "), std::string::npos) << describe(r);
+  const auto doc = OrderedJson::parse(read_text(out));
+  EXPECT_EQ(doc.at("software").at("preset"), "torchtitan");
+  EXPECT_EQ(doc.at("training").at("global_batch_size"), 128);
+  const Result run = moesim({"run", out.string(), "-o", (work_ / "run").string(), "--quiet"});
+  EXPECT_EQ(run.code, 0) << describe(run);
+  // Interleaved1F1B over 2 pipeline ranks, 6 layers a virtual stage: Qwen3-30B-A3B's 48 layers
+  // are 4 virtual stages a rank.
+  const fs::path piped = scenario("piped.toml", read_text(config) + "\n");
+  std::string text = read_text(piped);
+  text.replace(text.find("tensor_parallel_degree = 1"), 26,
+               "tensor_parallel_degree = 1\npipeline_parallel_degree = 2\npipeline_parallel_schedule = \"Interleaved1F1B\"\n"
+               "pipeline_parallel_layers_per_stage = 6");
+  write_text(piped, text);
+  const Result p = moesim({"import", "torchtitan", piped.string(), "--cluster", "dgx-h100"});
+  ASSERT_EQ(p.code, 0) << describe(p);
+  EXPECT_EQ(OrderedJson::parse(p.out).at("parallel").at("vp"), 4) << p.out;
+  // A flavor without a moesim model: refused naming the key, nothing written.
+  const fs::path small = scenario("small.toml", std::string("[model]\nname = \"deepseek_v3\"\nflavor = \"16B\"\n"));
+  const Result bad = moesim({"import", "torchtitan", small.string(), "--cluster", "dgx-h100", "-o", (work_ / "never.json").string()});
+  EXPECT_EQ(bad.code, 2) << describe(bad);
+  EXPECT_TRUE(bad.err.starts_with(fmt::format("moesim: error: {}: model.flavor: ", small.string()))) << describe(bad);
+  EXPECT_FALSE(fs::exists(work_ / "never.json"));
+}
+
 TEST_F(Commands, PresetsAsJson) {
   // `moesim presets --json`: one array of {kind, name, description}, the listing's entries.
   const Result r = moesim({"presets", "--json"});
