@@ -261,6 +261,59 @@ std::string Simulation::parameter_hint() const {
   return one_of(ways);
 }
 
+std::string Simulation::remedy_figures() const {
+  const bool layout = scenario_.strategy && scenario_.strategy->takes_layout;
+  std::vector<std::pair<std::string, std::pair<workload::TrainingConfig, parallel::ParallelConfig>>> remedies;
+  if (scenario_.training.recompute != workload::Recompute::Full) {
+    auto training = scenario_.training;
+    training.recompute = workload::Recompute::Full;
+    remedies.push_back({"training.recompute \"full\"", {training, scenario_.parallel}});
+  }
+  if (layout && scenario_.parallel.sharding == parallel::Sharding::None) {
+    auto par = scenario_.parallel;
+    par.sharding = parallel::Sharding::DistributedOptimizer;
+    remedies.push_back({"parallel.sharding \"distributed_optimizer\"", {scenario_.training, par}});
+  }
+  if (layout && scenario_.parallel.sharding != parallel::Sharding::Fsdp) {
+    auto par = scenario_.parallel;
+    par.sharding = parallel::Sharding::Fsdp;
+    remedies.push_back({"parallel.sharding \"fsdp\"", {scenario_.training, par}});
+  }
+  // And all of them at once: full recomputation with FSDP.
+  if (remedies.size() > 1) {
+    auto training = scenario_.training;
+    training.recompute = workload::Recompute::Full;
+    auto par = scenario_.parallel;
+    if (layout) par.sharding = parallel::Sharding::Fsdp;
+    remedies.push_back({"all of them", {training, par}});
+  }
+  std::vector<std::string> figures;
+  for (const auto& [what, change] : remedies) {
+    const auto& [training, par] = change;
+    strategies::StrategyContext ctx{{topology_, scenario_.model, training, *routing_, compute_, &scenario_.software},
+                                    scenario_.all_reduce,
+                                    network_.get(),
+                                    scenario_.calibration.get(),
+                                    par};
+    try {
+      const auto strategy = scenario_.strategy->make(scenario_.strategy_options);
+      strategy->check(ctx);
+      const auto memory = strategy->memory(ctx);
+      double peak = 0;
+      bool fits = true;
+      for (std::uint32_t g = 0; g < memory.size(); ++g) {
+        peak = std::max(peak, memory[g].total());
+        fits = fits && memory[g].total() <= topology_.gpu(g).memory_bytes;
+      }
+      figures.push_back(fmt::format("{} {} ({})", what, format_bytes(peak), fits ? "fits" : "does not fit"));
+    } catch (const InputError&) {  // a remedy the strategy refuses is no remedy
+    }
+  }
+  std::string out;
+  for (const auto& f : figures) out += (out.empty() ? "" : ", ") + f;
+  return out;
+}
+
 void Simulation::check() {
   const auto ctx = context();
   naming_the_file(scenario_.file, [&] { strategy_->check(ctx); });
@@ -283,10 +336,14 @@ void Simulation::check() {
                                              [](const auto& a, const auto& b) { return a.first < b.first; });
       throw InfeasibleError(fmt::format(
           "{}: the model does not fit in GPU memory: GPU {} ({}) needs {} (weights {}, gradients {}, optimizer {}, "
-          "activations {}{}) but has {}; the largest term is {}",
+          "activations {}{}) but has {}; the largest term is {}{}",
           scenario_.file, g, topology_.gpu(g).key, format_bytes(need), format_bytes(f.weights), format_bytes(f.gradients),
           format_bytes(f.optimizer), format_bytes(f.activations),
-          f.buffers > 0 ? ", buffers " + format_bytes(f.buffers) : std::string(), format_bytes(have), largest.second));
+          f.buffers > 0 ? ", buffers " + format_bytes(f.buffers) : std::string(), format_bytes(have), largest.second,
+          [&] {
+            const std::string figures = remedy_figures();
+            return figures.empty() ? std::string() : "; the fullest GPU would need, simulated with " + figures;
+          }()));
     }
   }
   // Host memory (the optimizer state offloaded there) per host.

@@ -95,6 +95,11 @@ class Simulation {
   std::string activation_hint() const;
   std::string optimizer_hint() const;
   std::string parameter_hint() const;
+  // What the fullest GPU would need with each remedy the scenario has not applied yet (full
+  // recomputation, the distributed optimizer, FSDP) and with all of them, each costed by the
+  // strategy's own memory model on this cluster: "training.recompute \"full\" 61.2 GiB (fits), ..."
+  // (check()'s message; fits: on every GPU).
+  std::string remedy_figures() const;
 
   strategies::StrategyContext context() const;
   void run_alternatives();

@@ -183,6 +183,54 @@ TEST(EpStrategy, AnOutOfMemoryHintOffersOnlyWhatTheScenarioHasNotDone) {
   EXPECT_TRUE(recomputed.starts_with("the largest term is activations: a smaller micro_batch_size")) << recomputed;
 }
 
+TEST(EpStrategy, AnOutOfMemoryRefusalSimulatesEachRemedy) {
+  // Qwen3-30B-A3B on one DGX H100, 4 sequences of 8192 tokens a microbatch: the activations
+  // overflow. The refusal gives the fullest GPU under each remedy the scenario has not applied
+  // (full recomputation, the distributed optimizer, FSDP) and under all of them: each figure is
+  // that scenario's own peak, as its check computes it, and says whether every GPU holds it.
+  const auto doc = schema::Json::parse(
+      R"({"name": "oom", "cluster": {"preset": "dgx-h100"}, "model": {"preset": "qwen3-30b-a3b"},
+          "training": {"sequence_length": 8192, "micro_batch_size": 4}, "parallel": {"ep": 8}, "strategy": {"name": "ep"}})");
+  const auto refused = [](const schema::Json& d, double* peak, bool* fits) {
+    simulation::Simulation sim(test::scenario_from(d.dump()));
+    std::string what;
+    try {
+      sim.check();
+    } catch (const InfeasibleError& e) {
+      what = e.what();
+    }
+    *peak = 0, *fits = true;
+    for (std::uint32_t g = 0; g < sim.memory().size(); ++g) {
+      *peak = std::max(*peak, sim.memory()[g].total());
+      *fits = *fits && sim.memory()[g].total() <= sim.topology().gpu(g).memory_bytes;
+    }
+    return what;
+  };
+  double peak = 0;
+  bool fits = true;
+  const std::string refusal = refused(doc, &peak, &fits);
+  ASSERT_FALSE(fits);
+  const struct {
+    const char* label;
+    const char* training_patch;
+    const char* parallel_patch;
+  } remedies[] = {{"training.recompute \"full\"", R"({"recompute": "full"})", "{}"},
+                  {"parallel.sharding \"distributed_optimizer\"", "{}", R"({"sharding": "distributed_optimizer"})"},
+                  {"parallel.sharding \"fsdp\"", "{}", R"({"sharding": "fsdp"})"},
+                  {"all of them", R"({"recompute": "full"})", R"({"sharding": "fsdp"})"}};
+  bool any_fits = false;
+  for (const auto& r : remedies) {
+    auto variant = doc;
+    variant["training"].merge_patch(schema::Json::parse(r.training_patch));
+    variant["parallel"].merge_patch(schema::Json::parse(r.parallel_patch));
+    refused(variant, &peak, &fits);
+    any_fits = any_fits || fits;
+    const std::string figure = fmt::format("{} {} ({})", r.label, format_bytes(peak), fits ? "fits" : "does not fit");
+    EXPECT_NE(refusal.find(figure), std::string::npos) << figure << "\n" << refusal;
+  }
+  EXPECT_TRUE(any_fits) << refusal;  // all of them together: 76.9 GiB of 80
+}
+
 TEST(EpStrategy, ExpertsNotDivisibleByEpSizeIsAnInputError) {
   auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"]["levels"][0]["count"] = 6;
