@@ -34,6 +34,21 @@ void emit(const schema::Json& doc, const std::string& out, const std::string& wh
   }
 }
 
+// An imported scenario: what a run would refuse, refused now (nothing written); the keys that had
+// no moesim counterpart listed on stderr; then printed or written.
+int finish_import(const schema::Json& doc, const scenario::Loader& loader, const std::string& out,
+                  const std::vector<std::string>& not_imported) {
+  const std::string file = out.empty() ? std::string("(the imported scenario)") : out;
+  loader.build(loader.resolve(doc, file), file);
+  if (!not_imported.empty()) std::cerr << fmt::format("moesim: not imported (no moesim key): {}\n", fmt::join(not_imported, " "));
+  emit(doc, out, "scenario");
+  return 0;
+}
+
+scenario::Loader loader_of(const std::string& data) {
+  return scenario::Loader(data.empty() ? scenario::Loader::default_data_dir() : std::filesystem::path(data));
+}
+
 // `import megatron --cluster PRESET [--name NAME] [-o SCENARIO.json] [--data DIR] -- ARGS...`: a
 // scenario on that cluster whose model, parallel and training sections are the command line's.
 int import_megatron(const std::vector<std::string>& args) {
@@ -60,14 +75,7 @@ int import_megatron(const std::vector<std::string>& args) {
   doc["parallel"] = imported.parallel;
   doc["training"] = imported.training;
   doc["strategy"] = {{"name", "ep"}};
-  // What a run would refuse, refused now (nothing written).
-  const scenario::Loader loader(data.empty() ? scenario::Loader::default_data_dir() : std::filesystem::path(data));
-  const std::string file = out.empty() ? std::string("(the imported scenario)") : out;
-  loader.build(loader.resolve(doc, file), file);
-  if (!imported.not_imported.empty())
-    std::cerr << fmt::format("moesim: not imported (no moesim key): {}\n", fmt::join(imported.not_imported, " "));
-  emit(doc, out, "scenario");
-  return 0;
+  return finish_import(doc, loader_of(data), out, imported.not_imported);
 }
 
 // `import torchtitan CONFIG.toml --cluster PRESET [--name NAME] [-o SCENARIO.json] [--data DIR]`: a
@@ -94,10 +102,9 @@ int import_torchtitan(const std::vector<std::string>& args) {
   doc["training"] = imported.training;
   doc["software"] = imported.software;
   doc["strategy"] = {{"name", "ep"}};
-  const scenario::Loader loader(data.empty() ? scenario::Loader::default_data_dir() : std::filesystem::path(data));
-  const std::string file = out.empty() ? std::string("(the imported scenario)") : out;
+  const scenario::Loader loader = loader_of(data);
   if (imported.layers_per_stage > 0) {  // Interleaved1F1B: the model's layers over stages of that many
-    const long long layers = loader.resolve(doc, file).at("model").at("layers").get<long long>();
+    const long long layers = loader.resolve(doc, config).at("model").at("layers").get<long long>();
     const long long pp = imported.parallel.at("pp").get<long long>();
     if (layers % (imported.layers_per_stage * pp))
       throw InputError(config, "parallelism.pipeline_parallel_layers_per_stage",
@@ -106,12 +113,7 @@ int import_torchtitan(const std::vector<std::string>& args) {
                        "give a divisor of the layers per pipeline rank");
     doc["parallel"]["vp"] = layers / (imported.layers_per_stage * pp);
   }
-  // What a run would refuse, refused now (nothing written).
-  loader.build(loader.resolve(doc, file), file);
-  if (!imported.not_imported.empty())
-    std::cerr << fmt::format("moesim: not imported (no moesim key): {}\n", fmt::join(imported.not_imported, " "));
-  emit(doc, out, "scenario");
-  return 0;
+  return finish_import(doc, loader, out, imported.not_imported);
 }
 
 }  // namespace
