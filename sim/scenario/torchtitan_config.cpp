@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 #include <map>
 #include <set>
-#include <sstream>
 #include <toml++/toml.h>
 
 #include "sim/core/error.hpp"

@@ -264,29 +264,23 @@ std::string Simulation::parameter_hint() const {
 std::string Simulation::remedy_figures() const {
   const bool layout = scenario_.strategy && scenario_.strategy->takes_layout;
   std::vector<std::pair<std::string, std::pair<workload::TrainingConfig, parallel::ParallelConfig>>> remedies;
-  if (scenario_.training.recompute != workload::Recompute::Full) {
+  // The scenario with full recomputation and/or the given sharding.
+  const auto with = [&](const std::string& what, bool recompute, std::optional<parallel::Sharding> sharding) {
     auto training = scenario_.training;
-    training.recompute = workload::Recompute::Full;
-    remedies.push_back({"training.recompute \"full\"", {training, scenario_.parallel}});
-  }
-  if (layout && scenario_.parallel.sharding == parallel::Sharding::None) {
     auto par = scenario_.parallel;
-    par.sharding = parallel::Sharding::DistributedOptimizer;
-    remedies.push_back({"parallel.sharding \"distributed_optimizer\"", {scenario_.training, par}});
-  }
-  if (layout && scenario_.parallel.sharding != parallel::Sharding::Fsdp) {
-    auto par = scenario_.parallel;
-    par.sharding = parallel::Sharding::Fsdp;
-    remedies.push_back({"parallel.sharding \"fsdp\"", {scenario_.training, par}});
-  }
+    if (recompute) training.recompute = workload::Recompute::Full;
+    if (sharding) par.sharding = *sharding;
+    remedies.push_back({what, {training, par}});
+  };
+  const bool recomputes = scenario_.training.recompute == workload::Recompute::Full;
+  if (!recomputes) with("training.recompute \"full\"", true, std::nullopt);
+  if (layout && scenario_.parallel.sharding == parallel::Sharding::None)
+    with("parallel.sharding \"distributed_optimizer\"", false, parallel::Sharding::DistributedOptimizer);
+  const bool shards_fully = !layout || scenario_.parallel.sharding == parallel::Sharding::Fsdp;
+  if (!shards_fully) with("parallel.sharding \"fsdp\"", false, parallel::Sharding::Fsdp);
   // And all of them at once: full recomputation with FSDP.
-  if (remedies.size() > 1) {
-    auto training = scenario_.training;
-    training.recompute = workload::Recompute::Full;
-    auto par = scenario_.parallel;
-    if (layout) par.sharding = parallel::Sharding::Fsdp;
-    remedies.push_back({"all of them", {training, par}});
-  }
+  if (remedies.size() > 1)
+    with("all of them", true, layout ? std::optional(parallel::Sharding::Fsdp) : std::nullopt);
   std::vector<std::string> figures;
   for (const auto& [what, change] : remedies) {
     const auto& [training, par] = change;
