@@ -21,6 +21,7 @@
 #include "sim/cli/calibrate_command.hpp"
 #include "sim/cli/collective_command.hpp"
 #include "sim/cli/import_command.hpp"
+#include "sim/cli/search_command.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/output_file.hpp"
 #include "sim/core/parallel.hpp"
@@ -56,6 +57,16 @@ commands:
                                             row per point to DIR/results.csv; re-run to resume;
                                             under mpirun -np N the ranks share the points, rank
                                             0 writes the CSV (N is the jobs' threads per rank)
+  search SCENARIO.json [--out|-o DIR] [--jobs N] [--top K] [--finalists F] [--no-screening]
+         [--dry-run] [--tp LIST] [--pp LIST] [--vp LIST] [--ep LIST] [--mbs LIST] [--recompute LIST]
+                                            every parallel layout of the scenario's model,
+                                            cluster and global batch Megatron-Core accepts
+                                            (LIST like 1,2,4 narrows a dimension); those the
+                                            memory model refuses set aside, the others screened
+                                            with few microbatches and the F best (default 8)
+                                            run in full, as sweeps into DIR (default
+                                            out/NAME-search): DIR/ranked.csv, refused.csv,
+                                            best.json; --dry-run counts and estimates only
   presets [--json]                          list models, topologies, GPU kinds, software and
                                             strategies (--json: one JSON array of {kind, name,
                                             description})
@@ -94,12 +105,12 @@ commands:
 
 options (a command refuses those it does not take):
   --help        after a command: its usage alone (`moesim run --help`)
-  --data DIR    run, validate, sweep, presets, collective: folder holding models/ and topologies/
+  --data DIR    run, validate, sweep, search, presets, collective: folder holding models/ and topologies/
                 (default: $MOESIM_DATA or the source tree)
   --threads N   run, sweep: threads for the per-source routing draws of EP groups above 2048 GPUs
                 (default: all cores; a sweep: its cores divided among its jobs); results do not
                 depend on it
-  --quiet       run, validate, sweep, calibrate fit: no summary on stdout (the exit code says)
+  --quiet       run, validate, sweep, search, calibrate fit: no summary on stdout (the exit code says)
 )";
 
 // Parses "0-7,16" into a per-GPU mask; a bad list is a usage error.
@@ -321,21 +332,6 @@ int cmd_run(const Common& c) {
   return 0;
 }
 
-// A CPU time as people read it: seconds below two minutes, then minutes, then hours.
-std::string format_cpu_time(double seconds) {
-  if (seconds < 120) return fmt::format("{:.2g} s", seconds);
-  if (seconds < 7200) return fmt::format("{:.3g} min", seconds / 60);
-  return fmt::format("{:.3g} h", seconds / 3600);
-}
-
-// How far to trust it (simulation/time_estimate.hpp).
-std::string cpu_time_caveat() {
-  return fmt::format("at {:.2g} us a task, the median of the shipped scenarios on a 2-core machine; they spread from {:.2g} to "
-                     "{:.2g} us",
-                     simulation::kCpuSecondsPerTask * 1e6, simulation::kCpuSecondsPerTaskLow * 1e6,
-                     simulation::kCpuSecondsPerTaskHigh * 1e6);
-}
-
 int cmd_validate(const Common& c) {
   scenario::Loader loader(c.data);
   const sweep::Validation v = sweep::validate(loader, loader.read_json(c.scenario), c.scenario.string());
@@ -347,8 +343,8 @@ int cmd_validate(const Common& c) {
                                        format_bytes(v.host_bytes + v.resident_bytes), format_bytes(v.resident_bytes));
   std::cout << fmt::format("{}: valid ({} on {} GPUs, {}, {} iteration(s); peak GPU memory {}, {})\n", c.scenario.string(),
                            v.strategy, v.gpus, v.model, v.iterations, format_bytes(v.peak_gpu_bytes), host);
-  std::cout << fmt::format("  time: about {} of CPU for its {:.3g} tasks ({})\n", format_cpu_time(v.cpu_seconds), v.tasks,
-                           cpu_time_caveat());
+  std::cout << fmt::format("  time: about {} of CPU for its {:.3g} tasks ({})\n", simulation::format_cpu_time(v.cpu_seconds), v.tasks,
+                           simulation::cpu_time_caveat());
   for (const auto& r : v.refused) std::cout << "  " << r << "\n";
   if (v.refused_count > v.refused.size())
     std::cout << fmt::format("  ... and {} more points would be refused\n", v.refused_count - v.refused.size());
@@ -359,7 +355,7 @@ int cmd_validate(const Common& c) {
                              v.points, v.points - v.refused_count, v.refused_count, v.plan_seconds, format_bytes(v.plan_bytes));
   if (v.points)
     std::cout << fmt::format("  sweep time: its {} points that can run take about {} of CPU in all, spread over the sweep's jobs\n",
-                             v.points - v.refused_count, format_cpu_time(v.sweep_cpu_seconds));
+                             v.points - v.refused_count, simulation::format_cpu_time(v.sweep_cpu_seconds));
   return 0;
 }
 
@@ -510,8 +506,9 @@ int main(int argc, char** argv) {
     if (command == "calibrate") return cli::cmd_calibrate(args);
     if (command == "collective") return cli::cmd_collective(args);
     if (command == "import") return cli::cmd_import(args);
+    if (command == "search") return cli::cmd_search(args);
     std::cerr << "moesim: error: unknown command \"" << command
-              << "\"; use run, validate, sweep, presets, collective, calibrate or import (`moesim --help` shows the usage)\n";
+              << "\"; use run, validate, sweep, search, presets, collective, calibrate or import (`moesim --help` shows the usage)\n";
     return 2;
   } catch (...) {
     return exit_code(std::current_exception(), true);

@@ -396,6 +396,19 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') out.back() += '"', ++i;
+    else if (c == '"') quoted = !quoted;
+    else if (c == ',' && !quoted) out.emplace_back();
+    else out.back() += c;
+  }
+  return out;
+}
+
 std::vector<std::string> csv_metric_columns(std::size_t levels) {
   std::vector<std::string> c{"status",           "iteration_time_ms",        "tokens_per_second", "compute_ms",
                              "communication_ms", "exposed_communication_ms", "all_to_all_busy_ms", "all_gather_busy_ms",

@@ -111,6 +111,8 @@ std::string compare_headlines(const schema::Json& calibrated, const schema::Json
 std::vector<std::string> csv_metric_columns(std::size_t levels);
 // A CSV field: quoted (quotes doubled, newlines as spaces) when it holds a comma, quote or newline.
 std::string csv_field(const std::string& s);
+// The fields of one CSV line as csv_field writes them (quotes removed, doubled quotes single).
+std::vector<std::string> csv_fields(const std::string& line);
 std::string csv_metric_values(const Results& r, std::size_t levels);
 
 }  // namespace moesim::report

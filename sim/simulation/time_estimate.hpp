@@ -13,6 +13,9 @@
 // factor, on a machine like that one; startup (data, presets) is not in it.
 #pragma once
 
+#include <fmt/format.h>
+#include <string>
+
 #include "sim/simulation/memory_estimate.hpp"
 
 namespace moesim::simulation {
@@ -22,5 +25,19 @@ inline constexpr double kCpuSecondsPerTaskLow = 0.28e-6;   // their fastest
 inline constexpr double kCpuSecondsPerTaskHigh = 2.9e-6;   // their slowest
 
 inline double cpu_seconds(const MemoryEstimate& e) { return e.tasks * kCpuSecondsPerTask; }
+
+// A CPU time as people read it: seconds below two minutes, then minutes, then hours.
+inline std::string format_cpu_time(double seconds) {
+  if (seconds < 120) return fmt::format("{:.2g} s", seconds);
+  if (seconds < 7200) return fmt::format("{:.3g} min", seconds / 60);
+  return fmt::format("{:.3g} h", seconds / 3600);
+}
+
+// How far to trust an estimate.
+inline std::string cpu_time_caveat() {
+  return fmt::format("at {:.2g} us a task, the median of the shipped scenarios on a 2-core machine; they spread from {:.2g} to "
+                     "{:.2g} us",
+                     kCpuSecondsPerTask * 1e6, kCpuSecondsPerTaskLow * 1e6, kCpuSecondsPerTaskHigh * 1e6);
+}
 
 }  // namespace moesim::simulation

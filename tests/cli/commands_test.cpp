@@ -240,7 +240,7 @@ TEST_F(Commands, UnknownCommandExits2) {
   const Result r = moesim({"frobnicate"});
   EXPECT_EQ(r.code, 2) << describe(r);
   EXPECT_EQ(r.out, "") << describe(r);
-  EXPECT_EQ(r.err, "moesim: error: unknown command \"frobnicate\"; use run, validate, sweep, presets, collective, calibrate or import "
+  EXPECT_EQ(r.err, "moesim: error: unknown command \"frobnicate\"; use run, validate, sweep, search, presets, collective, calibrate or import "
                    "(`moesim --help` shows the usage)\n");
   EXPECT_TRUE(listing(work_).empty());
 }
@@ -319,6 +319,97 @@ TEST_F(Commands, ValidateEstimatesASweepsTime) {
   ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(sweep time: its 18 points that can run take about ([0-9.e-]+) s of CPU in all)")))
       << r.out;
   EXPECT_NEAR(std::stod(m[1]), 6 * 7 * 3.8e3 * 0.42e-6, 0.1 * 6 * 7 * 3.8e3 * 0.42e-6) << r.out;
+}
+
+// ranked.csv's rows as fields, the header left out.
+std::vector<std::vector<std::string>> csv_rows(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  const auto lines = split_lines(text);
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    std::vector<std::string> f;
+    std::stringstream line(lines[i]);
+    for (std::string x; std::getline(line, x, ',');) f.push_back(x);
+    rows.push_back(f);
+  }
+  return rows;
+}
+
+// `moesim search`: the layouts of a small model on 16 H100s, global batch 256 (the grid of
+// LayoutSpace.MegatronsDivisibilityRules at 4× its batch: TP 1 PP 1 takes both micro-batches now,
+// 12 layouts), ranked by simulated throughput, the scenario's own layout marked, and the fastest
+// written as a scenario that runs to the same figure. The screening (2 and 4 microbatches, the line
+// through them) ranks as running every layout in full does: with expected routing every
+// microbatch after the pipeline fills repeats the same step, so the line is exact.
+TEST_F(Commands, SearchRanksTheLayoutsAndWritesTheFastest) {
+  OrderedJson doc = {{"name", "search-small"},
+                     {"cluster", {{"preset", "dgx-h100-2node"}}},
+                     {"model", {{"preset", "gpt-medium-moe"}}},
+                     {"training", {{"sequence_length", 1024}, {"micro_batch_size", 4}, {"global_batch_size", 256}, {"dtype", "bf16"}}},
+                     {"routing", {{"sampling", "expected"}}},
+                     {"parallel", {{"ep", 16}}},
+                     {"strategy", {{"name", "ep"}}}};
+  const fs::path sc = scenario("search.json", doc);
+  const std::vector<std::string> grid{"--tp", "1,2", "--pp", "1,2", "--vp", "1", "--ep", "8,16", "--mbs", "4,8"};
+  std::vector<std::string> args{"search", sc.string(), "-o", (root_ / "s").string(), "--finalists", "3"};
+  args.insert(args.end(), grid.begin(), grid.end());
+  const Result r = moesim(args);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("search search-small: 12 layouts on 16 GPUs"), std::string::npos) << r.out;
+  const auto ranked = csv_rows(read_text(root_ / "s" / "ranked.csv"));
+  const auto refused = split_lines(read_text(root_ / "s" / "refused.csv"));
+  ASSERT_GE(ranked.size(), 4u);
+  EXPECT_EQ(ranked.size() + refused.size() - 1, 12u);  // every layout ranked or set aside with its reason
+  double previous = 1e300;
+  std::size_t own = 0, in_full = 0;
+  for (const auto& f : ranked) {
+    ASSERT_EQ(f.size(), 17u);  // rank, 9 layout columns, 4 figures, simulated, screened figure, own
+    const double tps = std::stod(f[10]);
+    EXPECT_LE(tps, previous) << "ranked.csv is fastest first";
+    previous = tps;
+    in_full += f[14] == "in full" ? 1 : 0;
+    if (f[16] == "yes") {
+      ++own;
+      EXPECT_EQ(std::vector<std::string>(f.begin() + 1, f.begin() + 8), (std::vector<std::string>{"1", "1", "1", "16", "12", "12", "4"}));
+    }
+  }
+  EXPECT_EQ(own, 1u);
+  EXPECT_GE(in_full, 3u);  // the finalists (and the scenario's own layout)
+  // Every layout in full ranks them the same, with the same figures.
+  args[3] = (root_ / "full").string();
+  args.push_back("--no-screening");
+  ASSERT_EQ(moesim(args).code, 0);
+  const auto full = csv_rows(read_text(root_ / "full" / "ranked.csv"));
+  ASSERT_EQ(full.size(), ranked.size());
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    EXPECT_EQ(std::vector<std::string>(full[i].begin() + 1, full[i].begin() + 8),
+              std::vector<std::string>(ranked[i].begin() + 1, ranked[i].begin() + 8));
+    EXPECT_NEAR(std::stod(ranked[i][10]), std::stod(full[i][10]), 1e-3 * std::stod(full[i][10])) << "rank " << i + 1;
+  }
+  // best.json is the scenario of rank 1, and runs to its throughput.
+  const Result best = moesim({"run", (root_ / "s" / "best.json").string(), "-o", (root_ / "best").string(), "--quiet"});
+  ASSERT_EQ(best.code, 0) << describe(best);
+  const Json results = Json::parse(read_text(root_ / "best" / "results.json"));
+  EXPECT_NEAR(results.at("tokens_per_second").get<double>(), std::stod(ranked[0][10]), 1e-6 * std::stod(ranked[0][10]));
+}
+
+TEST_F(Commands, SearchRefusesABadListNamingTheFlag) {
+  const Result r = moesim({"search", kQuickstart.string(), "--tp", "1,0", "-o", (root_ / "s").string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_EQ(count_char(r.err, '\n'), 1u) << r.err;
+  EXPECT_NE(r.err.find("--tp: 1,0: has \"0\", not a whole number of at least 1; give a comma-separated list, e.g. --tp 1,2,4"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(root_ / "s"));
+}
+
+TEST_F(Commands, SearchRefusesAScenarioWithASweepOfItsOwn) {
+  OrderedJson doc = quickstart();
+  doc["sweep"] = {{"axes", OrderedJson::array({{{"path", "model.experts"}, {"values", {16, 32}}}})}};
+  const Result r = moesim({"search", scenario("with-sweep.json", doc).string(), "-o", (root_ / "s").string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("$.sweep"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("remove the sweep block"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(root_ / "s"));
 }
 
 TEST_F(Commands, RunWithoutOutWritesToOutName) {

@@ -1,0 +1,181 @@
+// `moesim search`: see search_command.hpp.
+#include "sim/cli/search_command.hpp"
+
+#include <boost/program_options.hpp>
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
+#include <thread>
+#include <unistd.h>
+
+#include "sim/core/error.hpp"
+#include "sim/core/output_file.hpp"
+#include "sim/core/parallel.hpp"
+#include "sim/search/search.hpp"
+#include "sim/simulation/time_estimate.hpp"
+#include "sim/sweep/runner.hpp"
+
+namespace moesim::cli {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+// "1,2,4" as numbers, each at least 1.
+std::vector<int> int_list(const std::string& flag, const std::string& text) {
+  std::vector<int> out;
+  std::size_t i = 0;
+  while (i <= text.size()) {
+    const std::size_t end = std::min(text.find(',', i), text.size());
+    const std::string item = text.substr(i, end - i);
+    if (item.empty() || item.size() > 6 || item.find_first_not_of("0123456789") != std::string::npos || std::stoi(item) < 1)
+      throw InputError(flag, text, fmt::format("has \"{}\", not a whole number of at least 1", item),
+                       fmt::format("give a comma-separated list, e.g. {} 1,2,4", flag));
+    out.push_back(std::stoi(item));
+    i = end + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> recompute_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i <= text.size()) {
+    const std::size_t end = std::min(text.find(',', i), text.size());
+    const std::string item = text.substr(i, end - i);
+    if (item != "none" && item != "selective" && item != "full")
+      throw InputError("--recompute", text, fmt::format("has \"{}\"", item), "give none, selective or full, e.g. --recompute none,full");
+    out.push_back(item);
+    i = end + 1;
+  }
+  return out;
+}
+
+std::string layout_text(const search::Layout& l) {
+  return fmt::format("tp {} pp {} vp {} ep {} mbs {} recompute {}", l.tp, l.pp, l.vp, l.ep, l.mbs, l.recompute);
+}
+
+}  // namespace
+
+// Runs `doc`'s sweep into `dir` (its results.csv, resumable) and returns its rows.
+std::vector<search::Figures> run_rung(const scenario::Loader& loader, const schema::Json& doc, const fs::path& dir, unsigned jobs,
+                                      bool progress, std::size_t points) {
+  fs::create_directories(dir);
+  const std::string file = (dir / "search.json").string();
+  write_file(file, doc.dump(2) + "\n");
+  sweep::SweepOptions opt;
+  opt.csv = dir / "results.csv";
+  opt.effective = dir / "scenario.effective.json";
+  opt.jobs = jobs;
+  opt.progress = progress;
+  sweep::run_sweep(loader, loader.resolve(doc, file), file, opt);
+  return search::read_rows(opt.csv, points);
+}
+
+int cmd_search(const std::vector<std::string>& args) {
+  std::string scenario, out, data, jobs, top = "10", finalists = "8", tp, pp, vp, ep, mbs, recompute;
+  bool dry_run = false, quiet = false, no_screening = false;
+  po::options_description opts;
+  opts.add_options()("scenario", po::value(&scenario))("out,o", po::value(&out))("data", po::value(&data))(
+      "jobs", po::value(&jobs))("top", po::value(&top))("finalists", po::value(&finalists))("tp", po::value(&tp))(
+      "pp", po::value(&pp))("vp", po::value(&vp))("ep", po::value(&ep))("mbs", po::value(&mbs))(
+      "recompute", po::value(&recompute))("dry-run", po::bool_switch(&dry_run))("no-screening", po::bool_switch(&no_screening))(
+      "quiet", po::bool_switch(&quiet));
+  po::positional_options_description pos;
+  pos.add("scenario", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+  po::notify(vm);
+  if (scenario.empty()) throw po::error("missing SCENARIO.json");
+  const unsigned job_count = jobs.empty() ? 0u : static_cast<unsigned>(int_list("--jobs", jobs).front());
+  const std::size_t shown = static_cast<std::size_t>(int_list("--top", top).front());
+  const std::size_t finalist_count = static_cast<std::size_t>(int_list("--finalists", finalists).front());
+  search::SearchSpace space;
+  if (!tp.empty()) space.tp = int_list("--tp", tp);
+  if (!pp.empty()) space.pp = int_list("--pp", pp);
+  if (!vp.empty()) space.vp = int_list("--vp", vp);
+  if (!ep.empty()) space.ep = int_list("--ep", ep);
+  if (!mbs.empty()) space.mbs = int_list("--mbs", mbs);
+  if (!recompute.empty()) space.recompute = recompute_list(recompute);
+
+  const scenario::Loader loader(data.empty() ? scenario::Loader::default_data_dir() : fs::path(data));
+  const search::SearchPlan plan = search::plan_search(loader, loader.read_json(scenario), scenario, space);
+  // What each way costs, from the runs' estimated CPU time (a run's tasks grow with its microbatches).
+  const search::Screening screen = no_screening ? search::Screening{} : search::screening(plan);
+  double full = 0, screened = 0, finals = 0;
+  std::vector<double> sorted = plan.cpu_seconds;
+  for (double c : plan.cpu_seconds) full += c;
+  for (std::size_t p = 0; p < screen.layout.size(); ++p)
+    screened += plan.cpu_seconds[screen.layout[p]] * screen.microbatches[p] / plan.microbatches[screen.layout[p]];
+  std::sort(sorted.rbegin(), sorted.rend());
+  for (std::size_t i = 0; i < std::min(finalist_count + 1, sorted.size()); ++i) finals += sorted[i];
+  std::size_t memory = 0;
+  for (const auto& r : plan.refused) memory += r.out_of_memory ? 1 : 0;
+  if (!quiet) {
+    std::cout << fmt::format("search {}: {} layouts on {} GPUs; {} set aside before simulating ({} out of memory, {} refused by "
+                             "the scenario or its strategy); {} can run\n",
+                             plan.name, plan.enumerated, plan.gpus, plan.refused.size(), memory, plan.refused.size() - memory,
+                             plan.fitting.size());
+    std::cout << fmt::format("  {}: about {} of CPU ({})\n",
+                             no_screening ? "every layout in full"
+                                          : fmt::format("screening them with few microbatches, then the {} best in full", finalist_count),
+                             simulation::format_cpu_time(no_screening ? full : screened + finals), simulation::cpu_time_caveat());
+  }
+  if (dry_run) return 0;
+
+  const fs::path dir = out.empty() ? fs::path("out") / (plan.name + "-search") : fs::path(out);
+  fs::create_directories(dir);
+  write_file(dir / "refused.csv", search::refused_csv(plan, {}));
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  core::set_worker_threads(job_count ? std::max(1u, cores / std::min(job_count, cores)) : 1);
+  const bool progress = !quiet && isatty(STDERR_FILENO);
+  std::vector<search::Figures> estimates;
+  std::vector<std::size_t> finals_list;
+  if (no_screening) {
+    for (std::size_t i = 0; i < plan.fitting.size(); ++i) finals_list.push_back(i);
+  } else {
+    const auto rows = run_rung(loader, search::sweep_of(plan, screen.layout, screen.global_batch), dir / "screening", job_count,
+                               progress, screen.layout.size());
+    estimates = search::extrapolate(plan, screen, rows);
+    finals_list = search::finalists(plan, estimates, finalist_count);
+  }
+  std::vector<int> batches(finals_list.size(), plan.global_batch);
+  const auto final_rows = run_rung(loader, search::sweep_of(plan, finals_list, batches), dir, job_count, progress, finals_list.size());
+  if (estimates.empty()) estimates = final_rows;
+  const search::Ranking ranking = search::rank(plan, estimates, finals_list, final_rows);
+  search::write_ranking(plan, ranking, scenario, dir);
+  if (quiet) return ranking.ranked.empty() ? 2 : 0;
+
+  std::cout << fmt::format("{:>4}  {:<48} {:>14} {:>11} {:>9}  {}\n", "rank", "layout", "tokens/s/GPU", "iteration", "peak GiB",
+                           "simulated");
+  double worst = 0;  // the screening's error on the finalists
+  for (std::size_t i = 0; i < ranking.ranked.size(); ++i) {
+    const auto& x = ranking.ranked[i];
+    if (x.in_full && !no_screening)
+      worst = std::max(worst, std::abs(x.screened_tokens_per_second / x.figures.tokens_per_second - 1));
+    if (i >= shown && ranking.own != i) continue;
+    std::cout << fmt::format("{:>4}  {:<48} {:>14.0f} {:>9.0f}ms {:>9.1f}  {}{}\n", i + 1, layout_text(plan.fitting[x.layout]),
+                             x.figures.tokens_per_second / static_cast<double>(plan.gpus), x.figures.iteration_ms,
+                             x.figures.peak_memory_bytes / (1024.0 * 1024 * 1024), x.in_full ? "in full" : "extrapolated",
+                             ranking.own == i ? "  (the scenario's own)" : "");
+  }
+  if (plan.own && !ranking.own)
+    std::cout << fmt::format("the scenario's own layout ({}) did not run; {} says why\n", layout_text(*plan.own),
+                             (dir / "refused.csv").string());
+  if (!no_screening)
+    std::cout << fmt::format("the screening's throughput was within {:.1f}% of the full runs' on the {} finalists\n", 100 * worst,
+                             finals_list.size());
+  std::cout << fmt::format("{} layouts ranked in {}, {} set aside in {}, the fastest as a scenario in {}\n", ranking.ranked.size(),
+                           (dir / "ranked.csv").string(), plan.refused.size() + ranking.failed.size(),
+                           (dir / "refused.csv").string(), (dir / "best.json").string());
+  if (ranking.ranked.empty()) {
+    std::cerr << fmt::format("moesim: cannot run: no layout ran; {} gives each reason\n", (dir / "refused.csv").string());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace moesim::cli
