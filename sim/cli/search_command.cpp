@@ -137,13 +137,13 @@ int cmd_search(const std::vector<std::string>& args) {
   if (no_screening) {
     for (std::size_t i = 0; i < plan.fitting.size(); ++i) finals_list.push_back(i);
   } else {
-    const auto rows = run_rung(loader, search::sweep_of(plan, screen.layout, screen.global_batch), dir / "screening", job_count,
+    const auto rows = run_rung(loader, search::sweep_of(plan, screen.layout, screen.global_batch, true), dir / "screening", job_count,
                                progress, screen.layout.size());
     estimates = search::extrapolate(plan, screen, rows);
     finals_list = search::finalists(plan, estimates, finalist_count);
   }
   std::vector<int> batches(finals_list.size(), plan.global_batch);
-  const auto final_rows = run_rung(loader, search::sweep_of(plan, finals_list, batches), dir, job_count, progress, finals_list.size());
+  const auto final_rows = run_rung(loader, search::sweep_of(plan, finals_list, batches, false), dir, job_count, progress, finals_list.size());
   if (estimates.empty()) estimates = final_rows;
   const search::Ranking ranking = search::rank(plan, estimates, finals_list, final_rows);
   search::write_ranking(plan, ranking, scenario, dir);
@@ -166,8 +166,9 @@ int cmd_search(const std::vector<std::string>& args) {
     std::cout << fmt::format("the scenario's own layout ({}) did not run; {} says why\n", layout_text(*plan.own),
                              (dir / "refused.csv").string());
   if (!no_screening)
-    std::cout << fmt::format("the screening's throughput was within {:.1f}% of the full runs' on the {} finalists\n", 100 * worst,
-                             finals_list.size());
+    std::cout << fmt::format("the screening (one iteration, expected routing, few microbatches) was within {:.1f}% of the full "
+                             "runs' throughput on the {} finalists\n",
+                             100 * worst, finals_list.size());
   std::cout << fmt::format("{} layouts ranked in {}, {} set aside in {}, the fastest as a scenario in {}\n", ranking.ranked.size(),
                            (dir / "ranked.csv").string(), plan.refused.size() + ranking.failed.size(),
                            (dir / "refused.csv").string(), (dir / "best.json").string());

@@ -150,7 +150,7 @@ SearchPlan plan_search(const scenario::Loader& loader, Json raw, const std::stri
   return plan;
 }
 
-Json sweep_of(const SearchPlan& plan, const std::vector<std::size_t>& layouts, const std::vector<int>& global_batch) {
+Json sweep_of(const SearchPlan& plan, const std::vector<std::size_t>& layouts, const std::vector<int>& global_batch, bool screen) {
   Json values = Json::array();
   for (std::size_t i = 0; i < layouts.size(); ++i) {
     Json v = values_of(plan.fitting.at(layouts[i]));
@@ -160,6 +160,11 @@ Json sweep_of(const SearchPlan& plan, const std::vector<std::size_t>& layouts, c
   std::vector<std::string> paths = paths_of(plan.fitting.front());
   paths.push_back("training.global_batch_size");
   Json doc = plan.scenario;
+  if (screen) {  // one iteration, every source sending its expected shares: each microbatch the same
+    if (!doc.contains("routing")) doc["routing"] = Json::object();
+    doc["routing"]["sampling"] = "expected";
+    doc["training"]["iterations"] = 1;
+  }
   doc["sweep"] = {{"axes", Json::array({{{"paths", paths}, {"values", values}}})}};
   return doc;
 }

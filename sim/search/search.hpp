@@ -51,8 +51,10 @@ struct SearchPlan {
 SearchPlan plan_search(const scenario::Loader& loader, schema::Json raw, const std::string& file, const SearchSpace& space);
 
 // A sweep (the plan's scenario with a sweep block) over fitting layouts `layouts`, each at its
-// global batch `global_batch` (sequences).
-schema::Json sweep_of(const SearchPlan& plan, const std::vector<std::size_t>& layouts, const std::vector<int>& global_batch);
+// global batch `global_batch` (sequences). `screen`: the screening's, one iteration with expected
+// routing (the finalists run the scenario's own routing and iterations).
+schema::Json sweep_of(const SearchPlan& plan, const std::vector<std::size_t>& layouts, const std::vector<int>& global_batch,
+                      bool screen);
 
 // Successive halving's first rung, the screening: every layout runs with few microbatches, twice
 // (m1 and 2·m1; m1 = PP, 2·PP under the interleaved schedule, at least 2: the pipeline full and a
