@@ -63,7 +63,7 @@ std::string layout_text(const search::Layout& l) {
 // Runs `doc`'s sweep into `dir` (its results.csv, resumable) and returns its rows.
 std::vector<search::Figures> run_rung(const scenario::Loader& loader, const schema::Json& doc, const fs::path& dir, unsigned jobs,
                                       bool progress, std::size_t points) {
-  fs::create_directories(dir);
+  prepare_output_folder(dir, "--out");
   const std::string file = (dir / "search.json").string();
   write_file(file, doc.dump(2) + "\n");
   sweep::SweepOptions opt;
@@ -127,7 +127,7 @@ int cmd_search(const std::vector<std::string>& args) {
   if (dry_run) return 0;
 
   const fs::path dir = out.empty() ? fs::path("out") / (plan.name + "-search") : fs::path(out);
-  fs::create_directories(dir);
+  prepare_output_folder(dir, "--out");  // not a file, `/` or a system folder; writable
   write_file(dir / "refused.csv", search::refused_csv(plan, {}));
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   core::set_worker_threads(job_count ? std::max(1u, cores / std::min(job_count, cores)) : 1);

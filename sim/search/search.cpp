@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <fstream>
 #include <fmt/format.h>
-#include <map>
 
 #include "sim/core/error.hpp"
 #include "sim/core/output_file.hpp"
