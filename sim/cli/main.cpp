@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "sim/cli/calibrate_command.hpp"
+#include "sim/cli/comma_list.hpp"
 #include "sim/cli/collective_command.hpp"
 #include "sim/cli/import_command.hpp"
 #include "sim/cli/search_command.hpp"
@@ -116,10 +117,7 @@ options (a command refuses those it does not take):
 // Parses "0-7,16" into a per-GPU mask; a bad list is a usage error.
 std::vector<bool> gpu_mask(const std::string& spec, std::uint32_t gpus) {
   std::vector<bool> mask(gpus, false);
-  std::size_t pos = 0;
-  while (pos <= spec.size()) {
-    const std::size_t end = std::min(spec.find(',', pos), spec.size());
-    const std::string item = spec.substr(pos, end - pos);
+  for (const std::string& item : cli::comma_items(spec)) {
     const std::size_t dash = item.find('-');
     try {
       std::size_t used = 0;
@@ -130,7 +128,6 @@ std::vector<bool> gpu_mask(const std::string& spec, std::uint32_t gpus) {
     } catch (const std::logic_error&) {
       throw po::error(fmt::format("--trace-gpus: \"{}\" is not a GPU or range of GPUs 0-{}", item, gpus - 1));
     }
-    pos = end + 1;
   }
   return mask;
 }
@@ -387,8 +384,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
     const fs::path out = c.out.empty() ? fs::path("out") / name : c.out;
     // Points already run in parallel (all cores' jobs unless --jobs says): each gets the cores
     // its job leaves, unless --threads says.
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    core::set_worker_threads(c.threads ? c.threads : c.jobs ? std::max(1u, cores / std::min(c.jobs, cores)) : 1);
+    core::set_worker_threads(c.threads ? c.threads : sweep::threads_per_job(c.jobs));
     sweep::SweepOptions opt;
     opt.csv = out / "results.csv";
     opt.jobs = c.jobs;

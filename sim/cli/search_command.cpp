@@ -1,5 +1,6 @@
 // `moesim search`: see search_command.hpp.
 #include "sim/cli/search_command.hpp"
+#include "sim/cli/comma_list.hpp"
 
 #include <boost/program_options.hpp>
 #include <algorithm>
@@ -7,7 +8,6 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
-#include <thread>
 #include <unistd.h>
 
 #include "sim/core/error.hpp"
@@ -27,38 +27,26 @@ namespace {
 // "1,2,4" as numbers, each at least 1.
 std::vector<int> int_list(const std::string& flag, const std::string& text) {
   std::vector<int> out;
-  std::size_t i = 0;
-  while (i <= text.size()) {
-    const std::size_t end = std::min(text.find(',', i), text.size());
-    const std::string item = text.substr(i, end - i);
+  for (const std::string& item : comma_items(text)) {
     if (item.empty() || item.size() > 6 || item.find_first_not_of("0123456789") != std::string::npos || std::stoi(item) < 1)
       throw InputError(flag, text, fmt::format("has \"{}\", not a whole number of at least 1", item),
                        fmt::format("give a comma-separated list, e.g. {} 1,2,4", flag));
     out.push_back(std::stoi(item));
-    i = end + 1;
   }
   return out;
 }
 
 std::vector<std::string> recompute_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t i = 0;
-  while (i <= text.size()) {
-    const std::size_t end = std::min(text.find(',', i), text.size());
-    const std::string item = text.substr(i, end - i);
+  const std::vector<std::string> items = comma_items(text);
+  for (const std::string& item : items)
     if (item != "none" && item != "selective" && item != "full")
       throw InputError("--recompute", text, fmt::format("has \"{}\"", item), "give none, selective or full, e.g. --recompute none,full");
-    out.push_back(item);
-    i = end + 1;
-  }
-  return out;
+  return items;
 }
 
 std::string layout_text(const search::Layout& l) {
   return fmt::format("tp {} pp {} vp {} ep {} mbs {} recompute {}", l.tp, l.pp, l.vp, l.ep, l.mbs, l.recompute);
 }
-
-}  // namespace
 
 // Runs `doc`'s sweep into `dir` (its results.csv, resumable) and returns its rows.
 std::vector<search::Figures> run_rung(const scenario::Loader& loader, const schema::Json& doc, const fs::path& dir, unsigned jobs,
@@ -74,6 +62,8 @@ std::vector<search::Figures> run_rung(const scenario::Loader& loader, const sche
   sweep::run_sweep(loader, loader.resolve(doc, file), file, opt);
   return search::read_rows(opt.csv, points);
 }
+
+}  // namespace
 
 int cmd_search(const std::vector<std::string>& args) {
   std::string scenario, out, data, jobs, top = "10", finalists = "8", tp, pp, vp, ep, mbs, recompute;
@@ -129,8 +119,7 @@ int cmd_search(const std::vector<std::string>& args) {
   const fs::path dir = out.empty() ? fs::path("out") / (plan.name + "-search") : fs::path(out);
   prepare_output_folder(dir, "--out");  // not a file, `/` or a system folder; writable
   write_file(dir / "refused.csv", search::refused_csv(plan, {}));
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  core::set_worker_threads(job_count ? std::max(1u, cores / std::min(job_count, cores)) : 1);
+  core::set_worker_threads(sweep::threads_per_job(job_count));
   const bool progress = !quiet && isatty(STDERR_FILENO);
   std::vector<search::Figures> estimates;
   std::vector<std::size_t> finals_list;

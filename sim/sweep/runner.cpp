@@ -525,6 +525,11 @@ int exit_code(const std::exception_ptr& e) {
 
 }  // namespace
 
+unsigned threads_per_job(unsigned jobs) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return jobs ? std::max(1u, cores / std::min(jobs, cores)) : 1;
+}
+
 SweepOutcome run_sweep(const scenario::Loader& loader, const Json& resolved, const std::string& file,
                        const SweepOptions& options, Ranks* ranks) {
   const bool leads = !ranks || ranks->rank() == 0;

@@ -54,6 +54,10 @@ struct SweepPlan {
 SweepPlan plan_sweep(const scenario::Loader& loader, const schema::Json& resolved, const std::string& file,
                      std::size_t points = SIZE_MAX);
 
+// The threads each of `jobs` parallel points may use for its routing draws: the machine's cores
+// divided among them; 1 when `jobs` is 0 (as many jobs as cores).
+unsigned threads_per_job(unsigned jobs);
+
 // `ranks`: the processes sharing the sweep (nullptr: this one alone). Every rank returns; only rank
 // 0's outcome counts points, the others' say only whether the sweep stopped early. A failure
 // before any point runs (a bad scenario, a CSV of another sweep) throws on the rank that tells and
