@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ make pkg-config
   libboost-graph-dev libboost-program-options-dev
-  nlohmann-json3-dev libfmt-dev libeigen3-dev libtomlplusplus-dev
+  nlohmann-json3-dev libfmt-dev libeigen3-dev libtomlplusplus-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-matplotlib
   libopenmpi-dev openmpi-bin

@@ -220,7 +220,7 @@ def on_archive_scenario(moesim, data, entry, command, *args):
 def archive_results(moesim, data):
     """Every archive entry (scripts/archive.py), the expressible ones run: simulated tokens/s/GPU,
     error, iteration time and its shares waiting for launches and for exposed communication."""
-    entries = archive.entries()
+    entries = archive.entries(moesim)
 
     def run(e):
         proc, r = on_archive_scenario(moesim, data, e, "run", "--out", "{out}", "--quiet")
@@ -361,7 +361,7 @@ def main():
     if args.only == "archive":
         if not args.check:
             raise SystemExit("validate: --only needs --check (docs/validation.md is written from every part)")
-        entries = archive.entries()
+        entries = archive.entries(args.moesim)
         failures = archive_check(args.moesim, args.data, entries) + layout_ratio_check(args.moesim, args.data, entries)
         for f in failures:
             print(f"validate: {f}", file=sys.stderr)

@@ -13,7 +13,7 @@
 #include "sim/core/json_input.hpp"
 #include "sim/core/output_file.hpp"
 #include "sim/scenario/hf_config.hpp"
-#include "sim/scenario/megatron_args.hpp"
+#include "sim/scenario/megatron_config.hpp"
 #include "sim/scenario/torchtitan_config.hpp"
 #include "sim/scenario/scenario.hpp"
 
@@ -45,37 +45,70 @@ int finish_import(const schema::Json& doc, const scenario::Loader& loader, const
   return 0;
 }
 
+// --cluster: a cluster preset's name, or a file holding a scenario's cluster section (CLUSTER.json).
+schema::Json cluster_of(const std::string& cluster) {
+  if (cluster.ends_with(".json")) return read_json_file(cluster);
+  return {{"preset", cluster}};
+}
+
 scenario::Loader loader_of(const std::string& data) {
   return scenario::Loader(data.empty() ? scenario::Loader::default_data_dir() : std::filesystem::path(data));
 }
 
-// `import megatron --cluster PRESET [--name NAME] [-o SCENARIO.json] [--data DIR] -- ARGS...`: a
-// scenario on that cluster whose model, parallel and training sections are the command line's.
+// Notes on stderr: what was approximated and what had no moesim key.
+void tell(const std::vector<std::string>& approximated) {
+  for (const auto& line : approximated) std::cerr << "moesim: approximated: " << line << "\n";
+}
+
+// `import megatron [CONFIG.yaml] --cluster PRESET|CLUSTER.json [--model PRESET] [--software PRESET] [--name NAME]
+// [-o SCENARIO.json] [--data DIR] [-- ARGS...]`: a scenario on that cluster whose model, parallel,
+// training, software and routing sections are a Megatron-Bridge ConfigContainer's (YAML) or a
+// Megatron-LM command line's; the model a preset when --model names one (the configuration's shape,
+// where it gives one, must agree with it); the software that preset's (a Megatron-Bridge release,
+// `moesim presets`) with the configuration's switches over it.
 int import_megatron(const std::vector<std::string>& args) {
   const auto dash = std::find(args.begin(), args.end(), "--");
-  if (dash == args.end())
-    throw po::error("import megatron: put the training command's arguments after --, e.g. `import megatron --cluster "
-                    "dgx-h100-2node -- --num-layers 48 ...`");
-  std::string cluster, name, out, data;
+  std::string config, cluster, model, software, name, out, data;
   po::options_description opts;
-  opts.add_options()("cluster", po::value(&cluster))("name", po::value(&name))("out,o", po::value(&out))("data", po::value(&data));
+  opts.add_options()("config", po::value(&config))("cluster", po::value(&cluster))("model", po::value(&model))(
+      "software", po::value(&software))("name", po::value(&name))("out,o", po::value(&out))("data", po::value(&data));
+  po::positional_options_description pos;
+  pos.add("config", 1);
   po::variables_map vm;
-  po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, dash)).options(opts).run(), vm);
+  po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, dash)).options(opts).positional(pos).run(), vm);
   po::notify(vm);
+  if (config.empty() == (dash == args.end()))
+    throw po::error("import megatron: give a Megatron-Bridge configuration (CONFIG.yaml) or a Megatron-LM command line after --, "
+                    "e.g. `import megatron run_config.yaml --cluster dgx-h100-2node` or `import megatron --cluster "
+                    "dgx-h100-2node -- --num-layers 48 ...`");
   if (cluster.empty()) throw po::error("import megatron: give --cluster PRESET (`moesim presets` lists them)");
-  const std::vector<std::string> megatron(dash + 1, args.end());
-  const scenario::MegatronImport imported = scenario::from_megatron_args(megatron, "the Megatron command line");
+  const scenario::Loader loader = loader_of(data);
+  scenario::MegatronImportOptions options;
+  if (!model.empty()) {
+    schema::Json probe = {{"name", "probe"}, {"cluster", cluster_of(cluster)}, {"model", {{"preset", model}}}, {"strategy", {{"name", "ep"}}}};
+    options.preset = loader.resolve(probe, "--model").at("model");
+    options.preset_name = model;
+  }
+  const std::vector<std::string> megatron(dash == args.end() ? dash : dash + 1, args.end());
+  const scenario::MegatronImport imported =
+      config.empty() ? scenario::from_megatron_args(megatron, "the Megatron command line", options)
+                     : scenario::from_megatron_bridge_config(read_input_file(config), config, options);
   schema::Json doc = schema::Json::object();
-  doc["name"] = name.empty() ? "megatron-import" : name;
-  doc["description"] = fmt::format("imported by `moesim import megatron` from a Megatron-LM command line of {} arguments",
-                                   megatron.size());
-  doc["cluster"] = {{"preset", cluster}};
+  doc["name"] = !name.empty() ? name : !config.empty() ? std::filesystem::path(config).stem().string() : "megatron-import";
+  doc["description"] = config.empty()
+                           ? fmt::format("imported by `moesim import megatron` from a Megatron-LM command line of {} arguments", megatron.size())
+                           : fmt::format("imported by `moesim import megatron` from {}", std::filesystem::path(config).filename().string());
+  doc["cluster"] = cluster_of(cluster);
   doc["model"] = imported.model;
-  doc["model"]["name"] = doc["name"];
+  if (model.empty()) doc["model"]["name"] = doc["name"];
   doc["parallel"] = imported.parallel;
   doc["training"] = imported.training;
+  if (!imported.software.empty() || !software.empty()) doc["software"] = imported.software;
+  if (!software.empty()) doc["software"]["preset"] = software;
+  if (!imported.routing.empty()) doc["routing"] = imported.routing;
   doc["strategy"] = {{"name", "ep"}};
-  return finish_import(doc, loader_of(data), out, imported.not_imported);
+  tell(imported.approximated);
+  return finish_import(doc, loader, out, imported.not_imported);
 }
 
 // `import torchtitan CONFIG.toml --cluster PRESET [--name NAME] [-o SCENARIO.json] [--data DIR]`: a
@@ -122,8 +155,8 @@ int cmd_import(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "megatron") return import_megatron(args);
   if (!args.empty() && args[0] == "torchtitan") return import_torchtitan(args);
   if (args.empty() || args[0] != "hf")
-    throw po::error("import: expected `import hf CONFIG.json ...`, `import megatron --cluster PRESET -- ARGS...` or `import "
-                    "torchtitan CONFIG.toml --cluster PRESET`");
+    throw po::error("import: expected `import hf CONFIG.json ...`, `import megatron CONFIG.yaml --cluster PRESET`, `import "
+                    "megatron --cluster PRESET -- ARGS...` or `import torchtitan CONFIG.toml --cluster PRESET`");
   std::string config, name, out;
   po::options_description opts;
   opts.add_options()("config", po::value(&config))("name", po::value(&name))("out,o", po::value(&out));

@@ -93,11 +93,21 @@ commands:
                                             Qwen2/3-MoE, DeepSeek-V2/V3, GPT-OSS, OLMoE) as a
                                             moesim model (for models/ or a scenario's "model"),
                                             printed or written to MODEL.json
-  import megatron --cluster PRESET [--name NAME] [-o SCENARIO.json] -- ARGS...
-                                            a Megatron-LM training command line (ARGS: its
-                                            --num-layers, --expert-model-parallel-size, ...)
-                                            as a scenario on PRESET; the flags moesim has no
-                                            key for are listed on stderr
+  import megatron CONFIG.yaml --cluster PRESET [--model PRESET] [--software PRESET] [--name NAME]
+                 [-o SCENARIO.json]         a Megatron-Bridge configuration (ConfigContainer
+                                            YAML: a recipe's dry-run config, a run's
+                                            run_config.yaml) as a scenario on PRESET: model,
+                                            layout, batch, precision, recompute, CUDA graphs,
+                                            dispatcher and overlaps; --model takes a model
+                                            preset (the file's shape must agree), --software a
+                                            Megatron-Bridge release's preset under its switches;
+                                            what is approximated and what has no moesim key are
+                                            listed on stderr
+  import megatron --cluster PRESET [--model PRESET] [--software PRESET] [--name NAME]
+                 [-o SCENARIO.json] -- ARGS...
+                                            the same from a Megatron-LM training command line
+                                            (ARGS: its --num-layers,
+                                            --expert-model-parallel-size, ...)
   import torchtitan CONFIG.toml --cluster PRESET [--name NAME] [-o SCENARIO.json]
                                             a torchtitan training configuration
                                             (train_configs/*.toml) as a scenario on PRESET with

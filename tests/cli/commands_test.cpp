@@ -178,6 +178,41 @@ TEST_F(Commands, ImportMegatronWritesAScenarioThatRuns) {
   EXPECT_FALSE(fs::exists(work_ / "never.json"));
 }
 
+TEST_F(Commands, ImportMegatronBridgeConfigWritesAScenarioThatRuns) {
+  // `moesim import megatron CONFIG.yaml --cluster CLUSTER.json --model PRESET --software PRESET`:
+  // Megatron-Bridge's GPT-OSS GB300 recipe (tests/data/megatron_bridge) on 64 GB300 of one NVLink
+  // domain, the model preset the file's shape agrees with, a release's software under the file's
+  // switches; what is approximated and what has no moesim key on stderr.
+  const fs::path config = kSourceDir / "tests" / "data" / "megatron_bridge" / "gpt_oss_120b_pretrain_gb300_fp8_mx_v2.yaml";
+  const fs::path cluster = scenario("gb300-64.json", std::string(R"({"gpu": "gb300-nvl72", "levels": [{"name": "gpu", "count": 64,
+      "bandwidth": "900GB/s", "latency": "1us", "link": "nvlink5"}]})"));
+  const fs::path out = work_ / "gpt-oss.json";
+  const Result r = moesim({"import", "megatron", config.string(), "--cluster", cluster.string(), "--model", "gpt-oss-120b",
+                           "--software", "megatron-bridge-26.04", "-o", out.string()});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_TRUE(r.err.starts_with("moesim: approximated: model.softmax_type learnable")) << describe(r);
+  EXPECT_NE(r.err.find("moesim: not imported (no moesim key): "), std::string::npos) << describe(r);
+  const auto doc = OrderedJson::parse(read_text(out));
+  EXPECT_EQ(doc.at("model"), OrderedJson::parse(R"({"preset": "gpt-oss-120b"})"));
+  EXPECT_EQ(doc.at("software"), OrderedJson::parse(R"({"cuda_graphs": ["attn", "moe_router", "moe_preprocess"],
+                                                       "preset": "megatron-bridge-26.04"})"));
+  EXPECT_EQ(doc.at("parallel").at("ep"), 64);
+  const Result run = moesim({"run", out.string(), "-o", (work_ / "run").string(), "--quiet"});
+  EXPECT_EQ(run.code, 0) << describe(run);
+  // A preset of another model, and FP4 training: refused in one line naming the field, nothing written.
+  const Result other = moesim({"import", "megatron", config.string(), "--cluster", cluster.string(), "--model", "qwen3-30b-a3b",
+                               "-o", (work_ / "never.json").string()});
+  EXPECT_EQ(other.code, 2) << describe(other);
+  EXPECT_EQ(other.err, fmt::format("moesim: error: {}: model.num_layers: is 36, where model preset qwen3-30b-a3b has 48; name the "
+                                   "preset of this model, or import without a model preset\n", config.string()));
+  const fs::path fp4 = kSourceDir / "tests" / "data" / "megatron_bridge" / "qwen3_235b_a22b_pretrain_gb200_nvfp4_v2.yaml";
+  const Result bad = moesim({"import", "megatron", fp4.string(), "--cluster", "nvl72", "-o", (work_ / "never.json").string()});
+  EXPECT_EQ(bad.code, 2) << describe(bad);
+  EXPECT_TRUE(bad.err.starts_with(fmt::format("moesim: error: {}: mixed_precision.fp4: ", fp4.string()))) << describe(bad);
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << describe(bad);
+  EXPECT_FALSE(fs::exists(work_ / "never.json"));
+}
+
 TEST_F(Commands, ImportTorchtitanWritesAScenarioThatRuns) {
   // `moesim import torchtitan CONFIG.toml --cluster PRESET -o SCENARIO.json`: torchtitan's own
   // Qwen3-30B-A3B configuration (tests/data/torchtitan) on the 8 H100 its note names; the keys
