@@ -3,7 +3,7 @@ PRESET ?= release
 BUILD := build/$(PRESET)
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build run test test-long test-sanitize fuzz-long bench validate clean
+.PHONY: deps configure build run install test test-long test-sanitize fuzz-long bench validate clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -18,6 +18,13 @@ build: configure
 run: configure
 	@cmake --build --preset $(PRESET) -j $(JOBS) --target moesim
 	$(BUILD)/moesim run scenarios/quickstart.json --out out/quickstart
+
+# The simulator into PREFIX/bin and the presets, scenarios and plotting scripts it reads into
+# PREFIX/share/moesim (make install PREFIX=$$HOME/.local for a user's own).
+PREFIX ?= /usr/local
+install: configure
+	@cmake --build --preset $(PRESET) -j $(JOBS) --target moesim
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 test: build
 	ctest --preset $(PRESET)

@@ -491,7 +491,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (args[0] == "--version") {
-    std::cout << "moesim 0.1.0\n";
+    std::cout << "moesim 0.1.0\npresets: " << scenario::Loader::default_data_dir().string() << "\n";
     return 0;
   }
   const std::string command = args[0];

@@ -25,6 +25,14 @@ std::uint64_t Scenario::gpu_count() const {
 
 fs::path Loader::default_data_dir() {
   if (const char* env = std::getenv("MOESIM_DATA"); env && *env) return env;
+  // An installed moesim (`make install`: PREFIX/bin/moesim) reads the presets installed beside it
+  // in PREFIX/share/moesim; a build tree's, the source tree's.
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "moesim";
+    if (fs::is_directory(installed / "models", ec)) return installed;
+  }
   return MOESIM_DATA_DIR;
 }
 
