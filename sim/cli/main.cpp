@@ -21,6 +21,7 @@
 #include "sim/cli/calibrate_command.hpp"
 #include "sim/cli/comma_list.hpp"
 #include "sim/cli/collective_command.hpp"
+#include "sim/cli/exit_code.hpp"
 #include "sim/cli/import_command.hpp"
 #include "sim/cli/search_command.hpp"
 #include "sim/core/error.hpp"
@@ -67,7 +68,8 @@ commands:
                                             with few microbatches and the F best (default 8)
                                             run in full, as sweeps into DIR (default
                                             out/NAME-search): DIR/ranked.csv, refused.csv,
-                                            best.json; --dry-run counts and estimates only
+                                            best.json; --dry-run counts and estimates only;
+                                            under mpirun, as sweep, the ranks share the runs
   presets [--json]                          list models, topologies, GPU kinds, software and
                                             strategies (--json: one JSON array of {kind, name,
                                             description})
@@ -366,8 +368,6 @@ int cmd_validate(const Common& c) {
   return 0;
 }
 
-int exit_code(const std::exception_ptr& e, bool print);
-
 // Under mpirun every rank runs this; rank 0 alone prints (warnings, progress, summary) and writes.
 int cmd_sweep(const std::vector<std::string>& args) {
   const auto ranks = sweep::mpi_ranks_from_launcher();
@@ -389,7 +389,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
           name = base.name;
           warnings = base.warnings;
         },
-        [](const std::exception_ptr& e) { return exit_code(e, false); });
+        [](const std::exception_ptr& e) { return cli::exit_code(e, false); });
     if (leads) print_warnings(warnings);
     const fs::path out = c.out.empty() ? fs::path("out") / name : c.out;
     // Points already run in parallel (all cores' jobs unless --jobs says): each gets the cores
@@ -423,7 +423,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   } catch (...) {
     // Said here, before the ranks are finalised: the first rank to leave the job makes the
     // launcher end the others, and what they had yet to print with them.
-    return exit_code(std::current_exception(), true);
+    return cli::exit_code(std::current_exception(), true);
   }
 }
 
@@ -517,45 +517,7 @@ int main(int argc, char** argv) {
               << "\"; use run, validate, sweep, search, presets, collective, calibrate or import (`moesim --help` shows the usage)\n";
     return 2;
   } catch (...) {
-    return exit_code(std::current_exception(), true);
+    return cli::exit_code(std::current_exception(), true);
   }
 }
 
-namespace {
-
-// The exit code of a failure, its message printed on stderr when `print`.
-int exit_code(const std::exception_ptr& failure, bool print) {
-  const auto say = [&](const std::string& line) {
-    if (print) std::cerr << one_line(line) << "\n";
-  };
-  try {
-    std::rethrow_exception(failure);
-  } catch (const sweep::StoppedByPeer& e) {
-    return e.exit_code;  // another rank of the sweep failed and said why
-  } catch (const InputError& e) {
-    say(fmt::format("moesim: error: {}", e.what()));
-    return 2;
-  } catch (const InfeasibleError& e) {
-    say(fmt::format("moesim: cannot run: {}", e.what()));
-    return 2;
-  } catch (const po::error& e) {
-    // One line, as every bad input: the usage is `moesim --help`.
-    say(fmt::format("moesim: error: {}; `moesim --help` shows the usage", e.what()));
-    return 2;
-  } catch (const OutputError& e) {
-    say(fmt::format("moesim: error: {}", e.what()));
-    return 1;
-  } catch (const std::bad_alloc&) {
-    say("moesim: error: out of memory; the run needs more memory than the process may use (`moesim validate` "
-        "shows the estimate; a smaller scenario or routing.sampling \"expected\" needs less)");
-    return 1;
-  } catch (const std::exception& e) {
-    say(fmt::format("moesim: internal error: {} (please report it with the scenario)", e.what()));
-    return 1;
-  } catch (...) {
-    say("moesim: internal error: unknown exception (please report it with the scenario)");
-    return 1;
-  }
-}
-
-}  // namespace

@@ -1,11 +1,14 @@
 // `moesim search`: see search_command.hpp.
 #include "sim/cli/search_command.hpp"
 #include "sim/cli/comma_list.hpp"
+#include "sim/cli/exit_code.hpp"
 
 #include <boost/program_options.hpp>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fmt/ranges.h>
+#include <optional>
 #include <fmt/format.h>
 #include <iostream>
 #include <unistd.h>
@@ -15,6 +18,7 @@
 #include "sim/core/parallel.hpp"
 #include "sim/search/search.hpp"
 #include "sim/simulation/time_estimate.hpp"
+#include "sim/sweep/mpi_ranks.hpp"
 #include "sim/sweep/runner.hpp"
 
 namespace moesim::cli {
@@ -48,24 +52,62 @@ std::string layout_text(const search::Layout& l) {
   return fmt::format("tp {} pp {} vp {} ep {} mbs {} recompute {}", l.tp, l.pp, l.vp, l.ep, l.mbs, l.recompute);
 }
 
-// Runs `doc`'s sweep into `dir` (its results.csv, resumable) and returns its rows.
+// Runs `doc`'s sweep into `dir` (its results.csv, resumable) on every rank and returns its rows on
+// rank 0, which writes the folder (none on the others).
 std::vector<search::Figures> run_rung(const scenario::Loader& loader, const schema::Json& doc, const fs::path& dir, unsigned jobs,
-                                      bool progress, std::size_t points) {
-  prepare_output_folder(dir, "--out");
+                                      bool progress, std::size_t points, sweep::Ranks* ranks) {
+  const bool leads = !ranks || ranks->rank() == 0;
   const std::string file = (dir / "search.json").string();
-  write_file(file, doc.dump(2) + "\n");
+  sweep::agree(
+      ranks,
+      [&] {
+        if (!leads) return;
+        prepare_output_folder(dir, "--out");
+        write_file(file, doc.dump(2) + "\n");
+      },
+      [](const std::exception_ptr& e) { return exit_code(e, false); });
   sweep::SweepOptions opt;
   opt.csv = dir / "results.csv";
   opt.effective = dir / "scenario.effective.json";
   opt.jobs = jobs;
-  opt.progress = progress;
-  sweep::run_sweep(loader, loader.resolve(doc, file), file, opt);
-  return search::read_rows(opt.csv, points);
+  opt.progress = progress && leads;
+  sweep::run_sweep(loader, loader.resolve(doc, file), file, opt, ranks);
+  return leads ? search::read_rows(opt.csv, points) : std::vector<search::Figures>{};
 }
+
+// Rank 0's finalists to every rank (they run the second rung with it).
+std::vector<std::size_t> shared(std::vector<std::size_t> finalists, sweep::Ranks* ranks) {
+  if (!ranks) return finalists;
+  if (ranks->rank() == 0) {
+    const std::string message = fmt::format("{}", fmt::join(finalists, ","));
+    for (int r = 1; r < ranks->size(); ++r) ranks->send(r, message);
+    return finalists;
+  }
+  finalists.clear();
+  for (const std::string& item : comma_items(ranks->receive(0).second))
+    if (!item.empty()) finalists.push_back(std::stoul(item));
+  return finalists;
+}
+
+int search_on(const std::vector<std::string>& args, sweep::Ranks* ranks);
 
 }  // namespace
 
+// Under mpirun every rank runs the rungs' points; rank 0 alone prints, writes and chooses the finalists.
 int cmd_search(const std::vector<std::string>& args) {
+  const auto ranks = sweep::mpi_ranks_from_launcher();
+  try {
+    return search_on(args, ranks.get());
+  } catch (...) {
+    // Said here, before the ranks are finalised (as `moesim sweep` does).
+    return exit_code(std::current_exception(), true);
+  }
+}
+
+namespace {
+
+int search_on(const std::vector<std::string>& args, sweep::Ranks* ranks) {
+  const bool leads = !ranks || ranks->rank() == 0;
   std::string scenario, out, data, jobs, top = "10", finalists = "8", tp, pp, vp, ep, mbs, recompute;
   bool dry_run = false, quiet = false, no_screening = false;
   po::options_description opts;
@@ -74,25 +116,34 @@ int cmd_search(const std::vector<std::string>& args) {
       "pp", po::value(&pp))("vp", po::value(&vp))("ep", po::value(&ep))("mbs", po::value(&mbs))(
       "recompute", po::value(&recompute))("dry-run", po::bool_switch(&dry_run))("no-screening", po::bool_switch(&no_screening))(
       "quiet", po::bool_switch(&quiet));
-  po::positional_options_description pos;
-  pos.add("scenario", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
-  po::notify(vm);
-  if (scenario.empty()) throw po::error("missing SCENARIO.json");
-  const unsigned job_count = jobs.empty() ? 0u : static_cast<unsigned>(int_list("--jobs", jobs).front());
-  const std::size_t shown = static_cast<std::size_t>(int_list("--top", top).front());
-  const std::size_t finalist_count = static_cast<std::size_t>(int_list("--finalists", finalists).front());
-  search::SearchSpace space;
-  if (!tp.empty()) space.tp = int_list("--tp", tp);
-  if (!pp.empty()) space.pp = int_list("--pp", pp);
-  if (!vp.empty()) space.vp = int_list("--vp", vp);
-  if (!ep.empty()) space.ep = int_list("--ep", ep);
-  if (!mbs.empty()) space.mbs = int_list("--mbs", mbs);
-  if (!recompute.empty()) space.recompute = recompute_list(recompute);
-
-  const scenario::Loader loader(data.empty() ? scenario::Loader::default_data_dir() : fs::path(data));
-  const search::SearchPlan plan = search::plan_search(loader, loader.read_json(scenario), scenario, space);
+  unsigned job_count = 0;
+  std::size_t shown = 0, finalist_count = 0;
+  std::optional<scenario::Loader> loader;
+  search::SearchPlan plan;
+  // Every rank reads the same command line and scenario; a failure on any stops them all.
+  sweep::agree(
+      ranks,
+      [&] {
+        po::positional_options_description pos;
+        pos.add("scenario", 1);
+        po::variables_map vm;
+        po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+        po::notify(vm);
+        if (scenario.empty()) throw po::error("missing SCENARIO.json");
+        job_count = jobs.empty() ? 0u : static_cast<unsigned>(int_list("--jobs", jobs).front());
+        shown = static_cast<std::size_t>(int_list("--top", top).front());
+        finalist_count = static_cast<std::size_t>(int_list("--finalists", finalists).front());
+        search::SearchSpace space;
+        if (!tp.empty()) space.tp = int_list("--tp", tp);
+        if (!pp.empty()) space.pp = int_list("--pp", pp);
+        if (!vp.empty()) space.vp = int_list("--vp", vp);
+        if (!ep.empty()) space.ep = int_list("--ep", ep);
+        if (!mbs.empty()) space.mbs = int_list("--mbs", mbs);
+        if (!recompute.empty()) space.recompute = recompute_list(recompute);
+        loader.emplace(data.empty() ? scenario::Loader::default_data_dir() : fs::path(data));
+        plan = search::plan_search(*loader, loader->read_json(scenario), scenario, space);
+      },
+      [](const std::exception_ptr& e) { return exit_code(e, false); });
   // What each way costs, from the runs' estimated CPU time (a run's tasks grow with its microbatches).
   const search::Screening screen = no_screening ? search::Screening{} : search::screening(plan);
   double full = 0, screened = 0, finals = 0;
@@ -104,7 +155,7 @@ int cmd_search(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i < std::min(finalist_count + 1, sorted.size()); ++i) finals += sorted[i];
   std::size_t memory = 0;
   for (const auto& r : plan.refused) memory += r.out_of_memory ? 1 : 0;
-  if (!quiet) {
+  if (leads && !quiet) {
     std::cout << fmt::format("search {}: {} layouts on {} GPUs; {} set aside before simulating ({} out of memory, {} refused by "
                              "the scenario or its strategy); {} can run\n",
                              plan.name, plan.enumerated, plan.gpus, plan.refused.size(), memory, plan.refused.size() - memory,
@@ -117,8 +168,14 @@ int cmd_search(const std::vector<std::string>& args) {
   if (dry_run) return 0;
 
   const fs::path dir = out.empty() ? fs::path("out") / (plan.name + "-search") : fs::path(out);
-  prepare_output_folder(dir, "--out");  // not a file, `/` or a system folder; writable
-  write_file(dir / "refused.csv", search::refused_csv(plan, {}));
+  sweep::agree(
+      ranks,
+      [&] {
+        if (!leads) return;
+        prepare_output_folder(dir, "--out");  // not a file, `/` or a system folder; writable
+        write_file(dir / "refused.csv", search::refused_csv(plan, {}));
+      },
+      [](const std::exception_ptr& e) { return exit_code(e, false); });
   core::set_worker_threads(sweep::threads_per_job(job_count));
   const bool progress = !quiet && isatty(STDERR_FILENO);
   std::vector<search::Figures> estimates;
@@ -126,13 +183,18 @@ int cmd_search(const std::vector<std::string>& args) {
   if (no_screening) {
     for (std::size_t i = 0; i < plan.fitting.size(); ++i) finals_list.push_back(i);
   } else {
-    const auto rows = run_rung(loader, search::sweep_of(plan, screen.layout, screen.global_batch, true), dir / "screening", job_count,
-                               progress, screen.layout.size());
-    estimates = search::extrapolate(plan, screen, rows);
-    finals_list = search::finalists(plan, estimates, finalist_count);
+    const auto rows = run_rung(*loader, search::sweep_of(plan, screen.layout, screen.global_batch, true), dir / "screening", job_count,
+                               progress, screen.layout.size(), ranks);
+    if (leads) {
+      estimates = search::extrapolate(plan, screen, rows);
+      finals_list = search::finalists(plan, estimates, finalist_count);
+    }
+    finals_list = shared(std::move(finals_list), ranks);
   }
   std::vector<int> batches(finals_list.size(), plan.global_batch);
-  const auto final_rows = run_rung(loader, search::sweep_of(plan, finals_list, batches, false), dir, job_count, progress, finals_list.size());
+  const auto final_rows =
+      run_rung(*loader, search::sweep_of(plan, finals_list, batches, false), dir, job_count, progress, finals_list.size(), ranks);
+  if (!leads) return 0;
   if (estimates.empty()) estimates = final_rows;
   const search::Ranking ranking = search::rank(plan, estimates, finals_list, final_rows);
   search::write_ranking(plan, ranking, scenario, dir);
@@ -167,5 +229,7 @@ int cmd_search(const std::vector<std::string>& args) {
   }
   return 0;
 }
+
+}  // namespace
 
 }  // namespace moesim::cli

@@ -13,14 +13,7 @@ set -uo pipefail
 moesim=$1 scenario=$2 work=$3 mode=$4
 ref=$work/ref
 
-if ! command -v mpirun >/dev/null; then
-  echo "skipped: mpirun not found (Debian's openmpi-bin, installed with libopenmpi-dev by scripts/install-deps.sh)"
-  exit 77
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # CI runs as root
-export OMPI_MCA_plm=isolated                        # one machine: no ssh needed to start the ranks
-export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers often forbid cross-process memory reads
-mpi=(mpirun -q --oversubscribe)
+. "$(dirname "$0")/local_mpirun.sh"
 
 fail() {
   echo "FAIL: $*"
