@@ -22,7 +22,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def label(row):
-    return "TP{tp} PP{pp} VP{vp} EP{ep} mbs{micro_batch_size}".format(**row)
+    text = "TP{tp} PP{pp} VP{vp}".format(**row)
+    if row.get("cp", "1") != "1":
+        text += " CP" + row["cp"]
+    text += " EP" + row["ep"]
+    if row.get("etp", "1") != "1":
+        text += " ETP" + row["etp"]
+    text += " mbs" + row["micro_batch_size"]
+    for key, plain in (("sharding", "none"), ("ep_backend", "nccl")):
+        if row.get(key, plain) != plain:
+            text += " " + row[key]
+    return text
 
 
 def main():

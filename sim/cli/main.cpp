@@ -60,10 +60,15 @@ commands:
                                             under mpirun -np N the ranks share the points, rank
                                             0 writes the CSV (N is the jobs' threads per rank)
   search SCENARIO.json [--out|-o DIR] [--jobs N] [--top K] [--finalists F] [--no-screening]
-         [--dry-run] [--tp LIST] [--pp LIST] [--vp LIST] [--ep LIST] [--mbs LIST] [--recompute LIST]
+         [--dry-run] [--tp LIST] [--pp LIST] [--vp LIST] [--cp LIST] [--ep LIST] [--etp LIST]
+         [--mbs LIST] [--recompute LIST] [--sharding LIST] [--dispatcher LIST]
                                             every parallel layout of the scenario's model,
                                             cluster and global batch Megatron-Core accepts
-                                            (LIST like 1,2,4 narrows a dimension); those the
+                                            (LIST like 1,2,4 narrows a dimension; CP, ETP,
+                                            recompute (none,selective,full), sharding
+                                            (none,distributed_optimizer,fsdp) and dispatcher
+                                            (nccl,deepep,hybridep) stay the scenario's unless
+                                            listed); those the
                                             memory model refuses set aside, the others screened
                                             with few microbatches and the F best (default 8)
                                             run in full, as sweeps into DIR (default

@@ -40,16 +40,26 @@ std::vector<int> int_list(const std::string& flag, const std::string& text) {
   return out;
 }
 
-std::vector<std::string> recompute_list(const std::string& text) {
+// "none,full" as names, each one of `allowed`.
+std::vector<std::string> name_list(const std::string& flag, const std::string& text, const std::vector<std::string>& allowed) {
   const std::vector<std::string> items = comma_items(text);
   for (const std::string& item : items)
-    if (item != "none" && item != "selective" && item != "full")
-      throw InputError("--recompute", text, fmt::format("has \"{}\"", item), "give none, selective or full, e.g. --recompute none,full");
+    if (std::find(allowed.begin(), allowed.end(), item) == allowed.end())
+      throw InputError(flag, text, fmt::format("has \"{}\"", item),
+                       fmt::format("give {}, e.g. {} {},{}", fmt::join(allowed, ", "), flag, allowed.front(), allowed.back()));
   return items;
 }
 
+// The layout as the terminal shows it: the dimensions the scenario or the search varied.
 std::string layout_text(const search::Layout& l) {
-  return fmt::format("tp {} pp {} vp {} ep {} mbs {} recompute {}", l.tp, l.pp, l.vp, l.ep, l.mbs, l.recompute);
+  std::string s = fmt::format("tp {} pp {} vp {}", l.tp, l.pp, l.vp);
+  if (l.cp > 1) s += fmt::format(" cp {}", l.cp);
+  s += fmt::format(" ep {}", l.ep);
+  if (l.etp > 1) s += fmt::format(" etp {}", l.etp);
+  s += fmt::format(" mbs {} recompute {}", l.mbs, l.recompute);
+  if (l.sharding != "none") s += " " + l.sharding;
+  if (l.dispatcher != "nccl") s += " " + l.dispatcher;
+  return s;
 }
 
 // Runs `doc`'s sweep into `dir` (its results.csv, resumable) on every rank and returns its rows on
@@ -108,13 +118,14 @@ namespace {
 
 int search_on(const std::vector<std::string>& args, sweep::Ranks* ranks) {
   const bool leads = !ranks || ranks->rank() == 0;
-  std::string scenario, out, data, jobs, top = "10", finalists = "8", tp, pp, vp, ep, mbs, recompute;
+  std::string scenario, out, data, jobs, top = "10", finalists = "8", tp, pp, vp, cp, ep, etp, mbs, recompute, sharding, dispatcher;
   bool dry_run = false, quiet = false, no_screening = false;
   po::options_description opts;
   opts.add_options()("scenario", po::value(&scenario))("out,o", po::value(&out))("data", po::value(&data))(
       "jobs", po::value(&jobs))("top", po::value(&top))("finalists", po::value(&finalists))("tp", po::value(&tp))(
-      "pp", po::value(&pp))("vp", po::value(&vp))("ep", po::value(&ep))("mbs", po::value(&mbs))(
-      "recompute", po::value(&recompute))("dry-run", po::bool_switch(&dry_run))("no-screening", po::bool_switch(&no_screening))(
+      "pp", po::value(&pp))("vp", po::value(&vp))("cp", po::value(&cp))("ep", po::value(&ep))("etp", po::value(&etp))(
+      "mbs", po::value(&mbs))("recompute", po::value(&recompute))("sharding", po::value(&sharding))(
+      "dispatcher", po::value(&dispatcher))("dry-run", po::bool_switch(&dry_run))("no-screening", po::bool_switch(&no_screening))(
       "quiet", po::bool_switch(&quiet));
   unsigned job_count = 0;
   std::size_t shown = 0, finalist_count = 0;
@@ -137,9 +148,13 @@ int search_on(const std::vector<std::string>& args, sweep::Ranks* ranks) {
         if (!tp.empty()) space.tp = int_list("--tp", tp);
         if (!pp.empty()) space.pp = int_list("--pp", pp);
         if (!vp.empty()) space.vp = int_list("--vp", vp);
+        if (!cp.empty()) space.cp = int_list("--cp", cp);
         if (!ep.empty()) space.ep = int_list("--ep", ep);
+        if (!etp.empty()) space.etp = int_list("--etp", etp);
         if (!mbs.empty()) space.mbs = int_list("--mbs", mbs);
-        if (!recompute.empty()) space.recompute = recompute_list(recompute);
+        if (!recompute.empty()) space.recompute = name_list("--recompute", recompute, {"none", "selective", "full"});
+        if (!sharding.empty()) space.sharding = name_list("--sharding", sharding, {"none", "distributed_optimizer", "fsdp"});
+        if (!dispatcher.empty()) space.dispatcher = name_list("--dispatcher", dispatcher, {"nccl", "deepep", "hybridep"});
         loader.emplace(data.empty() ? scenario::Loader::default_data_dir() : fs::path(data));
         plan = search::plan_search(*loader, loader->read_json(scenario), scenario, space);
       },
@@ -200,7 +215,7 @@ int search_on(const std::vector<std::string>& args, sweep::Ranks* ranks) {
   search::write_ranking(plan, ranking, scenario, dir);
   if (quiet) return ranking.ranked.empty() ? 2 : 0;
 
-  std::cout << fmt::format("{:>4}  {:<48} {:>14} {:>11} {:>9}  {}\n", "rank", "layout", "tokens/s/GPU", "iteration", "peak GiB",
+  std::cout << fmt::format("{:>4}  {:<66} {:>14} {:>11} {:>9}  {}\n", "rank", "layout", "tokens/s/GPU", "iteration", "peak GiB",
                            "simulated");
   double worst = 0;  // the screening's error on the finalists
   for (std::size_t i = 0; i < ranking.ranked.size(); ++i) {
@@ -208,7 +223,7 @@ int search_on(const std::vector<std::string>& args, sweep::Ranks* ranks) {
     if (x.in_full && !no_screening)
       worst = std::max(worst, std::abs(x.screened_tokens_per_second / x.figures.tokens_per_second - 1));
     if (i >= shown && ranking.own != i) continue;
-    std::cout << fmt::format("{:>4}  {:<48} {:>14.0f} {:>9.0f}ms {:>9.1f}  {}{}\n", i + 1, layout_text(plan.fitting[x.layout]),
+    std::cout << fmt::format("{:>4}  {:<66} {:>14.0f} {:>9.0f}ms {:>9.1f}  {}{}\n", i + 1, layout_text(plan.fitting[x.layout]),
                              x.figures.tokens_per_second / static_cast<double>(plan.gpus), x.figures.iteration_ms,
                              x.figures.peak_memory_bytes / (1024.0 * 1024 * 1024), x.in_full ? "in full" : "extrapolated",
                              ranking.own == i ? "  (the scenario's own)" : "");

@@ -16,14 +16,18 @@ std::vector<int> powers_of_two(int from, int up_to) {
 
 }  // namespace
 
-SearchSpace default_space(const LayoutInputs& in, const std::string& recompute) {
+SearchSpace default_space(const LayoutInputs& in, const ScenarioChoices& own) {
   SearchSpace s;
   s.tp = powers_of_two(1, std::min(8, in.domain_gpus));
   s.pp = powers_of_two(1, std::min(16, in.layers));
   s.vp = powers_of_two(1, 8);
+  s.cp = {own.cp};
   s.ep = powers_of_two(1, in.experts);
+  s.etp = {own.etp};
   s.mbs = powers_of_two(1, 8);
-  s.recompute = {recompute};
+  s.recompute = {own.recompute};
+  s.sharding = {own.sharding};
+  s.dispatcher = {own.dispatcher};
   return s;
 }
 
@@ -54,17 +58,28 @@ std::vector<Layout> enumerate_layouts(const LayoutInputs& in, const SearchSpace&
         const auto [first, last] = stage_split(in.layers, pp * vp);
         if (first == 0) continue;
         if (pp * vp > in.layers) continue;
-        for (int ep : space.ep) {
-          const parallel::LayoutSizes sizes{.tp = tp, .cp = in.cp, .pp = pp, .vp = vp, .ep = ep, .etp = 1};
-          if (!parallel::layout_problems(sizes, in.gpus, in.experts).empty()) continue;
-          const std::uint64_t dp = in.gpus / (static_cast<std::uint64_t>(tp) * in.cp * pp);
-          for (int mbs : space.mbs) {
-            const std::uint64_t per_step = dp * static_cast<std::uint64_t>(mbs);
-            if (in.global_batch % per_step != 0) continue;
-            const std::uint64_t microbatches = in.global_batch / per_step;
-            if (vp > 1 && microbatches % static_cast<std::uint64_t>(pp) != 0) continue;
-            for (const auto& r : space.recompute) out.push_back({tp, pp, vp, ep, mbs, r, first, last});
-          }
+        for (int cp : space.cp) {
+          if (in.sequence % (2 * cp) != 0 && cp > 1) continue;
+          for (int ep : space.ep)
+            for (int etp : space.etp) {
+              if (etp > in.domain_gpus || in.expert_ffn % etp != 0) continue;
+              const parallel::LayoutSizes sizes{.tp = tp, .cp = cp, .pp = pp, .vp = vp, .ep = ep, .etp = etp};
+              if (!parallel::layout_problems(sizes, in.gpus, in.experts).empty()) continue;
+              const std::uint64_t dp = in.gpus / (static_cast<std::uint64_t>(tp) * cp * pp);
+              for (int mbs : space.mbs) {
+                const std::uint64_t per_step = dp * static_cast<std::uint64_t>(mbs);
+                if (in.global_batch % per_step != 0) continue;
+                const std::uint64_t microbatches = in.global_batch / per_step;
+                if (vp > 1 && microbatches % static_cast<std::uint64_t>(pp) != 0) continue;
+                for (const auto& r : space.recompute)
+                  for (const auto& sharding : space.sharding)
+                    for (const auto& dispatcher : space.dispatcher) {
+                      Layout l{tp, pp, vp, ep, mbs, r, cp, etp, sharding, dispatcher};
+                      l.first_stage_layers = first, l.last_stage_layers = last;
+                      out.push_back(l);
+                    }
+              }
+            }
         }
       }
   }

@@ -1,6 +1,7 @@
 // The parallel layouts `moesim search` considers for one model on one cluster: every combination
-// of tensor (TP), pipeline (PP), virtual pipeline (VP), expert parallel (EP) sizes, micro-batch
-// size and recomputation that Megatron-Core would accept for the global batch. The rules are
+// of tensor (TP), pipeline (PP), virtual pipeline (VP), context (CP), expert (EP) and expert tensor
+// (ETP) parallel sizes, micro-batch size, recomputation, optimizer sharding and EP dispatcher that
+// Megatron-Core would accept for the global batch. The rules are
 // Megatron-Core's (megatron/training/arguments.py, megatron/core/parallel_state.py), taken where
 // moesim already states them: parallel::layout_problems (TP × CP × PP divides the GPUs; EP × ETP
 // divides a pipeline stage; EP divides the experts), parallel::stage_layers (the layers split over
@@ -9,6 +10,9 @@
 //     recipes put it, and divides the attention heads and the key-value heads (num_query_groups);
 //   - VP > 1 only with PP > 1 (the interleaved schedule), and the microbatches per data-parallel
 //     rank a multiple of PP (Megatron's interleaved schedule asks for it);
+//   - CP splits each sequence into 2·CP chunks (Megatron-Core's load-balanced causal split): the
+//     sequence a multiple of 2·CP;
+//   - ETP inside the NVLink domain, as TP, and dividing the experts' FFN width;
 //   - the global batch a multiple of micro-batch × DP (DP = GPUs / (TP × CP × PP)).
 // Every layout names its first and last virtual stage's layers (stage_split), the way Megatron's
 // recipes write `num_layers_in_first/last_pipeline_stage` where the layers do not split evenly.
@@ -26,22 +30,32 @@ struct LayoutInputs {
   int domain_gpus = 1;  // GPUs of the innermost level (one NVLink domain)
   int layers = 1, experts = 1, heads = 1, kv_heads = 1;
   int global_batch = 1;  // sequences per iteration
-  int cp = 1;            // context parallel, kept as the scenario has it
+  int sequence = 1;      // tokens per sequence
+  int expert_ffn = 1;    // the experts' FFN width
 };
 
 // The values each dimension may take (the search's grid before the rules).
 struct SearchSpace {
-  std::vector<int> tp, pp, vp, ep, mbs;
-  std::vector<std::string> recompute;
+  std::vector<int> tp, pp, vp, cp, ep, etp, mbs;
+  std::vector<std::string> recompute, sharding, dispatcher;
+};
+
+// What the scenario itself sets for the dimensions the search keeps unless asked.
+struct ScenarioChoices {
+  int cp = 1, etp = 1;
+  std::string recompute = "none", sharding = "none", dispatcher = "nccl";
 };
 
 // TP 1, 2, 4, 8 up to the NVLink domain; PP and VP 1, 2, 4, 8, 16 (VP up to 8); EP every power of
-// two up to the experts; micro-batch 1, 2, 4, 8; recomputation as the scenario has it.
-SearchSpace default_space(const LayoutInputs& in, const std::string& recompute);
+// two up to the experts; micro-batch 1, 2, 4, 8; CP, ETP, recomputation, sharding and dispatcher
+// as the scenario has them.
+SearchSpace default_space(const LayoutInputs& in, const ScenarioChoices& own);
 
 struct Layout {
   int tp = 1, pp = 1, vp = 1, ep = 1, mbs = 1;
   std::string recompute;
+  int cp = 1, etp = 1;
+  std::string sharding = "none", dispatcher = "nccl";  // parallel.sharding, parallel.ep_backend
   int first_stage_layers = 0, last_stage_layers = 0;  // decoder layers (MTP modules follow the last)
   // A non-blocking dispatcher's buffer (parallel.ep_capacity_factor; 0: the scenario has none): the
   // scenario's, as the same multiple of balanced routing's share at this EP (balanced_capacity).
@@ -53,7 +67,8 @@ struct Layout {
 // k / (EP × min(k, local experts)); DeepSeek-V3 (256 experts, top-8): 0.03125 at EP 64, 0.125 at 8.
 double balanced_capacity(int experts, int top_k, int ep);
 
-// Every layout of `space` the rules accept, TP slowest, then PP, VP, EP, micro-batch, recompute.
+// Every layout of `space` the rules accept, TP slowest, then PP, VP, CP, EP, ETP, micro-batch,
+// recompute, sharding, dispatcher.
 std::vector<Layout> enumerate_layouts(const LayoutInputs& in, const SearchSpace& space);
 
 // The first and last virtual stage's layers of `layers` over `stages`: the even share when they

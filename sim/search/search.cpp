@@ -18,7 +18,8 @@ using schema::Json;
 namespace {
 
 Json values_of(const Layout& l) {
-  Json v = Json::array({l.tp, l.pp, l.vp, l.ep, l.first_stage_layers, l.last_stage_layers, l.mbs, l.recompute});
+  Json v = Json::array({l.tp, l.pp, l.vp, l.cp, l.ep, l.etp, l.first_stage_layers, l.last_stage_layers, l.mbs, l.recompute,
+                        l.sharding, l.dispatcher});
   if (l.capacity_factor > 0) v.push_back(l.capacity_factor);
   return v;
 }
@@ -34,7 +35,9 @@ std::optional<Layout> own_layout(const scenario::Scenario& sc, int decoder_layer
   const auto& s = sc.parallel.sizes;
   const int ep = s.ep > 0 ? s.ep : sc.strategy_options.value("ep_size", 0);  // strategy.ep_size: the other place EP is given
   if (ep <= 0) return std::nullopt;
-  Layout l{s.tp, s.pp, s.vp, ep, sc.training.micro_batch_size, sc.effective.at("training").at("recompute").get<std::string>()};
+  const Json& parallel = sc.effective.at("parallel");
+  Layout l{s.tp, s.pp, s.vp, ep, sc.training.micro_batch_size, sc.effective.at("training").at("recompute").get<std::string>(),
+           s.cp, s.etp, parallel.at("sharding").get<std::string>(), parallel.at("ep_backend").get<std::string>()};
   const auto [first, last] = stage_split(decoder_layers, s.pp * s.vp);
   l.first_stage_layers = sc.parallel.first_stage_layers >= 0 ? sc.parallel.first_stage_layers : first;
   l.last_stage_layers = sc.parallel.last_stage_layers >= 0 ? sc.parallel.last_stage_layers - sc.model.mtp_layers : last;
@@ -42,7 +45,8 @@ std::optional<Layout> own_layout(const scenario::Scenario& sc, int decoder_layer
 }
 
 bool same_layout(const Layout& a, const Layout& b) {
-  return a.tp == b.tp && a.pp == b.pp && a.vp == b.vp && a.ep == b.ep && a.mbs == b.mbs && a.recompute == b.recompute;
+  return a.tp == b.tp && a.pp == b.pp && a.vp == b.vp && a.cp == b.cp && a.ep == b.ep && a.etp == b.etp && a.mbs == b.mbs &&
+         a.recompute == b.recompute && a.sharding == b.sharding && a.dispatcher == b.dispatcher;
 }
 
 }  // namespace
@@ -98,13 +102,21 @@ SearchPlan plan_search(const scenario::Loader& loader, Json raw, const std::stri
   in.heads = base.model.heads;
   in.kv_heads = base.model.kv_heads;
   in.global_batch = gbs.get<int>();
-  in.cp = base.parallel.sizes.cp;
-  const std::string recompute = effective.at("training").at("recompute").get<std::string>();
-  SearchSpace grid = default_space(in, recompute);
-  for (auto [dim, given] : {std::pair{&grid.tp, &space.tp}, {&grid.pp, &space.pp}, {&grid.vp, &space.vp},
-                            {&grid.ep, &space.ep}, {&grid.mbs, &space.mbs}})
+  in.sequence = static_cast<int>(base.training.sequence_length);
+  in.expert_ffn = static_cast<int>(base.model.ffn_hidden);
+  ScenarioChoices choices;
+  choices.cp = base.parallel.sizes.cp;
+  choices.etp = base.parallel.sizes.etp;
+  choices.recompute = effective.at("training").at("recompute").get<std::string>();
+  choices.sharding = effective.at("parallel").at("sharding").get<std::string>();
+  choices.dispatcher = effective.at("parallel").at("ep_backend").get<std::string>();
+  SearchSpace grid = default_space(in, choices);
+  for (auto [dim, given] : {std::pair{&grid.tp, &space.tp}, {&grid.pp, &space.pp}, {&grid.vp, &space.vp}, {&grid.cp, &space.cp},
+                            {&grid.ep, &space.ep}, {&grid.etp, &space.etp}, {&grid.mbs, &space.mbs}})
     if (!given->empty()) *dim = *given;
-  if (!space.recompute.empty()) grid.recompute = space.recompute;
+  for (auto [dim, given] : {std::pair{&grid.recompute, &space.recompute}, {&grid.sharding, &space.sharding},
+                            {&grid.dispatcher, &space.dispatcher}})
+    if (!given->empty()) *dim = *given;
 
   SearchPlan plan;
   plan.name = base.name;
@@ -141,7 +153,8 @@ SearchPlan plan_search(const scenario::Loader& loader, Json raw, const std::stri
     throw InputError(file, "$.parallel",
                      fmt::format("no layout of the {} the search considered can run ({} refused: {})", plan.enumerated,
                                  plan.refused.size(), plan.refused.empty() ? "-" : plan.refused.front().why),
-                     "widen the search (--tp, --pp, --ep, --mbs, --recompute) or give the cluster more GPUs or memory");
+                     "widen the search (--tp, --pp, --cp, --ep, --etp, --mbs, --recompute, --sharding, --dispatcher) or give "
+                     "the cluster more GPUs or memory");
   plan.scenario = raw;
   plan.global_batch = gbs.get<int>();
   for (const char* block : {"parallel", "training"})
@@ -276,10 +289,11 @@ Ranking rank(const SearchPlan& plan, const std::vector<Figures>& screened, const
 namespace {
 
 std::string layout_fields(const Layout& l) {
-  return fmt::format("{},{},{},{},{},{},{},{},{:.6g}", l.tp, l.pp, l.vp, l.ep, l.first_stage_layers, l.last_stage_layers, l.mbs,
-                     report::csv_field(l.recompute), l.capacity_factor);
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{:.6g}", l.tp, l.pp, l.vp, l.cp, l.ep, l.etp, l.first_stage_layers,
+                     l.last_stage_layers, l.mbs, report::csv_field(l.recompute), l.sharding, l.dispatcher, l.capacity_factor);
 }
-const char* const kLayoutColumns = "tp,pp,vp,ep,first_stage_layers,last_stage_layers,micro_batch_size,recompute,ep_capacity_factor";
+const char* const kLayoutColumns =
+    "tp,pp,vp,cp,ep,etp,first_stage_layers,last_stage_layers,micro_batch_size,recompute,sharding,ep_backend,ep_capacity_factor";
 
 }  // namespace
 

@@ -20,8 +20,8 @@ namespace moesim::search {
 // The scenario paths each layout sets, in this order (the sweep's zipped axis, the CSV columns);
 // kCapacityPath after them where the scenario has a non-blocking dispatcher's buffer.
 inline const std::vector<std::string> kLayoutPaths{
-    "parallel.tp",         "parallel.pp", "parallel.vp", "parallel.ep", "parallel.first_stage_layers",
-    "parallel.last_stage_layers", "training.micro_batch_size", "training.recompute"};
+    "parallel.tp", "parallel.pp", "parallel.vp", "parallel.cp", "parallel.ep", "parallel.etp", "parallel.first_stage_layers",
+    "parallel.last_stage_layers", "training.micro_batch_size", "training.recompute", "parallel.sharding", "parallel.ep_backend"};
 inline const std::string kCapacityPath = "parallel.ep_capacity_factor";
 
 struct Refusal {

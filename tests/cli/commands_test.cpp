@@ -397,14 +397,16 @@ TEST_F(Commands, SearchRanksTheLayoutsAndWritesTheFastest) {
   double previous = 1e300;
   std::size_t own = 0, in_full = 0;
   for (const auto& f : ranked) {
-    ASSERT_EQ(f.size(), 17u);  // rank, 9 layout columns, 4 figures, simulated, screened figure, own
-    const double tps = std::stod(f[10]);
+    ASSERT_EQ(f.size(), 21u);  // rank, 13 layout columns, 4 figures, simulated, screened figure, own
+    const double tps = std::stod(f[14]);
     EXPECT_LE(tps, previous) << "ranked.csv is fastest first";
     previous = tps;
-    in_full += f[14] == "in full" ? 1 : 0;
-    if (f[16] == "yes") {
+    in_full += f[18] == "in full" ? 1 : 0;
+    if (f[20] == "yes") {
       ++own;
-      EXPECT_EQ(std::vector<std::string>(f.begin() + 1, f.begin() + 8), (std::vector<std::string>{"1", "1", "1", "16", "12", "12", "4"}));
+      // TP, PP, VP, CP, EP, ETP, the stages' layers, micro-batch, recompute, sharding, dispatcher.
+      EXPECT_EQ(std::vector<std::string>(f.begin() + 1, f.begin() + 13),
+                (std::vector<std::string>{"1", "1", "1", "1", "16", "1", "12", "12", "4", "none", "none", "nccl"}));
     }
   }
   EXPECT_EQ(own, 1u);
@@ -416,15 +418,15 @@ TEST_F(Commands, SearchRanksTheLayoutsAndWritesTheFastest) {
   const auto full = csv_rows(read_text(root_ / "full" / "ranked.csv"));
   ASSERT_EQ(full.size(), ranked.size());
   for (std::size_t i = 0; i < full.size(); ++i) {
-    EXPECT_EQ(std::vector<std::string>(full[i].begin() + 1, full[i].begin() + 8),
-              std::vector<std::string>(ranked[i].begin() + 1, ranked[i].begin() + 8));
-    EXPECT_NEAR(std::stod(ranked[i][10]), std::stod(full[i][10]), 1e-3 * std::stod(full[i][10])) << "rank " << i + 1;
+    EXPECT_EQ(std::vector<std::string>(full[i].begin() + 1, full[i].begin() + 13),
+              std::vector<std::string>(ranked[i].begin() + 1, ranked[i].begin() + 13));
+    EXPECT_NEAR(std::stod(ranked[i][14]), std::stod(full[i][14]), 1e-3 * std::stod(full[i][14])) << "rank " << i + 1;
   }
   // best.json is the scenario of rank 1, and runs to its throughput.
   const Result best = moesim({"run", (root_ / "s" / "best.json").string(), "-o", (root_ / "best").string(), "--quiet"});
   ASSERT_EQ(best.code, 0) << describe(best);
   const Json results = Json::parse(read_text(root_ / "best" / "results.json"));
-  EXPECT_NEAR(results.at("tokens_per_second").get<double>(), std::stod(ranked[0][10]), 1e-6 * std::stod(ranked[0][10]));
+  EXPECT_NEAR(results.at("tokens_per_second").get<double>(), std::stod(ranked[0][14]), 1e-6 * std::stod(ranked[0][14]));
 }
 
 TEST_F(Commands, SearchRefusesABadListNamingTheFlag) {

@@ -33,7 +33,8 @@ TEST(LayoutSpace, MegatronsDivisibilityRules) {
   //   TP 1 PP 2: DP 8, 8 GPUs a stage hold EP 8 only; both micro-batches        → 2
   //   TP 2 PP 2: DP 4, EP 8 only; both micro-batches                            → 2
   LayoutInputs in{.gpus = 16, .domain_gpus = 8, .layers = 12, .experts = 32, .heads = 16, .kv_heads = 16, .global_batch = 64};
-  SearchSpace space{.tp = {1, 2}, .pp = {1, 2}, .vp = {1}, .ep = {8, 16}, .mbs = {4, 8}, .recompute = {"none"}};
+  SearchSpace space{.tp = {1, 2}, .pp = {1, 2}, .vp = {1}, .cp = {1}, .ep = {8, 16}, .etp = {1}, .mbs = {4, 8}, .recompute = {"none"},
+                    .sharding = {"none"}, .dispatcher = {"nccl"}};
   const auto layouts = enumerate_layouts(in, space);
   EXPECT_EQ(layouts.size(), 10u);
   for (const auto& l : layouts) {
@@ -44,11 +45,39 @@ TEST(LayoutSpace, MegatronsDivisibilityRules) {
   }
   // TP 16 exceeds the NVLink domain; TP 3 divides no head count; VP 2 needs PP > 1 and, at PP 2,
   // the microbatches per rank (64 / (DP 8 × 4) = 2) a multiple of PP: one layout (EP 8, mbs 4).
-  EXPECT_TRUE(enumerate_layouts(in, {.tp = {16, 3}, .pp = {1}, .vp = {1}, .ep = {16}, .mbs = {4}, .recompute = {"none"}}).empty());
-  const auto interleaved = enumerate_layouts(in, {.tp = {1}, .pp = {1, 2}, .vp = {2}, .ep = {8}, .mbs = {4, 8}, .recompute = {"none"}});
+  space = {.tp = {16, 3}, .pp = {1}, .vp = {1}, .cp = {1}, .ep = {16}, .etp = {1}, .mbs = {4}, .recompute = {"none"},
+           .sharding = {"none"}, .dispatcher = {"nccl"}};
+  EXPECT_TRUE(enumerate_layouts(in, space).empty());
+  space = {.tp = {1}, .pp = {1, 2}, .vp = {2}, .cp = {1}, .ep = {8}, .etp = {1}, .mbs = {4, 8}, .recompute = {"none"},
+           .sharding = {"none"}, .dispatcher = {"nccl"}};
+  const auto interleaved = enumerate_layouts(in, space);
   ASSERT_EQ(interleaved.size(), 1u);
   EXPECT_EQ(interleaved[0].mbs, 4);
   EXPECT_EQ(interleaved[0].first_stage_layers, 3);
+}
+
+TEST(LayoutSpace, ContextAndExpertTensorParallelRules) {
+  // The same 16 GPUs and model, sequences of 1024 tokens, experts 1000 wide; TP 1, PP 1, EP 8,
+  // micro-batch 4; CP {1, 2, 3} × ETP {1, 2, 16} × sharding {none, distributed_optimizer}:
+  //   CP 3: 1024 tokens do not split into 2·3 chunks                              → none
+  //   ETP 16: beyond the NVLink domain of 8                                        → none
+  //   CP 1 (DP 16, 16·4 = 64 sequences a step) and CP 2 (DP 8, two microbatches), ETP 1 or 2
+  //   (EP 8 × ETP 2 = 16 GPUs, a stage), each with both shardings                  → 2·2·2 = 8
+  LayoutInputs in{.gpus = 16, .domain_gpus = 8, .layers = 12, .experts = 32, .heads = 16, .kv_heads = 16, .global_batch = 64,
+                  .sequence = 1024, .expert_ffn = 1000};
+  const SearchSpace space{.tp = {1}, .pp = {1}, .vp = {1}, .cp = {1, 2, 3}, .ep = {8}, .etp = {1, 2, 16}, .mbs = {4},
+                          .recompute = {"none"}, .sharding = {"none", "distributed_optimizer"}, .dispatcher = {"nccl"}};
+  const auto layouts = enumerate_layouts(in, space);
+  ASSERT_EQ(layouts.size(), 8u);
+  for (const auto& l : layouts) {
+    EXPECT_TRUE(l.cp == 1 || l.cp == 2);
+    EXPECT_TRUE(l.etp == 1 || l.etp == 2);
+  }
+  EXPECT_EQ(layouts.front().sharding, "none");
+  EXPECT_EQ(layouts[1].sharding, "distributed_optimizer");
+  // An expert width ETP does not divide: ETP 2 of 999 columns is left out.
+  in.expert_ffn = 999;
+  EXPECT_EQ(enumerate_layouts(in, space).size(), 4u);
 }
 
 }  // namespace
