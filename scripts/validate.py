@@ -461,8 +461,9 @@ def write_archive(lines, entries):
               f"Every MoE row of every NeMo container, {len(entries)} in all: {len(run)} run as the scenario",
               "`scripts/archive.py` builds from the row, its recipe's settings at the container's release",
               "(`software/sources/megatron-bridge-recipes.json`: CUDA graphs, dispatcher, fusions, recomputation,",
-              "pipeline layout; the software preset of its release) and `validation/archive.json`; the others",
-              "say why they cannot be. `python3 scripts/archive.py --write DIR` writes the scenarios. Each row lists",
+              "pipeline layout; the software preset of its release) and `validation/archive.json`, read as a",
+              "Megatron configuration by `moesim import megatron` (the importer users' recipes go through); the",
+              "others say why they cannot be. `python3 scripts/archive.py --write DIR` writes the scenarios. Each row lists",
               "the recipe's settings moesim does not model yet; `launch wait` is the share of the iteration the",
               "GPUs' kernels were ready but not yet issued by the host. No row is held to a tolerance yet",
               f"(the goal: within {goal:.0%})."]
