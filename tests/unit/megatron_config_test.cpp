@@ -137,6 +137,24 @@ TEST(MegatronBridgeConfig, GptOssGb300RecipeCapturesModulesInCudaGraphs) {
   EXPECT_FALSE(i.training.contains("recompute"));
 }
 
+// The published layouts of realdata 24 (Megatron-Bridge's performance archive), field by field:
+// GPT-OSS-120B on 64 H100, BF16, TP 1 PP 4 EP 8, MBS 1, GBS 1280, sequence 4096 (lines 238, 338,
+// 435, 520: 26.04.01 to 26.02), and on 64 B300 in 26.02, EP 64, MBS 4 (line 518), whose recipe
+// also captures the attention, router and preprocessing in CUDA graphs.
+TEST(MegatronBridgeConfig, GptOssH100AndB300RecipesAreTheArchivesLayouts) {
+  const auto h100 = bridge("gpt_oss_120b_pretrain_h100_fp8_mx_v2.yaml");
+  EXPECT_EQ(h100.parallel, schema::Json::parse(R"({"tp": 1, "pp": 4, "cp": 1, "ep": 8, "etp": 1, "sharding": "distributed_optimizer"})"));
+  EXPECT_EQ(h100.training.at("micro_batch_size"), 1);
+  EXPECT_EQ(h100.training.at("global_batch_size"), 1280);
+  EXPECT_EQ(h100.training.at("sequence_length"), 4096);
+  EXPECT_EQ(h100.training.at("dtype"), "bf16");
+  const auto b300 = bridge("gpt_oss_120b_pretrain_b300_fp8_mx_v2.yaml");
+  EXPECT_EQ(b300.parallel, schema::Json::parse(R"({"tp": 1, "pp": 1, "cp": 1, "ep": 64, "etp": 1, "sharding": "distributed_optimizer"})"));
+  EXPECT_EQ(b300.training.at("micro_batch_size"), 4);
+  EXPECT_EQ(b300.training.at("global_batch_size"), 1280);
+  EXPECT_EQ(b300.software, schema::Json::parse(R"({"cuda_graphs": ["attn", "moe_router", "moe_preprocess"]})"));
+}
+
 // DeepSeek-V3's H100 recipe: MLA, 3 leading dense layers (moe_layer_freq's list of 61), the shared
 // expert, MTP; the pipeline layout "Et|(tt|)*30mL" is 32 virtual stages over PP 8 (VP 4): the
 // embedding's stage holds 1 decoder layer, 30 stages 2, the last stage the MTP layer and the loss
