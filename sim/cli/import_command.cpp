@@ -34,12 +34,15 @@ void emit(const schema::Json& doc, const std::string& out, const std::string& wh
   }
 }
 
-// An imported scenario: what a run would refuse, refused now (nothing written); the keys that had
-// no moesim counterpart listed on stderr; then printed or written.
+// An imported scenario: what the loader refuses (schema, presets, a dtype the GPUs lack) refused now
+// (nothing written, one line said; the layout against the cluster and the memory are `moesim
+// validate`'s); what was approximated and the keys that had no moesim counterpart listed on stderr;
+// then printed or written.
 int finish_import(const schema::Json& doc, const scenario::Loader& loader, const std::string& out,
-                  const std::vector<std::string>& not_imported) {
+                  const std::vector<std::string>& not_imported, const std::vector<std::string>& approximated = {}) {
   const std::string file = out.empty() ? std::string("(the imported scenario)") : out;
   loader.build(loader.resolve(doc, file), file);
+  for (const auto& line : approximated) std::cerr << "moesim: approximated: " << line << "\n";
   if (!not_imported.empty()) std::cerr << fmt::format("moesim: not imported (no moesim key): {}\n", fmt::join(not_imported, " "));
   emit(doc, out, "scenario");
   return 0;
@@ -53,11 +56,6 @@ schema::Json cluster_of(const std::string& cluster) {
 
 scenario::Loader loader_of(const std::string& data) {
   return scenario::Loader(data.empty() ? scenario::Loader::default_data_dir() : std::filesystem::path(data));
-}
-
-// Notes on stderr: what was approximated and what had no moesim key.
-void tell(const std::vector<std::string>& approximated) {
-  for (const auto& line : approximated) std::cerr << "moesim: approximated: " << line << "\n";
 }
 
 // `import megatron [CONFIG.yaml] --cluster PRESET|CLUSTER.json [--model PRESET] [--software PRESET] [--name NAME]
@@ -107,8 +105,7 @@ int import_megatron(const std::vector<std::string>& args) {
   if (!software.empty()) doc["software"]["preset"] = software;
   if (!imported.routing.empty()) doc["routing"] = imported.routing;
   doc["strategy"] = {{"name", "ep"}};
-  tell(imported.approximated);
-  return finish_import(doc, loader, out, imported.not_imported);
+  return finish_import(doc, loader, out, imported.not_imported, imported.approximated);
 }
 
 // `import torchtitan CONFIG.toml --cluster PRESET [--name NAME] [-o SCENARIO.json] [--data DIR]`: a

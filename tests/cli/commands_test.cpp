@@ -205,6 +205,13 @@ TEST_F(Commands, ImportMegatronBridgeConfigWritesAScenarioThatRuns) {
   EXPECT_EQ(other.code, 2) << describe(other);
   EXPECT_EQ(other.err, fmt::format("moesim: error: {}: model.num_layers: is 36, where model preset qwen3-30b-a3b has 48; name the "
                                    "preset of this model, or import without a model preset\n", config.string()));
+  // A scenario the cluster refuses (MXFP8 on H100s, which have no MXFP8 units): one line, the
+  // unmapped fields unsaid.
+  const fs::path mxfp8 = kSourceDir / "tests" / "data" / "megatron_bridge" / "deepseek_v3_pretrain_vr200_fp8_mx_v2.yaml";
+  const Result h100 = moesim({"import", "megatron", mxfp8.string(), "--cluster", "dgx-h100", "-o", (work_ / "never.json").string()});
+  EXPECT_EQ(h100.code, 2) << describe(h100);
+  EXPECT_EQ(std::count(h100.err.begin(), h100.err.end(), '\n'), 1) << describe(h100);
+  EXPECT_NE(h100.err.find("$.training.dtype"), std::string::npos) << describe(h100);
   const fs::path fp4 = kSourceDir / "tests" / "data" / "megatron_bridge" / "qwen3_235b_a22b_pretrain_gb200_nvfp4_v2.yaml";
   const Result bad = moesim({"import", "megatron", fp4.string(), "--cluster", "nvl72", "-o", (work_ / "never.json").string()});
   EXPECT_EQ(bad.code, 2) << describe(bad);
