@@ -7,7 +7,6 @@
 #include "sim/scenario/megatron_config.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <algorithm>
 #include <map>
 #include <regex>
