@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <boost/algorithm/string.hpp>
-#include <charconv>
 #include <cmath>
 #include <fmt/format.h>
 #include <optional>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "sim/core/error.hpp"
+#include "sim/core/units.hpp"
 
 namespace moesim::calibrate {
 
@@ -31,13 +31,6 @@ std::optional<std::string> dtype_of(const std::string& name) {
   for (const char* d : {"fp32", "tf32", "fp16", "bf16", "fp8"})
     if (name == d) return std::string(d);
   return std::nullopt;
-}
-
-std::optional<double> number(const std::string& cell) {
-  double v = 0;
-  const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
-  if (ec != std::errc() || end != cell.data() + cell.size() || !std::isfinite(v)) return std::nullopt;  // no inf, nan
-  return v;
 }
 
 std::vector<std::string> cells(const std::string& line) {
@@ -113,7 +106,7 @@ Measurements read_gemm_table_csv(const std::string& text, const std::string& fil
                        fmt::format("{} cells where the header (line {}) has {}", row.size(), header_line, header.size()),
                        "give every row one cell per header column");
     const auto positive = [&](std::size_t i) {
-      const auto v = number(row[i]);
+      const auto v = parse_number(row[i]);
       if (!v || !(*v > 0))
         throw InputError(file, fmt::format("line {}, column {} ({})", line_no, i + 1, header[i]),
                          fmt::format("`{}` is not a positive number", row[i]), "give a number > 0, or leave a value cell empty");

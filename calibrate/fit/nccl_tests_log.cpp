@@ -11,6 +11,7 @@
 
 #include "sim/calibration/nccl_tests.hpp"
 #include "sim/core/error.hpp"
+#include "sim/core/units.hpp"
 
 namespace moesim::calibrate {
 
@@ -53,16 +54,6 @@ std::vector<std::string> tokens(const std::string& line) {
 bool is_integer(const std::string& t) {
   return !t.empty() && std::all_of(t.begin() + (t[0] == '-' ? 1 : 0), t.end(), [](char c) { return std::isdigit(c); }) &&
          t != "-";
-}
-
-std::optional<double> number(const std::string& t) {
-  try {
-    std::size_t used = 0;
-    const double v = std::stod(t, &used);
-    if (used == t.size() && std::isfinite(v)) return v;  // "inf" and "nan" are no measurement
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
 }
 
 // Half the last printed digit of a number as nccl-tests printed it ("12.34" → 0.005).
@@ -116,7 +107,7 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
     // Blank lines, and "..." where an excerpt elided rows, neither start nor end a table.
     if (line.empty() || line.find_first_not_of(".… ") == std::string::npos) continue;
     const std::vector<std::string> tok = tokens(line);
-    const bool row = tok.size() >= 6 && is_integer(tok[0]) && is_integer(tok[1]) && !number(tok[2]);
+    const bool row = tok.size() >= 6 && is_integer(tok[0]) && is_integer(tok[1]) && !parse_number(tok[2]);
     Table& cur = in_table ? tables.back() : pending;
     if (row) {
       if (!in_table) throw InputError(file, fmt::format("line {}", line_no), "a result row before any table header",
@@ -129,12 +120,12 @@ std::vector<Series> read_nccl_tests_log(std::string_view text, const std::string
         throw InputError(file, where(cur, line_no), fmt::format("a row of {} columns", tok.size()),
                          "give nccl-tests rows as printed: size count type redop [root] time algbw busbw #wrong ...");
       Row r;
-      r.bytes = *number(tok[0]);
+      r.bytes = *parse_number(tok[0]);
       r.line = line_no;
       for (std::size_t half = k; half + 3 <= tok.size(); half += 4) {
-        const auto t = number(tok[half]);
-        const auto alg = number(tok[half + 1]);
-        const auto bus = number(tok[half + 2]);
+        const auto t = parse_number(tok[half]);
+        const auto alg = parse_number(tok[half + 1]);
+        const auto bus = parse_number(tok[half + 2]);
         if (!t || !alg || !bus)
           throw InputError(file, where(cur, line_no), fmt::format("\"{}\" is not a time", tok[half]),
                            "the row is damaged; fix or delete it");

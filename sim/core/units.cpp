@@ -26,6 +26,13 @@ Time ps_to_time(double picoseconds) {
 
 Time Bandwidth::transfer_time(double bytes) const { return ps_to_time(bytes * 1e12 / bytes_per_second); }
 
+std::optional<double> parse_number(std::string_view text) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
 Time seconds_to_time(double seconds) { return ps_to_time(seconds * 1e12); }
 double time_to_seconds(Time t) { return static_cast<double>(t) * 1e-12; }
 double time_to_ms(Time t) { return static_cast<double>(t) * 1e-9; }

@@ -44,6 +44,9 @@ std::optional<double> parse_time_ps(std::string_view text);  // unbounded, for r
 std::optional<Bandwidth> parse_bandwidth(std::string_view text);
 std::optional<double> parse_bytes(std::string_view text);
 std::optional<double> parse_flops(std::string_view text);  // FLOP per second
+// A bare finite number, the whole text ("12.5", "1e-3"; not " 12", "inf", "12us"): a cell of a
+// measurement table.
+std::optional<double> parse_number(std::string_view text);
 
 enum class UnitKind { Time, Bandwidth, Bytes, Flops };
 std::string unit_help(UnitKind kind);

@@ -27,6 +27,9 @@ using OrderedJson = nlohmann::ordered_json;  // key order kept: for writing scen
 inline const fs::path kSourceDir = MOESIM_SOURCE_DIR;
 inline const fs::path kBinary = MOESIM_BINARY;
 inline const fs::path kQuickstart = kSourceDir / "scenarios" / "quickstart.json";
+// The quickstart's tokens per iteration: 2 nodes x 8 H100, 8 sequences of 1024 tokens per GPU per
+// microbatch, 2 microbatches.
+inline constexpr double kQuickstartTokensPerIteration = 16.0 * 8 * 1024 * 2;  // 262144
 
 struct Result {
   int code = -1;    // the exit status; 128 + signal when the process was killed by a signal

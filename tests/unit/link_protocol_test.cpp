@@ -15,7 +15,6 @@ using namespace moesim::network;
 
 namespace {
 
-using test::any_gpu;
 using test::level;
 
 using test::iota;
@@ -36,7 +35,7 @@ LinkTechPtr tech(double ll_efficiency = 0.25, std::optional<InSwitchReduction> n
 Topology switch8(LinkTechPtr link) {
   Level l = level("gpu", 8, "100GB/s", "1us");
   l.link = std::move(link);
-  return Topology({l}, {any_gpu()}, {});
+  return Topology({l}, {test::any_gpu()}, {});
 }
 
 struct Model {
@@ -98,7 +97,7 @@ TEST(LinkProtocols, NvlsTreeAcrossDomainsRunsAtItsShareOfNvls) {
     node.ports = 8;
     Level gpu = level("gpu", 8, "100GB/s", "1us");
     gpu.link = tech(0.25, InSwitchReduction{20 * kMicrosecond, 0.6, 0.9, 0.8});
-    Model m(Topology({node, gpu}, {any_gpu()}, {}));
+    Model m(Topology({node, gpu}, {test::any_gpu()}, {}));
     const auto members = iota(8 * static_cast<std::uint32_t>(d));
     const Algorithm a = d == 1 ? Algorithm::Nvls : Algorithm::Hierarchical;
     const double slope = static_cast<double>(m.run({CollectiveKind::AllReduce, a, 0, 2 * s, nullptr}, members) -
@@ -133,7 +132,7 @@ TEST(LinkProtocols, RingChannelsSpreadOverTheNodesNics) {
   // 2.5 us (the GPUs' 450 GB/s links: 2.2 us). 30·(α + 2.5 us).
   Level node = level("node", 2, "3200Gbps", "5us");
   node.ports = 8;
-  Model m(Topology({node, level("gpu", 8, "450GB/s", "2us")}, {any_gpu()}, {}));
+  Model m(Topology({node, level("gpu", 8, "450GB/s", "2us")}, {test::any_gpu()}, {}));
   const Time alpha = m.model.params().tier_default(0).alpha;
   EXPECT_EQ(m.run({CollectiveKind::AllReduce, Algorithm::Ring, 0, 16e6, nullptr}, iota(16)), 30 * (alpha + 2'500'000));
   // A ring of one GPU per node (a data-parallel rail) has one NIC to use: each of its 2 steps puts
