@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "sim/cluster/gpu_spec.hpp"
 #include "sim/core/error.hpp"
 
 namespace moesim::calibration {
@@ -13,7 +14,7 @@ namespace {
 
 const std::vector<std::string> kCollectives = {"all_gather", "all_reduce", "reduce_scatter", "all_to_all",
                                                "send_recv",  "overlap"};
-const std::vector<std::string> kDtypes = {"fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8"};
+const std::vector<std::string> kDtypes = names_of(cluster::kDtypeNames);
 
 sc::NodePtr fit_error_fields() {
   return sc::object({

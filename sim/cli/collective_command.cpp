@@ -3,12 +3,14 @@
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <iostream>
 #include <map>
 
 #include "calibrate/fit/nccl_tests_log.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/input_file.hpp"
+#include "sim/network/collective.hpp"
 #include "sim/scenario/scenario.hpp"
 #include "sim/simulation/collective_bench.hpp"
 
@@ -81,9 +83,9 @@ int cmd_collective(const std::vector<std::string>& args) {
     throw po::error(fmt::format("collective: \"{}\" is not all_reduce, all_gather, reduce_scatter, alltoall or sendrecv", name));
   if (cluster.empty()) throw po::error("collective: give --cluster PRESET or --cluster SCENARIO.json");
   if (!network.empty() && network != "flow" && network != "analytic") throw po::error("--network is flow or analytic");
-  if (!algorithm.empty() && algorithm != "auto" && algorithm != "ring" && algorithm != "hierarchical" && algorithm != "tree" &&
-      algorithm != "nvls" && algorithm != "direct")
-    throw po::error("--algorithm is auto, ring, hierarchical, tree, nvls or direct (NCCL_ALGO's all-reduce choices)");
+  if (!algorithm.empty() && !value_of(network::kAlgorithmNames, algorithm))
+    throw po::error(fmt::format("--algorithm is one of {} (NCCL_ALGO's all-reduce choices)",
+                                fmt::join(names_of(network::kAlgorithmNames), ", ")));
   if (!(factor > 1 && factor <= 1024)) throw po::error("--stepfactor must be above 1 (nccl-tests' -f)");
   // What reads a log only means something with one to read.
   for (const char* flag : {"table", "gpus-per-node"})

@@ -16,10 +16,12 @@
 #include "sim/core/error.hpp"
 #include "sim/core/output_file.hpp"
 #include "sim/core/parallel.hpp"
+#include "sim/parallel/layout.hpp"
 #include "sim/search/search.hpp"
 #include "sim/simulation/time_estimate.hpp"
 #include "sim/sweep/mpi_ranks.hpp"
 #include "sim/sweep/runner.hpp"
+#include "sim/workload/model_shape.hpp"
 
 namespace moesim::cli {
 
@@ -152,9 +154,9 @@ int search_on(const std::vector<std::string>& args, sweep::Ranks* ranks) {
         if (!ep.empty()) space.ep = int_list("--ep", ep);
         if (!etp.empty()) space.etp = int_list("--etp", etp);
         if (!mbs.empty()) space.mbs = int_list("--mbs", mbs);
-        if (!recompute.empty()) space.recompute = name_list("--recompute", recompute, {"none", "selective", "full"});
-        if (!sharding.empty()) space.sharding = name_list("--sharding", sharding, {"none", "distributed_optimizer", "fsdp"});
-        if (!dispatcher.empty()) space.dispatcher = name_list("--dispatcher", dispatcher, {"nccl", "deepep", "hybridep"});
+        if (!recompute.empty()) space.recompute = name_list("--recompute", recompute, names_of(workload::kRecomputeNames));
+        if (!sharding.empty()) space.sharding = name_list("--sharding", sharding, names_of(parallel::kShardingNames));
+        if (!dispatcher.empty()) space.dispatcher = name_list("--dispatcher", dispatcher, names_of(parallel::kEpBackendNames));
         loader.emplace(data.empty() ? scenario::Loader::default_data_dir() : fs::path(data));
         plan = search::plan_search(*loader, loader->read_json(scenario), scenario, space);
       },

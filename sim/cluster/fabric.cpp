@@ -7,14 +7,7 @@
 
 namespace moesim::cluster {
 
-std::string_view to_string(Fabric f) {
-  switch (f) {
-    case Fabric::Switch: return "switch";
-    case Fabric::FullMesh: return "full_mesh";
-    case Fabric::Ring: return "ring";
-  }
-  return "?";
-}
+std::string_view to_string(Fabric f) { return name_of(kFabricNames, f); }
 
 namespace {
 

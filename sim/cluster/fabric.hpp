@@ -18,11 +18,14 @@
 #include <vector>
 
 #include "sim/cluster/link_tech.hpp"
+#include "sim/core/enum_names.hpp"
 #include "sim/core/units.hpp"
 
 namespace moesim::cluster {
 
 enum class Fabric { Switch, FullMesh, Ring };
+inline constexpr auto kFabricNames =
+    enum_names<Fabric>({{Fabric::Switch, "switch"}, {Fabric::FullMesh, "full_mesh"}, {Fabric::Ring, "ring"}});
 std::string_view to_string(Fabric f);
 
 inline constexpr std::uint32_t kNoLink = UINT32_MAX;

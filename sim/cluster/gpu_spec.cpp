@@ -2,23 +2,9 @@
 
 namespace moesim::cluster {
 
-std::optional<Dtype> parse_dtype(std::string_view text) {
-  for (Dtype d : kDtypes)
-    if (to_string(d) == text) return d;
-  return std::nullopt;
-}
+std::optional<Dtype> parse_dtype(std::string_view text) { return value_of(kDtypeNames, text); }
 
-std::string_view to_string(Dtype d) {
-  switch (d) {
-    case Dtype::fp32: return "fp32";
-    case Dtype::tf32: return "tf32";
-    case Dtype::fp16: return "fp16";
-    case Dtype::bf16: return "bf16";
-    case Dtype::fp8: return "fp8";
-    case Dtype::mxfp8: return "mxfp8";
-  }
-  return "?";
-}
+std::string_view to_string(Dtype d) { return name_of(kDtypeNames, d); }
 
 double dtype_bytes(Dtype d) {
   switch (d) {

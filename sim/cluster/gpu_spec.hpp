@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/core/enum_names.hpp"
 #include "sim/core/units.hpp"
 
 namespace moesim::cluster {
@@ -17,6 +18,8 @@ namespace moesim::cluster {
 // current-scaling recipes); mxfp8: the OCP microscaling format (TE's MXFP8BlockScaling), one
 // E8M0 scale byte per 32 elements, in hardware on Blackwell's tensor cores only.
 enum class Dtype { fp32, tf32, fp16, bf16, fp8, mxfp8 };
+inline constexpr auto kDtypeNames = enum_names<Dtype>({{Dtype::fp32, "fp32"}, {Dtype::tf32, "tf32"}, {Dtype::fp16, "fp16"},
+                                                    {Dtype::bf16, "bf16"}, {Dtype::fp8, "fp8"}, {Dtype::mxfp8, "mxfp8"}});
 inline constexpr std::array<Dtype, 6> kDtypes{Dtype::fp32, Dtype::tf32, Dtype::fp16, Dtype::bf16, Dtype::fp8, Dtype::mxfp8};
 std::optional<Dtype> parse_dtype(std::string_view text);
 std::string_view to_string(Dtype d);

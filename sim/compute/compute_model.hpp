@@ -47,6 +47,7 @@
 #include <span>
 
 #include "sim/cluster/gpu_spec.hpp"
+#include "sim/core/enum_names.hpp"
 
 namespace moesim::compute {
 
@@ -135,6 +136,9 @@ inline Work kernel(Time time) { return {time, 1}; }
 // kTransformerEngineGemmStreams), or PyTorch's torch._grouped_mm (one CUTLASS grouped kernel, at
 // its measured rate: kTorchGroupedMmCeiling).
 enum class GroupedGemmKernels : std::uint8_t { One, PerExpert, TorchGroupedMm };
+inline constexpr auto kGroupedGemmNames =
+    enum_names<GroupedGemmKernels>({{GroupedGemmKernels::One, "grouped"}, {GroupedGemmKernels::PerExpert, "per_expert"},
+                                    {GroupedGemmKernels::TorchGroupedMm, "torch_grouped_mm"}});
 
 // Transformer Engine's GroupedLinear runs its per-expert cuBLAS GeMMs on this many streams, GeMM i
 // on stream i mod 4, each stream's GeMMs in order (transformer_engine/common/gemm/cublaslt_gemm.cu
@@ -160,6 +164,8 @@ inline constexpr int kTransformerEngineGemmStreams = 4;
 // of the expert ids and a row gather; the outputs cast to fp32, scaled, cast back and summed by a
 // deterministic, sort-based scatter_add).
 enum class PermuteKernels : std::uint8_t { Fused, Megatron, Torchtitan };
+inline constexpr auto kPermuteNames = enum_names<PermuteKernels>(
+    {{PermuteKernels::Fused, "fused"}, {PermuteKernels::Megatron, "megatron"}, {PermuteKernels::Torchtitan, "torchtitan"}});
 
 // How the software computes the loss over the logits (blocks::cross_entropy_work, byte by byte
 // there): Transformer Engine's fused Triton kernels (Megatron-Core's cross_entropy_loss_fusion with
@@ -168,6 +174,10 @@ enum class PermuteKernels : std::uint8_t { Fused, Megatron, Torchtitan };
 // (fp32 copy, max, subtract, exp, sum, divide, each a PyTorch op), or PyTorch's
 // F.cross_entropy over an fp32 copy (torchtitan: log_softmax and nll_loss).
 enum class CrossEntropyKernels : std::uint8_t { TransformerEngine, Megatron, PyTorch };
+inline constexpr auto kCrossEntropyNames =
+    enum_names<CrossEntropyKernels>({{CrossEntropyKernels::TransformerEngine, "te"},
+                                     {CrossEntropyKernels::Megatron, "megatron"},
+                                     {CrossEntropyKernels::PyTorch, "pytorch"}});
 
 // torch._grouped_mm's main loop sustains this fraction of the GeMM ceiling cuBLAS's does (bf16,
 // H100): fitted, by least squares of the log time ratio, to this project's 198 measurements of it
@@ -200,6 +210,8 @@ inline constexpr double kTorchGroupedMmCeiling = 0.75;
 // 76–79 % of HBM on an H100 and 72 % on an H200 (tests/data/measured/h100-optimizer.json,
 // h200-memory-bound-kernels.json "optimizer").
 enum class OptimizerKernels : std::uint8_t { Fused, Megatron, Torch };
+inline constexpr auto kOptimizerKernelNames = enum_names<OptimizerKernels>(
+    {{OptimizerKernels::Fused, "fused"}, {OptimizerKernels::Megatron, "megatron"}, {OptimizerKernels::Torch, "torch"}});
 
 // Bytes per parameter of the optimizer step's kernels (OptimizerKernels::Megatron and Torch), from
 // the optimizer's state dtypes (workload::OptimizerStates).

@@ -22,17 +22,7 @@ std::string_view to_string(CollectiveKind k) {
   return "?";
 }
 
-std::string_view to_string(Algorithm a) {
-  switch (a) {
-    case Algorithm::Direct: return "direct";
-    case Algorithm::Ring: return "ring";
-    case Algorithm::Hierarchical: return "hierarchical";
-    case Algorithm::Tree: return "tree";
-    case Algorithm::Nvls: return "nvls";
-    case Algorithm::Auto: return "auto";
-  }
-  return "?";
-}
+std::string_view to_string(Algorithm a) { return name_of(kAlgorithmNames, a); }
 
 GroupId GroupTable::intern(std::vector<std::uint32_t> gpus) {
   std::string key(reinterpret_cast<const char*>(gpus.data()), gpus.size() * sizeof(std::uint32_t));

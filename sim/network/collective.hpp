@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sim/core/enum_names.hpp"
 #include "sim/network/traffic_matrix.hpp"
 
 namespace moesim::network {
@@ -22,6 +23,10 @@ inline constexpr int kCollectiveKinds = static_cast<int>(CollectiveKind::Count);
 // have it (else a ring). Auto: as NCCL's tuner, the cheapest the analytic model finds of ring,
 // hierarchical (pipelined, NVLS inside nodes where it exists) and NVLS.
 enum class Algorithm : std::uint8_t { Direct, Ring, Hierarchical, Tree, Nvls, Auto };
+// In the order scenario.all_reduce offers them.
+inline constexpr auto kAlgorithmNames =
+    enum_names<Algorithm>({{Algorithm::Auto, "auto"}, {Algorithm::Ring, "ring"}, {Algorithm::Hierarchical, "hierarchical"},
+                           {Algorithm::Tree, "tree"}, {Algorithm::Nvls, "nvls"}, {Algorithm::Direct, "direct"}});
 std::string_view to_string(CollectiveKind k);
 std::string_view to_string(Algorithm a);
 

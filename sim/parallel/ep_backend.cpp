@@ -2,14 +2,7 @@
 
 namespace moesim::parallel {
 
-std::string_view to_string(EpBackendKind kind) {
-  switch (kind) {
-    case EpBackendKind::Nccl: return "nccl";
-    case EpBackendKind::DeepEp: return "deepep";
-    case EpBackendKind::HybridEp: return "hybridep";
-  }
-  return "?";
-}
+std::string_view to_string(EpBackendKind kind) { return name_of(kEpBackendNames, kind); }
 
 int default_backend_sms(EpBackendKind kind) {
   switch (kind) {

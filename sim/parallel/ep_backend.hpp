@@ -18,11 +18,14 @@
 #include <optional>
 #include <string_view>
 
+#include "sim/core/enum_names.hpp"
 #include "sim/core/units.hpp"
 
 namespace moesim::parallel {
 
 enum class EpBackendKind : std::uint8_t { Nccl, DeepEp, HybridEp };
+inline constexpr auto kEpBackendNames = enum_names<EpBackendKind>(
+    {{EpBackendKind::Nccl, "nccl"}, {EpBackendKind::DeepEp, "deepep"}, {EpBackendKind::HybridEp, "hybridep"}});
 std::string_view to_string(EpBackendKind kind);
 
 struct EpBackend {

@@ -76,15 +76,7 @@ std::vector<std::vector<std::uint32_t>> ParallelLayout::groups_in_stage(Dim dim,
   return out;
 }
 
-std::string_view to_string(PipelineSchedule schedule) {
-  switch (schedule) {
-    case PipelineSchedule::OneFOneB: return "1f1b";
-    case PipelineSchedule::GPipe: return "gpipe";
-    case PipelineSchedule::Interleaved: return "interleaved_1f1b";
-    case PipelineSchedule::DualPipeV: return "dualpipev";
-  }
-  return "?";
-}
+std::string_view to_string(PipelineSchedule schedule) { return name_of(kPipelineScheduleNames, schedule); }
 
 std::vector<int> stage_layers(int layers, int v, int first, int last, std::string* why) {
   if (v == 1) return {layers};

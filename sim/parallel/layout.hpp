@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/core/enum_names.hpp"
 #include "sim/parallel/ep_backend.hpp"
 
 namespace moesim::parallel {
@@ -72,6 +73,9 @@ class ParallelLayout {
 // The order of a pipeline's work (sim/schedule/schedule.hpp). DualPipeV: DeepSeek's DualPipe cut in
 // half (deepseek-ai/DualPipe dualpipev.py), two chunks per rank in a V.
 enum class PipelineSchedule : std::uint8_t { OneFOneB, GPipe, Interleaved, DualPipeV };
+inline constexpr auto kPipelineScheduleNames =
+    enum_names<PipelineSchedule>({{PipelineSchedule::OneFOneB, "1f1b"}, {PipelineSchedule::GPipe, "gpipe"},
+                                  {PipelineSchedule::Interleaved, "interleaved_1f1b"}, {PipelineSchedule::DualPipeV, "dualpipev"}});
 std::string_view to_string(PipelineSchedule schedule);
 
 // How parameters and optimizer state are spread over the data-parallel ranks: replicated (DDP:
@@ -83,6 +87,8 @@ std::string_view to_string(PipelineSchedule schedule);
 // backward of every microbatch (the next layer's prefetched during the current one), its gradients
 // reduce-scattered after each microbatch's backward.
 enum class Sharding : std::uint8_t { None, DistributedOptimizer, Fsdp };
+inline constexpr auto kShardingNames = enum_names<Sharding>(
+    {{Sharding::None, "none"}, {Sharding::DistributedOptimizer, "distributed_optimizer"}, {Sharding::Fsdp, "fsdp"}});
 
 // What a scenario's "parallel" says.
 struct ParallelConfig {

@@ -249,9 +249,7 @@ namespace {
 parallel::EpBackend read_ep_backend(const Json& p, const std::string& file) {
   parallel::EpBackend b;
   const std::string kind = p.at("ep_backend").get<std::string>();
-  b.kind = kind == "hybridep" ? parallel::EpBackendKind::HybridEp
-           : kind == "deepep" ? parallel::EpBackendKind::DeepEp
-                              : parallel::EpBackendKind::Nccl;
+  b.kind = read_name(parallel::kEpBackendNames, kind);
   b.non_blocking = p.at("ep_non_blocking").get<bool>();
   if (b.non_blocking && b.kind != parallel::EpBackendKind::HybridEp)
     throw InputError(file, "$.parallel.ep_non_blocking",
@@ -358,26 +356,14 @@ software::Software read_software(const Json& doc, const Scenario& s, const std::
               schema::as_time(h.at("graph_launch")), schema::as_time(h.at("sync"))};
   for (const Json& scope : sw.at("cuda_graphs")) software::parse_graph_scope(scope.get<std::string>(), out.graphs);
   out.router_kernels = sw.at("router_kernels").get<int>();
-  const std::string grouped = sw.at("grouped_gemm");
-  out.grouped_gemm = grouped == "per_expert"         ? compute::GroupedGemmKernels::PerExpert
-                     : grouped == "torch_grouped_mm" ? compute::GroupedGemmKernels::TorchGroupedMm
-                                                     : compute::GroupedGemmKernels::One;
-  const std::string permute = sw.at("permute");
-  out.permute = permute == "megatron"     ? compute::PermuteKernels::Megatron
-                : permute == "torchtitan" ? compute::PermuteKernels::Torchtitan
-                                          : compute::PermuteKernels::Fused;
+  out.grouped_gemm = read_name(compute::kGroupedGemmNames, sw.at("grouped_gemm").get<std::string>());
+  out.permute = read_name(compute::kPermuteNames, sw.at("permute").get<std::string>());
   out.fused_activation = sw.at("activation_fusion").get<bool>();
   out.dglu_dbias_slowdown = sw.at("dglu_dbias_slowdown").get<double>();
   out.fused_rope = sw.at("rope_fusion").get<bool>();
   out.fused_router = sw.at("router_fusion").get<bool>();
-  const std::string loss = sw.at("cross_entropy");
-  out.cross_entropy = loss == "megatron"  ? compute::CrossEntropyKernels::Megatron
-                      : loss == "pytorch" ? compute::CrossEntropyKernels::PyTorch
-                                          : compute::CrossEntropyKernels::TransformerEngine;
-  const std::string optimizer = sw.at("optimizer");
-  out.optimizer = optimizer == "megatron" ? compute::OptimizerKernels::Megatron
-                  : optimizer == "torch"  ? compute::OptimizerKernels::Torch
-                                          : compute::OptimizerKernels::Fused;
+  out.cross_entropy = read_name(compute::kCrossEntropyNames, sw.at("cross_entropy").get<std::string>());
+  out.optimizer = read_name(compute::kOptimizerKernelNames, sw.at("optimizer").get<std::string>());
   out.ep_overlap = sw.at("ep_overlap").get<bool>();
   out.shared_expert_overlap = sw.at("shared_expert_overlap").get<bool>();
   out.delay_wgrad = sw.at("delay_wgrad").get<bool>();
@@ -407,14 +393,10 @@ parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string
   c.sizes.ep = p.at("ep").get<int>();
   c.sizes.etp = p.at("etp").get<int>();
   c.sequence_parallel = p.at("sequence_parallel").get<bool>();
-  c.sharding = p.at("sharding") == "distributed_optimizer" ? parallel::Sharding::DistributedOptimizer
-               : p.at("sharding") == "fsdp"                ? parallel::Sharding::Fsdp
-                                                           : parallel::Sharding::None;
-  const std::string schedule = p.value("schedule", std::string(c.sizes.vp > 1 ? "interleaved_1f1b" : "1f1b"));
-  c.schedule = schedule == "gpipe"              ? parallel::PipelineSchedule::GPipe
-               : schedule == "interleaved_1f1b" ? parallel::PipelineSchedule::Interleaved
-               : schedule == "dualpipev"        ? parallel::PipelineSchedule::DualPipeV
-                                                : parallel::PipelineSchedule::OneFOneB;
+  c.sharding = read_name(parallel::kShardingNames, p.at("sharding").get<std::string>());
+  c.schedule = p.contains("schedule")
+                   ? read_name(parallel::kPipelineScheduleNames, p.at("schedule").get<std::string>())
+                   : (c.sizes.vp > 1 ? parallel::PipelineSchedule::Interleaved : parallel::PipelineSchedule::OneFOneB);
   c.first_stage_layers = p.value("first_stage_layers", -1);
   c.last_stage_layers = p.value("last_stage_layers", -1);
   // The MTP modules follow the last stage's decoder layers there (Megatron-Core places them on
@@ -458,7 +440,8 @@ parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string
                      "set \"vp\": 2 with \"schedule\": \"dualpipev\"");
   if (c.schedule != parallel::PipelineSchedule::Interleaved && c.schedule != parallel::PipelineSchedule::DualPipeV &&
       c.sizes.vp > 1)
-    throw InputError(file, "$.parallel.vp", fmt::format("vp {} needs the interleaved schedule, not {}", c.sizes.vp, schedule),
+    throw InputError(file, "$.parallel.vp",
+                     fmt::format("vp {} needs the interleaved schedule, not {}", c.sizes.vp, parallel::to_string(c.schedule)),
                      "use \"schedule\": \"interleaved_1f1b\" or vp 1");
   // Megatron-Core refuses it too (parallel_state.initialize_model_parallel: "pipeline-model-parallel
   // size should be greater than 1 with interleaved schedule").
@@ -550,8 +533,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
     cluster::Level level;
     level.name = l.at("name").get<std::string>();
     level.count = l.at("count").get<std::uint32_t>();
-    const std::string fabric = l.at("fabric").get<std::string>();
-    level.fabric = fabric == "full_mesh" ? cluster::Fabric::FullMesh : fabric == "ring" ? cluster::Fabric::Ring : cluster::Fabric::Switch;
+    level.fabric = read_name(cluster::kFabricNames, l.at("fabric").get<std::string>());
     level.bandwidth = schema::as_bandwidth(l.at("bandwidth"));
     level.latency = schema::as_time(l.at("latency"));
     level.oversubscription = l.at("oversubscription").get<double>();
@@ -668,7 +650,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.model.experts = m.at("experts").get<int>();
   s.model.top_k = m.at("top_k").get<int>();
   s.model.shared_experts = m.at("shared_experts").get<int>();
-  s.model.expert_kind = m.at("expert_kind") == "swiglu" ? workload::ExpertKind::SwiGlu : workload::ExpertKind::Mlp;
+  s.model.expert_kind = read_name(workload::kExpertKindNames, m.at("expert_kind").get<std::string>());
   s.model.linear_bias = m.at("linear_bias").get<bool>();
   s.model.rotary = m.at("rotary").get<bool>();
   s.model.qk_norm = m.at("qk_norm").get<bool>();
@@ -725,7 +707,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.training.micro_batch_size = t.at("micro_batch_size").get<int>();
   s.training.microbatches = t.at("microbatches").get<int>();
   s.training.iterations = t.at("iterations").get<int>();
-  s.training.dtype = *cluster::parse_dtype(t.at("dtype").get<std::string>());
+  s.training.dtype = read_name(cluster::kDtypeNames, t.at("dtype").get<std::string>());
   s.training.capacity_factor = t.at("capacity_factor").get<double>();
   if (t.at("fp8_scaling") == "current") {
     if (s.training.dtype != cluster::Dtype::fp8)
@@ -753,9 +735,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
     st.exp_avg_sq = bytes(o.at("exp_avg_sq"));
     if (o.contains("main_grads")) st.main_grads = bytes(o.at("main_grads"));
   }
-  s.training.recompute = t.at("recompute") == "full"        ? workload::Recompute::Full
-                         : t.at("recompute") == "selective" ? workload::Recompute::Selective
-                                                            : workload::Recompute::None;
+  s.training.recompute = read_name(workload::kRecomputeNames, t.at("recompute").get<std::string>());
   if (t.contains("recompute_modules")) s.training.recompute_modules = read_recompute_modules(t, s, file);
   if (t.contains("offload_modules")) s.training.offload_modules = read_offload_modules(t, s, file);
   if (s.training.optimizer_on_host && !s.hosts)
@@ -772,10 +752,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.parallel = read_parallel(doc, s, file, resolved.at("training").contains("microbatches"));
   const Json& r = doc.at("routing");
   const std::string routing_kind = r.at("kind").get<std::string>();
-  s.routing.kind = routing_kind == "zipf"      ? workload::RoutingKind::Zipf
-                   : routing_kind == "process" ? workload::RoutingKind::Process
-                   : routing_kind == "trace"   ? workload::RoutingKind::Trace
-                                               : workload::RoutingKind::Uniform;
+  s.routing.kind = read_name(workload::kRoutingKindNames, routing_kind);
   const Json& pp = r.at("process");
   s.routing.process = {pp.at("spread").get<double>(), pp.at("volatility").get<double>(), pp.at("reversion").get<double>(),
                        pp.at("spike_probability").get<double>(), pp.at("spike_size").get<double>()};
@@ -797,10 +774,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.routing.zipf_exponent = r.at("zipf_exponent").get<double>();
   s.routing.resample_each_iteration = r.at("resample_each_iteration").get<bool>();
   s.routing.repeat_microbatches = r.at("repeat_microbatches").get<bool>();
-  const std::string sampling = r.at("sampling").get<std::string>();
-  s.routing.sampling = sampling == "sampled"    ? workload::RoutingSampling::Sampled
-                       : sampling == "expected" ? workload::RoutingSampling::Expected
-                                                : workload::RoutingSampling::Auto;
+  s.routing.sampling = read_name(workload::kRoutingSamplingNames, r.at("sampling").get<std::string>());
   const Json& cp = doc.at("compute");
   s.compute.dtype = s.training.dtype;
   s.compute.fp8_current_scaling = s.training.fp8_current_scaling;
@@ -834,13 +808,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.compute.optimizer_kernels = s.software.optimizer;
   s.training.logits_in_storage_dtype = s.software.cross_entropy == compute::CrossEntropyKernels::TransformerEngine;
   s.network_model = doc.at("network").at("model").get<std::string>();
-  const std::string ar = doc.at("network").at("all_reduce").get<std::string>();
-  s.all_reduce = ar == "hierarchical" ? network::Algorithm::Hierarchical
-                 : ar == "tree"       ? network::Algorithm::Tree
-                 : ar == "direct"     ? network::Algorithm::Direct
-                 : ar == "nvls"       ? network::Algorithm::Nvls
-                 : ar == "auto"       ? network::Algorithm::Auto
-                                      : network::Algorithm::Ring;
+  s.all_reduce = read_name(network::kAlgorithmNames, doc.at("network").at("all_reduce").get<std::string>());
 
   if (doc.contains("calibration")) {
     const fs::path path = data_file(doc.at("calibration").get<std::string>(), file, "$.calibration",

@@ -1,6 +1,12 @@
 #include "sim/scenario/scenario_schema.hpp"
 
+#include "sim/cluster/fabric.hpp"
+#include "sim/compute/compute_model.hpp"
+#include "sim/network/collective.hpp"
+#include "sim/parallel/layout.hpp"
+#include "sim/workload/model_shape.hpp"
 #include "sim/workload/popularity_process.hpp"
+#include "sim/workload/routing.hpp"
 
 namespace moesim::scenario {
 
@@ -109,7 +115,7 @@ NodePtr cluster_schema() {
   static const NodePtr level = object({
       required("name", string(), "a name for the level, e.g. \"dc\", \"node\", \"gpu\""),
       required("count", integer(1, 1 << 20), "workers of this level inside one worker of the level above"),
-      optional("fabric", enumeration({"switch", "full_mesh", "ring"}), "switch", "how the level's workers are joined"),
+      optional("fabric", enumeration(names_of(cluster::kFabricNames)), "switch", "how the level's workers are joined"),
       required("bandwidth", bandwidth(), "per-worker link bandwidth, e.g. \"10Gbps\" or \"450GB/s\""),
       required("latency", latency(), "one-way GPU-to-GPU latency across this level, e.g. \"5us\""),
       optional("oversubscription", number(1), 1.0, "switch oversubscription ratio (>= 1)"),
@@ -183,7 +189,7 @@ NodePtr model_schema() {
       required("experts", integer(1, 1 << 16), "routed experts per MoE layer E"),
       required("top_k", integer(1, 1 << 16), "experts per token"),
       optional("shared_experts", integer(0, 1 << 10), 0, "shared experts every token visits"),
-      optional("expert_kind", enumeration({"mlp", "swiglu"}), "mlp", "2-GeMM MLP or 3-GeMM SwiGLU experts"),
+      optional("expert_kind", enumeration(names_of(workload::kExpertKindNames)), "mlp", "2-GeMM MLP or 3-GeMM SwiGLU experts"),
       required("heads", integer(1, 1 << 16), "attention heads"),
       optional("kv_heads", integer(1, 1 << 16), nullptr, "key/value heads (default: heads)"),
       optional("head_dim", integer(1, 1 << 16), nullptr, "width of one attention head (default: hidden / heads)"),
@@ -249,11 +255,11 @@ NodePtr software_schema() {
                "Megatron-Core's moe_shared_expert_overlap: the shared experts run beside the dispatch all-to-all on "
                "a side stream; false (Megatron-Core's default, and its presets'): before the router, on the compute "
                "stream, with nothing beside them"),
-      optional("grouped_gemm", enumeration({"grouped", "per_expert", "torch_grouped_mm"}), "grouped",
+      optional("grouped_gemm", enumeration(names_of(compute::kGroupedGemmNames)), "grouped",
                "how the local experts' GeMMs run: one grouped kernel at cuBLAS's rate (moesim's idealised kernel), a "
                "GeMM kernel per expert (Transformer Engine's GroupedLinear over cuBLAS), or PyTorch's "
                "torch._grouped_mm (one CUTLASS grouped kernel at its measured rate, 0.75 of cuBLAS's ceiling)"),
-      optional("permute", enumeration({"fused", "megatron", "torchtitan"}), "fused",
+      optional("permute", enumeration(names_of(compute::kPermuteNames)), "fused",
                "the kernels that permute token copies into expert order and un-permute and sum them: fused "
                "(Transformer Engine's moe_permute/moe_unpermute, Megatron-Core's moe_permute_fusion), megatron "
                "(Megatron-Core's unfused PyTorch path: argsort of the routing map, index_select, probabilities "
@@ -273,11 +279,11 @@ NodePtr software_schema() {
                "the time of the fused dGLU backward kernel (fc2's data gradient and the activation's backward) "
                "with fc1's bias gradient in its epilogue over the same kernel without it; 1: no cost (a "
                "library release's measured ratio, e.g. cudnn-frontend 1.24-1.25 under CUTLASS DSL 4.5: 9.78)"),
-      optional("cross_entropy", enumeration({"te", "megatron", "pytorch"}), "te",
+      optional("cross_entropy", enumeration(names_of(compute::kCrossEntropyNames)), "te",
                "the loss's kernels: te (Transformer Engine's fused cross entropy, Megatron-Core's "
                "cross_entropy_loss_fusion with cross_entropy_fusion_impl te), megatron (Megatron-Core's unfused "
                "vocab_parallel_cross_entropy in fp32) or pytorch (F.cross_entropy over an fp32 copy, torchtitan)"),
-      optional("optimizer", enumeration({"fused", "megatron", "torch"}), "fused",
+      optional("optimizer", enumeration(names_of(compute::kOptimizerKernelNames)), "fused",
                "the optimizer step's kernels: fused (one pass of Adam over its state, moesim's idealised step), "
                "megatron (Megatron-Core's distributed optimizer: the gradient norm, Transformer Engine's FusedAdam, "
                "the master weights copied into the 16-bit weights, the whole gradient buffer zeroed) or torch "
@@ -295,14 +301,14 @@ NodePtr scenario_schema() {
                "sequences per iteration over all data-parallel ranks; sets microbatches = global_batch_size / "
                "(micro_batch_size x dp)"),
       optional("iterations", integer(1, 65535), 1, "training iterations to simulate"),
-      optional("dtype", enumeration({"fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8"}), "bf16", "training data type"),
+      optional("dtype", enumeration(names_of(cluster::kDtypeNames)), "bf16", "training data type"),
       optional("fp8_scaling", enumeration({"delayed", "current"}), "delayed",
                "how FP8 (dtype fp8) tensors get their scale: delayed (from the amax history of earlier iterations, "
                "Transformer Engine's DelayedScaling) or current (per-tensor current scaling, Megatron-Core's "
                "fp8_recipe tensorwise: each cast first reads its tensor for the amax)"),
       optional("capacity_factor", number(0), 0.0, "expert capacity factor f (0: no capacity limit, no drops)"),
       optional("causal", boolean(), true, "causal attention mask"),
-      optional("recompute", enumeration({"none", "selective", "full"}), "none",
+      optional("recompute", enumeration(names_of(workload::kRecomputeNames)), "none",
                "activation recomputation: none; selective (the attention core, Korthikanti et al. 2022; free with "
                "FlashAttention, which recomputes it anyway); full (each layer's forward, its all-to-alls included, "
                "run again before its backward; only layer inputs kept)"),
@@ -349,11 +355,11 @@ NodePtr scenario_schema() {
       optional("sequence_parallel", boolean(), true,
                "with tp > 1: all-gather / reduce-scatter around the TP blocks with the norms and MoE on s/tp tokens "
                "(Megatron-Core requires it for MoE with TP, so false is refused with tp > 1)"),
-      optional("schedule", enumeration({"1f1b", "gpipe", "interleaved_1f1b", "dualpipev"}), nullptr,
+      optional("schedule", enumeration(names_of(parallel::kPipelineScheduleNames)), nullptr,
                "pipeline schedule (default: interleaved_1f1b when vp > 1, else 1f1b); dualpipev: DeepSeek's "
                "DualPipe cut in half (deepseek-ai/DualPipe dualpipev.py), vp 2 in a V, each forward of one chunk "
                "written with a backward of the other, at least 2 x pp microbatches"),
-      optional("sharding", enumeration({"none", "distributed_optimizer", "fsdp"}), "none",
+      optional("sharding", enumeration(names_of(parallel::kShardingNames)), "none",
                "none: parameters, gradients and optimizer state replicated over dp (gradients all-reduced); "
                "distributed_optimizer: Megatron-Core's distributed optimizer / ZeRO-1 (gradients reduce-scattered, "
                "optimizer state split over dp, and over edp for experts; parameters all-gathered before each layer's "
@@ -363,7 +369,7 @@ NodePtr scenario_schema() {
                "decoder_first_pipeline_num_layers)"),
       optional("last_stage_layers", integer(0, 65536), nullptr,
                "layers of the last (virtual) pipeline stage (Megatron's decoder_last_pipeline_num_layers)"),
-      optional("ep_backend", enumeration({"nccl", "deepep", "hybridep"}), "nccl",
+      optional("ep_backend", enumeration(names_of(parallel::kEpBackendNames)), "nccl",
                "the MoE blocks' dispatch/combine: nccl (all-to-all with separate permute and un-permute kernels), "
                "deepep or hybridep (fused dispatch+permute and un-permute+combine, tokens de-duplicated per rank, "
                "kernels holding their SMs, an all-to-all buffer and permuted buffers in memory)"),
@@ -392,7 +398,7 @@ NodePtr scenario_schema() {
       optional("spike_size", number(0), process_defaults.spike_size, "logit a spike adds"),
   });
   static const NodePtr routing = object({
-      optional("kind", enumeration({"uniform", "zipf", "process", "trace"}), "uniform",
+      optional("kind", enumeration(names_of(workload::kRoutingKindNames)), "uniform",
                "token routing: uniform, skewed (Zipf), a popularity process that moves every iteration (adaptive expert replication, Table 1), "
                "or a trace of a real run's gate counts"),
       optional("process", process, Json::object(), "the popularity process (kind process; defaults fitted to the adaptive expert replication paper's Table 1)"),
@@ -401,7 +407,7 @@ NodePtr scenario_schema() {
                "the scenario)"),
       optional("zipf_exponent", number(0), 1.0, "Zipf exponent s of expert popularity (zipf only)"),
       optional("resample_each_iteration", boolean(), true, "draw a new hot-expert ranking every iteration"),
-      optional("sampling", enumeration({"sampled", "expected", "auto"}), "sampled",
+      optional("sampling", enumeration(names_of(workload::kRoutingSamplingNames)), "sampled",
                "per-source multinomial draws at every scale (sampled), or every source sending its expected "
                "shares (expected); auto is sampled (older scenarios)"),
       optional("repeat_microbatches", boolean(), false,
@@ -411,7 +417,7 @@ NodePtr scenario_schema() {
   static const NodePtr network = object({
       optional("model", enumeration({"flow", "analytic"}), "flow",
                "communication model: analytic α-β, or flow (links shared max-min fairly: contention)"),
-      optional("all_reduce", enumeration({"auto", "ring", "hierarchical", "tree", "nvls", "direct"}), "auto",
+      optional("all_reduce", enumeration(names_of(network::kAlgorithmNames)), "auto",
                "gradient all-reduce algorithm: auto (as NCCL's tuner: the cheapest of ring, hierarchical and NVLS); "
                "ring; hierarchical (reduce-scatter inside nodes, all-reduce across, all-gather inside, pipelined; "
                "NVLS inside nodes whose links have it); tree (as hierarchical, with NCCL-like trees across nodes: "

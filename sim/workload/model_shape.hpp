@@ -6,10 +6,12 @@
 #include <string>
 
 #include "sim/cluster/gpu_spec.hpp"
+#include "sim/core/enum_names.hpp"
 
 namespace moesim::workload {
 
 enum class ExpertKind { Mlp, SwiGlu };
+inline constexpr auto kExpertKindNames = enum_names<ExpertKind>({{ExpertKind::Mlp, "mlp"}, {ExpertKind::SwiGlu, "swiglu"}});
 
 // Multi-head latent attention (DeepSeek-V2 §2.1, DeepSeek-V3 §2.1.1): queries through a
 // q_lora_rank latent (or straight from the hidden state when 0), keys and values through one
@@ -109,6 +111,8 @@ struct ModelShape {
 // activations; FlashAttention always does this); full (each layer's input kept, the whole layer's
 // forward run again before its backward: Megatron's --recompute-granularity full, uniform, 1 layer).
 enum class Recompute : std::uint8_t { None, Selective, Full };
+inline constexpr auto kRecomputeNames =
+    enum_names<Recompute>({{Recompute::None, "none"}, {Recompute::Selective, "selective"}, {Recompute::Full, "full"}});
 
 // Selective recomputation by module, as Megatron-Core names them (TransformerConfig.recompute_modules,
 // megatron/core/transformer/transformer_config.py; default core_attn): each frees the activations its

@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "sim/core/enum_names.hpp"
 #include "sim/core/rng.hpp"
 #include "sim/workload/popularity_process.hpp"
 
@@ -22,6 +23,8 @@
 namespace moesim::workload {
 
 enum class RoutingKind { Uniform, Zipf, Process, Trace };
+inline constexpr auto kRoutingKindNames = enum_names<RoutingKind>(
+    {{RoutingKind::Uniform, "uniform"}, {RoutingKind::Zipf, "zipf"}, {RoutingKind::Process, "process"}, {RoutingKind::Trace, "trace"}});
 
 // How each source GPU's token copies are spread over the experts:
 //  - sampled: a seeded multinomial draw per source, layer, microbatch and iteration, so sources
@@ -34,6 +37,8 @@ enum class RoutingKind { Uniform, Zipf, Process, Trace };
 // tiered one (network/traffic_matrix.hpp) and draw each source's copies one by one while they are
 // fewer than 4 per expert (AliasTable), so its cost grows with the copies routed.
 enum class RoutingSampling { Auto, Sampled, Expected };
+inline constexpr auto kRoutingSamplingNames = enum_names<RoutingSampling>(
+    {{RoutingSampling::Sampled, "sampled"}, {RoutingSampling::Expected, "expected"}, {RoutingSampling::Auto, "auto"}});
 
 struct RoutingConfig {
   RoutingKind kind = RoutingKind::Uniform;

@@ -171,7 +171,7 @@ TEST_F(Collective, BadInputExits2) {
   EXPECT_NE(r.err.find("--maxbytes: 12X: is not a size"), std::string::npos) << r.err;
   r = moesim({"collective", "all_reduce", "--cluster", s.string(), "--algorithm", "nccl"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("--algorithm is auto, ring, hierarchical, tree, nvls or direct"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--algorithm is one of auto, ring, hierarchical, tree, nvls, direct"), std::string::npos) << r.err;
   r = moesim({"collective", "all_reduce", "--cluster", "no-such-cluster"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no-such-cluster"), std::string::npos) << r.err;

@@ -49,7 +49,7 @@ StrategyInfo info() {
     EpOptions opt;
     opt.ep_size = o.at("ep_size").get<int>();
     read_iteration_options(o, opt);
-    opt.all_to_all = o.at("all_to_all") == "hierarchical" ? network::Algorithm::Hierarchical : network::Algorithm::Direct;
+    opt.all_to_all = read_name(network::kAlgorithmNames, o.at("all_to_all").get<std::string>());
     return std::make_unique<EpStrategy>(opt);
   };
   return s;

@@ -53,8 +53,7 @@ StrategyInfo info() {
     opt.encode_fusion_saving = o.at("encode_fusion_saving").get<double>();
     opt.decode_fusion_saving = o.at("decode_fusion_saving").get<double>();
     opt.compress_gradients = o.at("gradient_return") == "compressed";
-    opt.migration_algorithm =
-        o.at("migration_algorithm") == "direct" ? network::Algorithm::Direct : network::Algorithm::Ring;
+    opt.migration_algorithm = read_name(network::kAlgorithmNames, o.at("migration_algorithm").get<std::string>());
     return std::make_unique<HybridEpStrategy>(std::move(opt));
   };
   return s;
