@@ -33,10 +33,7 @@ test-long: build
 	ctest --preset long
 
 # clang with AddressSanitizer and UBSan: the unit and CLI suites, every fuzz regression and a
-# 20-second fuzz run per loader (CI runs it after `make test`). One unit test is left to the release
-# suite (CMakePresets.json): Adaptive.DropsOrderAdaptiveFlexMoEStatic, 4.5 s there and 108 s under the
-# sanitizers (the whole CI run 31.6 min on the 2-core machine with it); the adaptive strategy's
-# other tests still run here.
+# 20-second fuzz run per loader (CI runs it after `make test`).
 test-sanitize:
 	@bash scripts/install-deps.sh sanitize
 	@cmake --preset sanitize >/dev/null
