@@ -217,12 +217,61 @@ FfnGemms ffn_gemms(const compute::ComputeModel& cm, const workload::ModelShape& 
   return {grouped_gemm(cm, tokens, (m.ffn_gemms() == 3 ? 2 : 1) * ffn, m.hidden), grouped_gemm(cm, tokens, m.hidden, ffn)};
 }
 
-// The FFNs of experts_time; `routed`: the permuted tokens of routed experts, whose fc1 input comes
-// from no norm, so under FP8 training it is cast in a kernel of its own (and fc2's too, through
-// Transformer Engine's GroupedLinear), and whose output bias (a model with linear_bias) is added
-// after fc2.
-compute::Work grouped_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
-                               std::span<const double> tokens, double ffn, bool routed) {
+// The activation alone, over `copies` rows of `ffn` columns. SwiGLU (and the quick-GeGLU) reads
+// the gate and up halves (2·ffn) and writes ffn; an MLP's GeLU reads ffn and writes ffn: (3 or
+// 2)·copies·ffn·a (its FP8 output for fc2 is written instead of the BF16 one). Unfused
+// (torchtitan@b5bcd76 torchtitan/models/common/moe.py GroupedExperts L94-105: F.silu, then the
+// product), SiLU reads and writes the gate half (2·ffn) and the product reads both and writes one
+// (3·ffn): two kernels.
+compute::Work activation_kernels(const compute::ComputeModel& cm, const workload::ModelShape& m, double copies,
+                                 double ffn) {
+  if (copies <= 0) return {};
+  const double bytes = copies * ffn * act(cm);
+  if (m.ffn_gemms() == 3 && !cm.options().fused_activation)
+    return compute::kernel(cm.memory_bound(2 * bytes)) + compute::kernel(cm.memory_bound(3 * bytes));
+  return compute::kernel(cm.memory_bound((m.ffn_gemms() == 3 ? 3.0 : 2.0) * bytes));
+}
+
+// Whether the routed experts' clamped quick-GeGLU runs apart from its fused kernel: Megatron-Core's
+// TEGroupedMLP (grouped GeMM backend per_expert; core_v0.16.0 to core_v0.18.0
+// megatron/core/transformer/moe/experts.py bias_act_func → megatron/core/fusions/fused_bias_geglu.py
+// weighted_bias_quick_geglu_impl L411-440) clamps the two halves and concatenates them in eager
+// PyTorch before the compiled activation, and builds its linear offset as a GPU tensor
+// (`torch.tensor(linear_offset, device=input.device)`: a pageable host-to-device copy, which
+// PyTorch follows with a stream synchronisation), so the launching thread waits there for the GPU
+// each forward and recomputation. Megatron-Core 0.18's fused expert MLP (backend grouped: Transformer
+// Engine's fused ops, the clamp as the activation op's `limit`) does neither.
+bool clamps_apart(const compute::ComputeModel& cm, const workload::ModelShape& m) {
+  return m.expert_kind == workload::ExpertKind::ClampedQuickGeGlu && te_grouped_linear(cm);
+}
+
+// Those clamps: x_glu.clamp(max=7) and x_linear.clamp(−7, 7), each reading and writing its half
+// (copies·ffn·a), then torch.cat of the two (reads and writes 2·copies·ffn·a): 8·copies·ffn·a in
+// three kernels.
+compute::Work clamp_kernels(const compute::ComputeModel& cm, double copies, double ffn) {
+  const double half = copies * ffn * act(cm);
+  return memory_kernels(cm, {2 * half, 2 * half, 4 * half});
+}
+
+// Their backward (autograd's): each clamp's gradient reads the incoming gradient and its input and
+// writes the masked gradient (3·copies·ffn·a); chunk's gradient concatenates the two halves'
+// (reads and writes 2·copies·ffn·a); the cat's gradient is two views: 10·copies·ffn·a in three
+// kernels.
+compute::Work clamp_backward_kernels(const compute::ComputeModel& cm, double copies, double ffn) {
+  const double half = copies * ffn * act(cm);
+  return memory_kernels(cm, {3 * half, 3 * half, 4 * half});
+}
+
+// The FFNs of experts_time, split where the launching thread syncs with the GPU (clamps_apart:
+// after the clamps; `after_sync` empty where nothing syncs); `routed`: the permuted tokens of
+// routed experts, whose fc1 input comes from no norm, so under FP8 training it is cast in a kernel
+// of its own (and fc2's too, through Transformer Engine's GroupedLinear), and whose output bias (a
+// model with linear_bias) is added after fc2.
+struct FfnPasses {
+  compute::Work before_sync, after_sync;
+};
+FfnPasses grouped_ffn_passes(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                             std::span<const double> tokens, double ffn, bool routed) {
   double copies = 0;
   for (const double t : tokens)
     if (t > 0) copies += t;
@@ -231,22 +280,29 @@ compute::Work grouped_ffn_time(const compute::ComputeModel& cm, const workload::
   const compute::Work cast = routed ? fp8_cast(cm, copies * m.hidden, fc1.kernels) : compute::Work{};
   const compute::Work fc2_cast = routed && te_grouped_linear(cm) ? fp8_cast(cm, copies * ffn, fc2.kernels) : compute::Work{};
   const compute::Work bias = routed ? expert_bias_work(cm, m, tokens).forward : compute::Work{};
-  return cast + fc1 + expert_activation_time(cm, m, copies, ffn) + fc2_cast + fc2 + bias;
+  const bool clamped = routed && clamps_apart(cm, m);
+  const compute::Work head = cast + fc1 + (clamped ? clamp_kernels(cm, copies, ffn) : compute::Work{});
+  const compute::Work tail = activation_kernels(cm, m, copies, ffn) + fc2_cast + fc2 + bias;
+  if (clamped) return {head, tail};
+  return {head + tail, {}};
+}
+
+compute::Work grouped_ffn_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                               std::span<const double> tokens, double ffn, bool routed) {
+  const FfnPasses p = grouped_ffn_passes(cm, m, tokens, ffn, routed);
+  return p.before_sync + p.after_sync;
 }
 }  // namespace
 
 compute::Work expert_activation_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double copies,
                                      double ffn) {
   if (copies <= 0) return {};
-  // SwiGLU reads the gate and up halves (2·ffn) and writes ffn; an MLP's GeLU reads ffn and writes
-  // ffn: (3 or 2)·copies·ffn·a (its FP8 output for fc2 is written instead of the BF16 one). Unfused
-  // (torchtitan@b5bcd76 torchtitan/models/common/moe.py GroupedExperts L94-105: F.silu, then the
-  // product), SiLU reads and writes the gate half (2·ffn) and the product reads both and writes
-  // one (3·ffn): two kernels.
-  const double bytes = copies * ffn * act(cm);
-  if (m.ffn_gemms() == 3 && !cm.options().fused_activation)
-    return compute::kernel(cm.memory_bound(2 * bytes)) + compute::kernel(cm.memory_bound(3 * bytes));
-  return compute::kernel(cm.memory_bound((m.ffn_gemms() == 3 ? 3.0 : 2.0) * bytes));
+  return (clamps_apart(cm, m) ? clamp_kernels(cm, copies, ffn) : compute::Work{}) + activation_kernels(cm, m, copies, ffn);
+}
+
+compute::Work expert_activation_after_sync(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                                           double copies, double ffn) {
+  return clamps_apart(cm, m) ? activation_kernels(cm, m, copies, ffn) : compute::Work{};
 }
 
 compute::Work norm_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens) {
@@ -256,7 +312,9 @@ compute::Work norm_time(const compute::ComputeModel& cm, const workload::ModelSh
 ExpertsWork experts_work(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
                          double ffn) {
   ExpertsWork w;
-  w.forward = grouped_ffn_time(cm, m, tokens, ffn, true);
+  const FfnPasses passes = grouped_ffn_passes(cm, m, tokens, ffn, true);
+  w.forward = passes.before_sync + passes.after_sync;
+  w.forward_after_sync = passes.after_sync;
   if (w.forward.time == 0 && w.forward.kernels == 0) return w;
   if (cm.options().backward_factor) {  // the scenario's factor for every kernel
     w.backward = cm.backward(w.forward);
@@ -278,9 +336,10 @@ ExpertsWork experts_work(const compute::ComputeModel& cm, const workload::ModelS
   // and SiLU's (reads the gradient and the gate half, writes its gradient: 3).
   const double bytes = copies * ffn * act(cm);
   const compute::Work activation =
-      gated && !cm.options().fused_activation
-          ? memory_kernels(cm, {3 * bytes, 3 * bytes, 3 * bytes})
-          : compute::kernel(cm.memory_bound((gated ? 5.0 : 3.0) * bytes));
+      (gated && !cm.options().fused_activation
+           ? memory_kernels(cm, {3 * bytes, 3 * bytes, 3 * bytes})
+           : compute::kernel(cm.memory_bound((gated ? 5.0 : 3.0) * bytes))) +
+      (clamps_apart(cm, m) ? clamp_backward_kernels(cm, copies, ffn) : compute::Work{});
   // One grouped kernel with linear biases: the fused grouped MLP's dGLU kernel computes fc2's data
   // gradient, the activation's backward and fc1's bias gradient together, at the software's
   // measured ratio to the same kernel without the bias gradient (ComputeOptions::dglu_dbias_slowdown).

@@ -38,6 +38,9 @@ namespace moesim::blocks {
 // software.delay_wgrad runs after the exchange back).
 struct ExpertsWork {
   compute::Work forward, backward, wgrad;
+  // The part of `forward` the launching thread issues after a sync with the GPU in its middle
+  // (expert_activation_after_sync and what follows it); empty where the forward has none.
+  compute::Work forward_after_sync;
   friend bool operator==(const ExpertsWork&, const ExpertsWork&) = default;
 };
 ExpertsWork experts_work(const compute::ComputeModel& cm, const workload::ModelShape& m, std::span<const double> tokens,
@@ -92,10 +95,15 @@ compute::Work norm_time(const compute::ComputeModel& cm, const workload::ModelSh
 // without a query latent) and the keys' and values' from theirs, this rank's heads; none without MLA.
 compute::Work mla_up_projection_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double tokens,
                                      int tp = 1);
-// The experts' activation (SwiGLU or GeLU) over `copies` token copies of FFN size `ffn`: the
-// kernel experts_time runs between its grouped GeMMs.
+// The experts' activation (SwiGLU, GeLU or the clamped quick-GeGLU) over `copies` token copies of
+// FFN size `ffn`: the kernels experts_time runs between its grouped GeMMs (with the clamps, where
+// Megatron-Core's TEGroupedMLP runs them apart).
 compute::Work expert_activation_time(const compute::ComputeModel& cm, const workload::ModelShape& m, double copies,
                                      double ffn);
+// Of those, what the launching thread issues after it has synced with the GPU (the clamped
+// quick-GeGLU under TEGroupedMLP: the fused activation after the clamps); empty where no sync.
+compute::Work expert_activation_after_sync(const compute::ComputeModel& cm, const workload::ModelShape& m,
+                                           double copies, double ffn);
 // The attention core (QK^T, softmax, PV) of a microbatch's whole sequence, heads split over tp,
 // forward and backward, within `layer`'s attention window (-1: full attention).
 compute::Work attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m, const workload::TrainingConfig& t,

@@ -212,6 +212,20 @@ bool experts_now(const Emission& em, std::uint32_t g, bool deferring) {
   return em.runs_experts(g) && !(deferring && em.runs_attention(g));
 }
 
+// A compute task of `work` whose last part, `after_sync`, its launching thread issues only after it
+// has synced with the GPU in the middle (layer_costs: the clamped quick-GeGLU under Megatron-Core's
+// TEGroupedMLP): the part before, the read (the thread waits for it, then the software's sync
+// time) and the part after. One task where nothing syncs or the software does not model its host.
+engine::TaskId synced_compute(Emission& em, std::uint32_t g, compute::Work work, compute::Work after_sync,
+                              const engine::Label& label, engine::TaskId after) {
+  if ((after_sync.time == 0 && after_sync.kernels == 0) || !em.software().models_host())
+    return em.pb.compute(g, work, label, after);
+  const TaskId before = em.pb.compute(g, {work.time - after_sync.time, work.kernels - after_sync.kernels}, label, after);
+  const engine::Label read =
+      em.label(label.phase, WorkKind::OtherCompute, "host_sync", label.layer, label.microbatch, label.chunk);
+  return em.pb.compute(g, after_sync, label, em.pb.read(g, em.software().host.sync, read, before));
+}
+
 // Chunk c's expert compute on the GPUs `which` selects.
 template <typename Which>
 void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
@@ -236,17 +250,17 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
     // Local recomputation: the expert's forward again from the copies it kept, just before its
     // backward (the copies' gradients arrive meanwhile).
     if (x.backward && x.recompute_locally)
-      cur[g] = em.pb.compute(g, ef + regroup,
-                             em.label(Phase::Recompute, WorkKind::Expert, "experts", x.layer, x.microbatch, c), cur[g]);
+      cur[g] = synced_compute(em, g, ef + regroup, work.experts.forward_after_sync,
+                              em.label(Phase::Recompute, WorkKind::Expert, "experts", x.layer, x.microbatch, c), cur[g]);
     // Selective recomputation of the experts' activation (moe_act, recompute_block.hpp), or of
     // their whole forward (routed_experts): again over the chunk's copies, just before their
     // backward.
     if (x.backward && work.activation.time > 0) {
       const bool whole = em.ctx.training.recomputes(workload::RecomputeModule::RoutedExperts);
-      cur[g] = em.pb.compute(g, work.activation,
-                             em.label(Phase::Recompute, WorkKind::Expert, whole ? "routed_experts" : "expert_activation",
-                                      x.layer, x.microbatch, c),
-                             cur[g]);
+      cur[g] = synced_compute(em, g, work.activation, work.activation_after_sync,
+                              em.label(Phase::Recompute, WorkKind::Expert, whole ? "routed_experts" : "expert_activation",
+                                       x.layer, x.microbatch, c),
+                              cur[g]);
     }
     // Delayed weight gradients: the data gradients (and the regroup) end the chunk's part before
     // the exchange back; the weight gradients follow on the compute stream beside it, and end the
@@ -254,7 +268,10 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
     const bool zero_bubble = x.backward && em.weight_gradients;
     const bool delay = x.backward && !zero_bubble && em.software().delay_wgrad;
     const compute::Work wgrad = delay || zero_bubble ? work.experts.wgrad : compute::Work{};
+    // The forward's sync in its middle (ExpertsWork::forward_after_sync) splits it; the regroup
+    // after the experts is issued before the sync (the same time, a little early).
     const TaskId e = zero_bubble ? backward_compute(em, g, t, wgrad, le, "experts_wgrad", cur[g])
+                     : forward   ? synced_compute(em, g, t, work.experts.forward_after_sync, le, cur[g])
                                  : em.pb.compute(g, compute::Work{t.time - wgrad.time, t.kernels - wgrad.kernels}, le, cur[g]);
     if (x.fetched) em.pb.depend((*x.fetched)[g], e);
     cur[g] = (*x.experts_done)[g] = e;

@@ -20,15 +20,22 @@ namespace moesim::blocks {
 namespace {
 
 // What GPU g's experts recompute over `rows` token copies per local expert (FFN size `ffn`) before
-// their backward: their whole forward (routed_experts), else the activation (moe_act), else nothing.
-compute::Work recomputed_activation(const Context& ctx, std::uint32_t g, std::span<const double> rows, double ffn) {
-  if (ctx.training.recomputes(workload::RecomputeModule::RoutedExperts))
-    return experts_work(ctx.compute_of(g), ctx.model, rows, ffn).forward;
+// their backward: their whole forward (routed_experts), else the activation (moe_act), else
+// nothing; and the part of it issued after a sync with the GPU.
+struct Recomputed {
+  compute::Work work, after_sync;
+};
+Recomputed recomputed_activation(const Context& ctx, std::uint32_t g, std::span<const double> rows, double ffn) {
+  if (ctx.training.recomputes(workload::RecomputeModule::RoutedExperts)) {
+    const ExpertsWork w = experts_work(ctx.compute_of(g), ctx.model, rows, ffn);
+    return {w.forward, w.forward_after_sync};
+  }
   if (!ctx.training.recomputes(workload::RecomputeModule::MoeAct)) return {};
   double copies = 0;
   for (const double r : rows)
     if (r > 0) copies += r;
-  return expert_activation_time(ctx.compute_of(g), ctx.model, copies, ffn);
+  const compute::ComputeModel& cm = ctx.compute_of(g);
+  return {expert_activation_time(cm, ctx.model, copies, ffn), expert_activation_after_sync(cm, ctx.model, copies, ffn)};
 }
 
 // GPU g's expert work over `rows` token copies per local expert (FFN size `ffn`), with `regroup`
@@ -38,8 +45,8 @@ ExpertChunk expert_chunk(const Context& ctx, std::uint32_t g, std::span<const do
   double copies = 0;
   for (const double r : rows) copies += std::max(0.0, r);
   const double offloaded = copies * workload::offloaded_bytes(ctx.model, ctx.training, 1, false, ffn).per_expert_copy;
-  return {experts_work(ctx.compute_of(g), ctx.model, rows, ffn), regroup, recomputed_activation(ctx, g, rows, ffn),
-          offloaded};
+  const Recomputed again = recomputed_activation(ctx, g, rows, ffn);
+  return {experts_work(ctx.compute_of(g), ctx.model, rows, ffn), regroup, again.work, again.after_sync, offloaded};
 }
 
 // Each rank's replicas as (expert, share), in expert order.

@@ -38,6 +38,9 @@ struct ExpertChunk {
   // The experts' activation alone, which they run again before their backward where the training
   // recomputes it (workload::RecomputeModule::MoeAct); none where it does not.
   compute::Work activation;
+  // The part of `activation` issued after the launching thread syncs with the GPU
+  // (expert_activation_after_sync); empty where it does not.
+  compute::Work activation_after_sync;
   // The bytes its copies' offloaded modules (expert_fc1, moe_act) send to the host; 0 where the
   // training offloads neither.
   double offloaded_bytes = 0;

@@ -95,8 +95,8 @@ Json model_from_hf_config(const Json& config, const std::string& file, const std
     shared = w / routed_width;
   }
 
-  // The gated activation: SiLU (SwiGLU experts) in every supported family; GPT-OSS's clamped
-  // gate is costed as SwiGLU (models/gpt-oss-120b.json).
+  // The gated activation: SiLU (SwiGLU experts) in every supported family but GPT-OSS, whose
+  // clamped quick-GeGLU (swiglu_limit) is its own kind (models/gpt-oss-120b.json).
   const std::string act = config.value("hidden_act", std::string("silu"));
   if (act != "silu" && act != "swiglu" && type != "gpt_oss")
     throw InputError(file, "$.hidden_act", fmt::format("is \"{}\": moesim's gated experts are SwiGLU", act),
@@ -110,7 +110,7 @@ Json model_from_hf_config(const Json& config, const std::string& file, const std
   m["experts"] = experts;
   m["top_k"] = top_k;
   m["shared_experts"] = shared;
-  m["expert_kind"] = "swiglu";
+  m["expert_kind"] = type == "gpt_oss" ? "clamped_quick_geglu" : "swiglu";
   m["heads"] = need({"num_attention_heads"}, "attention heads (num_attention_heads)");
   // Multi-head latent attention (DeepSeek-V2/V3): its ranks and head widths; its kv_heads are its heads.
   if (first_int(config, {"kv_lora_rank"}) > 0) {

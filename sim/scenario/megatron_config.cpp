@@ -165,8 +165,12 @@ Json model_shape(Reader& r) {
                "approximate it by hand: \"shared_experts\": round(width / the experts' width)");
     m["shared_experts"] = w / expert_ffn;
   }
-  // --swiglu sets gated_linear_unit; GPT-OSS's clamped quick-GELU GLU is gated as well (3 GeMMs).
-  m["expert_kind"] = r.on("swiglu") || r.on("gated_linear_unit") ? "swiglu" : "mlp";
+  // --swiglu sets gated_linear_unit; GPT-OSS's clamped quick-GELU GLU (activation_func quick_gelu
+  // with activation_func_clamp_value) is gated as well (3 GeMMs), its own kind.
+  const bool gated = r.on("swiglu") || r.on("gated_linear_unit");
+  const bool clamped_quick_gelu =
+      r.text("activation_func").find("quick_gelu") != std::string::npos && r.given("activation_func_clamp_value");
+  m["expert_kind"] = !gated ? "mlp" : clamped_quick_gelu ? "clamped_quick_geglu" : "swiglu";
   m["heads"] = r.count("num_attention_heads");
   if (r.on("multi_latent_attention")) {
     Json mla = Json::object();
@@ -322,8 +326,6 @@ MegatronImport from_fields(const Fields& fields, const std::string& source, cons
   if (r.given("mtp_num_layers")) out.model["mtp_layers"] = r.count("mtp_num_layers");
   if (r.text("softmax_type") == "learnable")
     out.approximated.push_back(r.name("softmax_type") + " learnable: each head's attention sink (one more logit a row) is not modelled");
-  if (r.text("activation_func").find("quick_gelu") != std::string::npos && r.given("activation_func_clamp_value"))
-    out.approximated.push_back(r.name("activation_func") + " quick_gelu, clamped: GPT-OSS's gated activation costed as SwiGLU");
   const Json& shape = options.preset ? *options.preset : out.model;
   const long long layers = shape.value("layers", 0LL);
   const long long experts = shape.value("experts", 1LL), top_k = shape.value("top_k", 1LL);

@@ -189,7 +189,7 @@ NodePtr model_schema() {
       required("experts", integer(1, 1 << 16), "routed experts per MoE layer E"),
       required("top_k", integer(1, 1 << 16), "experts per token"),
       optional("shared_experts", integer(0, 1 << 10), 0, "shared experts every token visits"),
-      optional("expert_kind", enumeration(names_of(workload::kExpertKindNames)), "mlp", "2-GeMM MLP or 3-GeMM SwiGLU experts"),
+      optional("expert_kind", enumeration(names_of(workload::kExpertKindNames)), "mlp", "2-GeMM MLP, 3-GeMM SwiGLU, or 3-GeMM clamped quick-GeGLU (GPT-OSS) experts"),
       required("heads", integer(1, 1 << 16), "attention heads"),
       optional("kv_heads", integer(1, 1 << 16), nullptr, "key/value heads (default: heads)"),
       optional("head_dim", integer(1, 1 << 16), nullptr, "width of one attention head (default: hidden / heads)"),

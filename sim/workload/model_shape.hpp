@@ -10,8 +10,14 @@
 
 namespace moesim::workload {
 
-enum class ExpertKind { Mlp, SwiGlu };
-inline constexpr auto kExpertKindNames = enum_names<ExpertKind>({{ExpertKind::Mlp, "mlp"}, {ExpertKind::SwiGlu, "swiglu"}});
+// The experts' FFN: a 2-GeMM MLP, or a gated one (3 GeMMs: gate, up, down) whose activation is
+// SwiGLU, or GPT-OSS's clamped quick-GeGLU (openai/gpt-oss-120b config.json swiglu_limit 7.0;
+// Megatron-Core's quick_gelu with activation_func_clamp_value 7.0 and glu_linear_offset 1.0:
+// quick_gelu(min(gate, 7)) · (clamp(up, −7, 7) + 1)), whose clamps Megatron-Core's TEGroupedMLP runs
+// as kernels of their own (blocks::expert_activation_time).
+enum class ExpertKind { Mlp, SwiGlu, ClampedQuickGeGlu };
+inline constexpr auto kExpertKindNames = enum_names<ExpertKind>(
+    {{ExpertKind::Mlp, "mlp"}, {ExpertKind::SwiGlu, "swiglu"}, {ExpertKind::ClampedQuickGeGlu, "clamped_quick_geglu"}});
 
 // Multi-head latent attention (DeepSeek-V2 §2.1, DeepSeek-V3 §2.1.1): queries through a
 // q_lora_rank latent (or straight from the hidden state when 0), keys and values through one
@@ -84,7 +90,7 @@ struct ModelShape {
   double output_width() const { return heads * v_head_dim(); }   // rows of the output projection
   double key_width() const { return kv_heads * qk_head_dim(); }  // columns of K (per head with MLA)
   double value_width() const { return kv_heads * v_head_dim(); } // columns of V
-  int ffn_gemms() const { return expert_kind == ExpertKind::SwiGlu ? 3 : 2; }
+  int ffn_gemms() const { return expert_kind == ExpertKind::Mlp ? 2 : 3; }
   int moe_layers() const { return layers - dense_layers; }
   bool is_moe(int layer) const { return layer >= dense_layers; }
   bool is_mtp(int layer) const { return layer >= layers - mtp_layers; }

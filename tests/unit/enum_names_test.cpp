@@ -46,7 +46,7 @@ TEST(EnumNames, EveryValueHasOneNameAndEveryNameOneValue) {
   expect_one_name_each(compute::kPermuteNames, 3);
   expect_one_name_each(compute::kCrossEntropyNames, 3);
   expect_one_name_each(compute::kOptimizerKernelNames, 3);
-  expect_one_name_each(workload::kExpertKindNames, 2);
+  expect_one_name_each(workload::kExpertKindNames, 3);
   expect_one_name_each(workload::kRecomputeNames, 3);
   expect_one_name_each(workload::kRoutingKindNames, 4);
   expect_one_name_each(workload::kRoutingSamplingNames, 3);

@@ -386,6 +386,49 @@ TEST(EpBackend, BlockingDispatchIdlesTheComputeStreamForTheHostRoundTrip) {
   EXPECT_EQ(syncs(doc), 0);
 }
 
+TEST(EpBackend, ClampedQuickGeGluSyncsTheHostUnderTeGroupedMlp) {
+  // GPT-OSS's activation under Megatron-Core's TEGroupedMLP builds its linear offset as a GPU
+  // tensor each call (torch.tensor(..., device=...): a pageable host-to-device copy PyTorch follows
+  // with a stream sync; layer_costs.cpp clamps_apart): a read in the middle of the experts'
+  // forward and of the activation's recomputation (moe_act), none in their backward. Non-blocking
+  // HybridEP reads nothing itself: 4 GPUs x (forward + recomputation) = 8 reads, after each of
+  // which the launch thread waits the software's sync (30 us) and the GPU's next task (the rest of
+  // the experts' forward, or of the recomputed activation) starts exactly then (launches cost
+  // nothing here). The fused expert MLP (grouped_gemm grouped) and SwiGLU read nothing.
+  auto doc = small(8, 2);
+  doc["model"]["expert_kind"] = "clamped_quick_geglu";
+  doc["training"]["recompute"] = "selective";
+  doc["training"]["recompute_modules"] = {"moe_act"};
+  doc["parallel"] = {{"ep_backend", "hybridep"}, {"ep_non_blocking", true}, {"ep_capacity_factor", 1.0}};
+  doc["software"] = {{"host", {{"sync", "30us"}}}, {"grouped_gemm", "per_expert"}};
+  const auto syncs = [](const schema::Json& d) {
+    simulation::Simulation sim(test::scenario_from(d.dump(), "s.json"));
+    sim.run(test::with_task_log());
+    int n = 0;
+    const auto& tasks = sim.task_log().tasks();
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      const auto& t = tasks[i];
+      if (t.end < 0 || sim.engine().names()[t.label.name] != "host_sync") continue;
+      ++n;
+      EXPECT_EQ(t.end, t.start);
+      std::size_t next = i + 1;
+      while (next < tasks.size() && tasks[next].gpu != t.gpu) ++next;
+      EXPECT_LT(next, tasks.size());
+      if (next < tasks.size()) {
+        EXPECT_EQ(tasks[next].start, t.end + 30 * kMicrosecond) << "after task " << i;
+        EXPECT_EQ(tasks[next].label.kind, engine::WorkKind::Expert);
+      }
+    }
+    return n;
+  };
+  EXPECT_EQ(syncs(doc), 2 * 4);
+  doc["software"]["grouped_gemm"] = "grouped";
+  EXPECT_EQ(syncs(doc), 0);
+  doc["software"]["grouped_gemm"] = "per_expert";
+  doc["model"]["expert_kind"] = "swiglu";
+  EXPECT_EQ(syncs(doc), 0);
+}
+
 TEST(EpBackend, FusedKernelsHoldTheirSmsWhileTheyRun) {
   // Every dispatch and combine member of a fused backend reserves its SMs of the GPU (the H100's
   // 132, topologies/gpus.json): HybridEP's 16 (the PR's hard-coded budget), DeepEP's 20, or

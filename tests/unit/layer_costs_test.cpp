@@ -248,6 +248,51 @@ TEST(LayerCosts, ExpertOutputBiasAsMegatronCoreAddsIt) {
   EXPECT_EQ(blocks::experts_work(compute::ComputeModel(gpu(), slow_per_expert), m, rows, 512), biased);
 }
 
+TEST(LayerCosts, ClampedQuickGeGluClampsApartUnderTeGroupedMlp) {
+  // GPT-OSS's experts under Megatron-Core's TEGroupedMLP (grouped GeMM backend per_expert):
+  // weighted_bias_quick_geglu_impl (core_v0.17.0 fusions/fused_bias_geglu.py L411-440) clamps the
+  // gate half and the up half of fc1's output and concatenates them, in eager PyTorch, before its
+  // compiled activation. Two local experts of r = 300 and 500 rows (C = 800 copies), ffn M = 512,
+  // BF16 (a = 2 B); each half is C·M·a bytes.
+  compute::ComputeOptions o;
+  o.grouped_gemm_kernels = compute::GroupedGemmKernels::PerExpert;
+  const compute::ComputeModel cm(gpu(), o);
+  auto swiglu = moe_layer(true);
+  auto clamped = swiglu;
+  clamped.expert_kind = workload::ExpertKind::ClampedQuickGeGlu;
+  const std::vector<double> rows{300, 500};
+  const double half = 800 * 512 * 2;
+  const auto mb = [&](double bytes) { return compute::kMemoryKernelOverhead + seconds_to_time(bytes / (compute::kHbmEfficiency * 3e12)); };
+  const blocks::ExpertsWork plain = blocks::experts_work(cm, swiglu, rows, 512);
+  const blocks::ExpertsWork apart = blocks::experts_work(cm, clamped, rows, 512);
+  // Forward: two clamps, each reading and writing its half (2 halves each), and the cat reading
+  // and writing both (4): 3 kernels more. Both kinds are gated: the same three GeMMs.
+  EXPECT_EQ(apart.forward.time - plain.forward.time, mb(2 * half) + mb(2 * half) + mb(4 * half));
+  EXPECT_EQ(apart.forward.kernels - plain.forward.kernels, 3);
+  // Backward: each clamp's gradient reads the gradient and its input and writes one (3 halves),
+  // chunk's gradient concatenates the halves' (4): 3 kernels more; the weight gradients untouched.
+  EXPECT_EQ(apart.backward.time - plain.backward.time, mb(3 * half) + mb(3 * half) + mb(4 * half));
+  EXPECT_EQ(apart.backward.kernels - plain.backward.kernels, 3);
+  EXPECT_EQ(apart.wgrad, plain.wgrad);
+  // The offset it builds as a GPU tensor syncs the host after the clamps: what follows is the
+  // fused activation (3 halves: reads the gate and up halves, writes one), fc2 and nothing else
+  // (no bias, no FP8 casts here); SwiGLU syncs nowhere.
+  EXPECT_EQ(plain.forward_after_sync, compute::Work{});
+  const compute::Work fc2{cm.grouped_gemm(rows, 1024, 512), 2};  // one GeMM an expert
+  EXPECT_EQ(apart.forward_after_sync, compute::kernel(mb(3 * half)) + fc2);
+  // The recomputed activation (moe_act) is the clamps and the activation, the activation after the sync.
+  EXPECT_EQ(blocks::expert_activation_time(cm, clamped, 800, 512), compute::kernel(mb(2 * half)) +
+                                                                       compute::kernel(mb(2 * half)) +
+                                                                       compute::kernel(mb(4 * half)) +
+                                                                       compute::kernel(mb(3 * half)));
+  EXPECT_EQ(blocks::expert_activation_after_sync(cm, clamped, 800, 512), compute::kernel(mb(3 * half)));
+  EXPECT_EQ(blocks::expert_activation_after_sync(cm, swiglu, 800, 512), compute::Work{});
+  // Megatron-Core 0.18's fused expert MLP (one grouped kernel; Transformer Engine's fused ops take
+  // the clamp as the activation's limit): no clamps, no sync.
+  const compute::ComputeModel fused(gpu(), compute::ComputeOptions{});
+  EXPECT_EQ(blocks::experts_work(fused, clamped, rows, 512), blocks::experts_work(fused, swiglu, rows, 512));
+}
+
 TEST(LayerCosts, PermuteKernelsOfEachSoftware) {
   // T = 1000 tokens, H = 1024, E = 16, k = 4 (C = kT = 4000 copies), BF16 (a = 2 B); int64
   // indices (8 B). Each kernel's bytes as layer_costs.cpp derives them from the frameworks' code.

@@ -116,7 +116,7 @@ TEST(MegatronArgs, WhatMoesimCannotExpressIsRefusedNamingTheFlag) {
 TEST(MegatronBridgeConfig, GptOssGb200RecipeGivesItsModelLayoutAndTraining) {
   const auto i = bridge("gpt_oss_120b_pretrain_gb200_fp8_mx_v2.yaml");
   EXPECT_EQ(i.model, schema::Json::parse(R"({"layers": 36, "hidden": 2880, "ffn_hidden": 2880, "experts": 128, "top_k": 4,
-      "expert_kind": "swiglu", "heads": 64, "kv_heads": 8, "head_dim": 64, "vocab": 201088, "linear_bias": true,
+      "expert_kind": "clamped_quick_geglu", "heads": 64, "kv_heads": 8, "head_dim": 64, "vocab": 201088, "linear_bias": true,
       "rotary": true, "qk_norm": false, "sliding_window": {"tokens": 128, "every": 2}})"));
   EXPECT_EQ(i.parallel, schema::Json::parse(R"({"tp": 1, "pp": 1, "cp": 1, "ep": 64, "etp": 1, "sharding": "distributed_optimizer"})"));
   EXPECT_EQ(i.training, schema::Json::parse(R"({"sequence_length": 4096, "micro_batch_size": 4, "global_batch_size": 1280,
@@ -124,7 +124,9 @@ TEST(MegatronBridgeConfig, GptOssGb200RecipeGivesItsModelLayoutAndTraining) {
   EXPECT_EQ(i.software, schema::Json::object());
   EXPECT_EQ(i.routing, schema::Json::parse(R"({"sampling": "expected"})"));
   EXPECT_TRUE(mentions(i.approximated, "model.softmax_type"));      // the attention sinks
-  EXPECT_TRUE(mentions(i.approximated, "model.activation_func"));   // the clamped quick-GELU GLU
+  // The clamped quick-GELU GLU is its expert_kind, neither approximated nor left out.
+  EXPECT_FALSE(mentions(i.approximated, "model.activation_func"));
+  EXPECT_FALSE(mentions(i.not_imported, "model.activation_func"));
   EXPECT_TRUE(mentions(i.not_imported, "optimizer.adam_beta1"));    // named by section and field
   EXPECT_FALSE(mentions(i.not_imported, "model.num_layers"));
 }
