@@ -40,6 +40,12 @@ constexpr std::optional<E> value_of(const std::array<EnumName<E>, N>& names, std
   return std::nullopt;
 }
 
+// The name of `value` as a string: what an importer writes into the scenario it builds.
+template <class E, std::size_t N>
+std::string name_string(const std::array<EnumName<E>, N>& names, E value) {
+  return std::string(name_of(names, value));
+}
+
 template <class E, std::size_t N>
 std::vector<std::string> names_of(const std::array<EnumName<E>, N>& names) {
   std::vector<std::string> out;

@@ -5,8 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/enum_names.hpp"
 #include "sim/core/error.hpp"
 #include "sim/scenario/scenario_schema.hpp"
+#include "sim/workload/model_shape.hpp"
 
 namespace moesim::scenario {
 
@@ -110,7 +112,8 @@ Json model_from_hf_config(const Json& config, const std::string& file, const std
   m["experts"] = experts;
   m["top_k"] = top_k;
   m["shared_experts"] = shared;
-  m["expert_kind"] = type == "gpt_oss" ? "clamped_quick_geglu" : "swiglu";
+  m["expert_kind"] = name_string(workload::kExpertKindNames,
+                                type == "gpt_oss" ? workload::ExpertKind::ClampedQuickGeGlu : workload::ExpertKind::SwiGlu);
   m["heads"] = need({"num_attention_heads"}, "attention heads (num_attention_heads)");
   // Multi-head latent attention (DeepSeek-V2/V3): its ranks and head widths; its kv_heads are its heads.
   if (first_int(config, {"kv_lora_rank"}) > 0) {

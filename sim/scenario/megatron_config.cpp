@@ -9,12 +9,20 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <yaml-cpp/yaml.h>
 
+#include "sim/cluster/gpu_spec.hpp"
+#include "sim/compute/compute_model.hpp"
+#include "sim/core/enum_names.hpp"
 #include "sim/core/error.hpp"
+#include "sim/parallel/ep_backend.hpp"
+#include "sim/parallel/layout.hpp"
+#include "sim/workload/model_shape.hpp"
+#include "sim/workload/routing.hpp"
 
 namespace moesim::scenario {
 
@@ -170,7 +178,10 @@ Json model_shape(Reader& r) {
   const bool gated = r.on("swiglu") || r.on("gated_linear_unit");
   const bool clamped_quick_gelu =
       r.text("activation_func").find("quick_gelu") != std::string::npos && r.given("activation_func_clamp_value");
-  m["expert_kind"] = !gated ? "mlp" : clamped_quick_gelu ? "clamped_quick_geglu" : "swiglu";
+  using workload::ExpertKind;
+  m["expert_kind"] = name_string(workload::kExpertKindNames, !gated               ? ExpertKind::Mlp
+                                                             : clamped_quick_gelu ? ExpertKind::ClampedQuickGeGlu
+                                                                                  : ExpertKind::SwiGlu);
   m["heads"] = r.count("num_attention_heads");
   if (r.on("multi_latent_attention")) {
     Json mla = Json::object();
@@ -296,12 +307,13 @@ void pipeline_split(Reader& r, long long layers, Json& p) {
   }
 }
 
-// torch dtypes by name as Bridge writes them ("torch.bfloat16") in moesim's words.
-std::string dtype_name(const std::string& torch) {
-  static const std::map<std::string, std::string> names{
-      {"torch.float32", "fp32"}, {"torch.bfloat16", "bf16"}, {"torch.float16", "fp16"}, {"torch.uint8", "fp8"}};
-  const auto it = names.find(torch);
-  return it == names.end() ? std::string() : it->second;
+// torch dtypes by name as Bridge writes them ("torch.bfloat16") as moesim's dtypes.
+std::optional<cluster::Dtype> torch_dtype(const std::string& torch) {
+  using cluster::Dtype;
+  static const std::map<std::string, Dtype> dtypes{
+      {"torch.float32", Dtype::fp32}, {"torch.bfloat16", Dtype::bf16}, {"torch.float16", Dtype::fp16}, {"torch.uint8", Dtype::fp8}};
+  const auto it = dtypes.find(torch);
+  return it == dtypes.end() ? std::nullopt : std::optional<Dtype>(it->second);
 }
 
 MegatronImport from_fields(const Fields& fields, const std::string& source, const MegatronImportOptions& options) {
@@ -345,7 +357,9 @@ MegatronImport from_fields(const Fields& fields, const std::string& source, cons
   }
   pipeline_split(r, layers, p);
   if (p.value("tp", 1LL) > 1) p["sequence_parallel"] = r.on("sequence_parallel");
-  if (r.given("use_distributed_optimizer")) p["sharding"] = r.on("use_distributed_optimizer") ? "distributed_optimizer" : "none";
+  if (r.given("use_distributed_optimizer"))
+    p["sharding"] = name_string(parallel::kShardingNames, r.on("use_distributed_optimizer") ? parallel::Sharding::DistributedOptimizer
+                                                                                            : parallel::Sharding::None);
   // The token dispatcher: alltoall (NCCL's all-to-all-v after a device-to-host read), or flex with
   // its backend (DeepEP, HybridEP) and the SMs it takes.
   const std::string dispatcher = r.given("moe_token_dispatcher_type") ? r.text("moe_token_dispatcher_type") : "alltoall";
@@ -354,8 +368,9 @@ MegatronImport from_fields(const Fields& fields, const std::string& source, cons
   if (dispatcher == "flex" || !backend.empty()) {
     if (backend != "deepep" && backend != "hybridep")
       r.refuse("moe_flex_dispatcher_backend", fmt::format("is \"{}\"", backend), "use deepep or hybridep");
-    p["ep_backend"] = backend;
-    const char* sms = backend == "hybridep" ? "moe_hybridep_num_sms" : "moe_deepep_num_sms";
+    const bool hybrid = backend == "hybridep";
+    p["ep_backend"] = name_string(parallel::kEpBackendNames, hybrid ? parallel::EpBackendKind::HybridEp : parallel::EpBackendKind::DeepEp);
+    const char* sms = hybrid ? "moe_hybridep_num_sms" : "moe_deepep_num_sms";
     if (r.given(sms)) p["ep_sms"] = r.count(sms);
   } else if (dispatcher != "alltoall") {
     r.refuse("moe_token_dispatcher_type", fmt::format("is \"{}\": moesim models the alltoall and flex dispatchers", dispatcher),
@@ -369,7 +384,7 @@ MegatronImport from_fields(const Fields& fields, const std::string& source, cons
     // The recipe's paged stash sizes each rank's expert buffers 1.5x the balanced share
     // (moe_expert_rank_capacity_factor) without a device-to-host read: non-blocking HybridEP
     // with that capacity (balanced routing needs K / (EP x min(K, local experts))).
-    if (p.value("ep_backend", std::string()) != "hybridep")
+    if (p.value("ep_backend", std::string()) != name_of(parallel::kEpBackendNames, parallel::EpBackendKind::HybridEp))
       r.refuse("cuda_graph_impl", "is full_iteration around a dispatch that reads its sizes back to the host",
                "use the flex dispatcher with the HybridEP backend (its paged stash) or per-module graphs");
     const long long ep = p.value("ep", 1LL), local = std::max(1LL, experts / ep);
@@ -383,26 +398,29 @@ MegatronImport from_fields(const Fields& fields, const std::string& source, cons
       if (x.is_string() && known.count(x.get<std::string>())) scopes.push_back(x);
     s["cuda_graphs"] = scopes;
   }
-  if (r.on("use_transformer_engine_op_fuser")) s["grouped_gemm"] = "grouped";
+  if (r.on("use_transformer_engine_op_fuser"))
+    s["grouped_gemm"] = name_string(compute::kGroupedGemmNames, compute::GroupedGemmKernels::One);
   if (r.on("overlap_moe_expert_parallel_comm")) {
     s["ep_overlap"] = true;
     if (r.on("delay_wgrad_compute")) s["delay_wgrad"] = true;
   }
   if (r.on("moe_shared_expert_overlap")) s["shared_expert_overlap"] = true;
-  if (r.off("cross_entropy_loss_fusion")) s["cross_entropy"] = "megatron";  // vocab_parallel_cross_entropy, unfused, in fp32
+  if (r.off("cross_entropy_loss_fusion"))  // vocab_parallel_cross_entropy, unfused, in fp32
+    s["cross_entropy"] = name_string(compute::kCrossEntropyNames, compute::CrossEntropyKernels::Megatron);
   if (r.on("cross_entropy_loss_fusion") && r.text("cross_entropy_fusion_impl") == "native")
     out.approximated.push_back(r.name("cross_entropy_fusion_impl") + " native: Megatron-Core's fused loss costed as Transformer Engine's");
   if (r.off("moe_router_fusion")) {
     s["router_kernels"] = 72;  // Megatron-LM's DeepSeek-V3 GB200 guide L85: 72 unfused router kernels
     s["router_fusion"] = false;  // torch.topk instead of Transformer Engine's fused top-k
   }
-  if (r.off("moe_permute_fusion")) s["permute"] = "megatron";
+  if (r.off("moe_permute_fusion")) s["permute"] = name_string(compute::kPermuteNames, compute::PermuteKernels::Megatron);
   if (r.off("bias_activation_fusion")) s["activation_fusion"] = false;
   if (r.off("apply_rope_fusion")) {
     s["rope_fusion"] = false;
     out.approximated.push_back(r.name("apply_rope_fusion") + " false: Megatron-Core's unfused rotary costed as torchtitan's eager one");
   }
-  if (r.on("moe_router_force_load_balancing")) out.routing["sampling"] = "expected";
+  if (r.on("moe_router_force_load_balancing"))
+    out.routing["sampling"] = name_string(workload::kRoutingSamplingNames, workload::RoutingSampling::Expected);
 
   Json& t = out.training;
   if (r.given("seq_length")) t["sequence_length"] = r.count("seq_length");
@@ -413,20 +431,24 @@ MegatronImport from_fields(const Fields& fields, const std::string& source, cons
              "import the BF16, FP8 or MXFP8 recipe of this model");
   if (r.given("fp8") || r.given("fp8_format")) {
     const std::string recipe = r.text("fp8_recipe");
-    t["dtype"] = recipe == "mxfp8" ? "mxfp8" : "fp8";
+    t["dtype"] = name_string(cluster::kDtypeNames, recipe == "mxfp8" ? cluster::Dtype::mxfp8 : cluster::Dtype::fp8);
     if (recipe == "tensorwise") t["fp8_scaling"] = "current";  // per-tensor current scaling (FP8-CS)
     if (recipe == "blockwise") {
       t["fp8_scaling"] = "current";
       out.approximated.push_back(r.name("fp8_recipe") + " blockwise: DeepSeek's 1x128/128x128 block scales costed as per-tensor current scaling");
     }
   } else {
-    t["dtype"] = r.on("fp16") ? "fp16" : r.on("bf16") ? "bf16" : "fp32";
+    t["dtype"] = name_string(cluster::kDtypeNames, r.on("fp16")   ? cluster::Dtype::fp16
+                                                   : r.on("bf16") ? cluster::Dtype::bf16
+                                                                  : cluster::Dtype::fp32);
   }
   if (r.given("recompute_granularity")) {
     const std::string g = r.text("recompute_granularity");
+    using workload::Recompute;
     if (g != "full" && g != "selective") r.refuse("recompute_granularity", fmt::format("is \"{}\"", g), "use full or selective");
-    t["recompute"] = g;
-    if (g == "selective") {
+    const Recompute recompute = g == "full" ? Recompute::Full : Recompute::Selective;
+    t["recompute"] = name_string(workload::kRecomputeNames, recompute);
+    if (recompute == Recompute::Selective) {
       Json modules = Json::array();
       for (const Json& m : r.given("recompute_modules") ? r.list("recompute_modules") : std::vector<Json>{Json("core_attn")})
         if (m != "moe") modules.push_back(m);  // the whole MoE layer: not modelled (docs/scenario.md)
@@ -444,10 +466,11 @@ MegatronImport from_fields(const Fields& fields, const std::string& source, cons
     Json states = Json::object();
     for (const auto& [field, key] : {std::pair{"main_params_dtype", "main_params"}, std::pair{"exp_avg_dtype", "exp_avg"},
                                      std::pair{"exp_avg_sq_dtype", "exp_avg_sq"}}) {
-      const std::string d = dtype_name(r.text(field));
-      if (!d.empty() && d != "fp32") states[key] = d;
+      const auto d = torch_dtype(r.text(field));
+      if (d && *d != cluster::Dtype::fp32) states[key] = name_string(cluster::kDtypeNames, *d);
     }
-    if (dtype_name(r.text("main_grads_dtype")) == "bf16") states["main_grads"] = "bf16";
+    if (torch_dtype(r.text("main_grads_dtype")) == cluster::Dtype::bf16)
+      states["main_grads"] = name_string(cluster::kDtypeNames, cluster::Dtype::bf16);
     if (!states.empty()) t["optimizer_states"] = states;
   }
   out.not_imported = r.unread();

@@ -12,7 +12,11 @@
 #include <set>
 #include <toml++/toml.h>
 
+#include "sim/cluster/gpu_spec.hpp"
+#include "sim/core/enum_names.hpp"
 #include "sim/core/error.hpp"
+#include "sim/parallel/layout.hpp"
+#include "sim/workload/model_shape.hpp"
 
 namespace moesim::scenario {
 
@@ -33,9 +37,12 @@ const std::map<std::pair<std::string, std::string>, std::string>& model_presets(
 }
 
 // torchtitan's pipeline schedules (torch.distributed.pipelining's names) → moesim's.
-const std::map<std::string, std::string>& schedules() {
-  static const std::map<std::string, std::string> s{
-      {"1F1B", "1f1b"}, {"GPipe", "gpipe"}, {"Interleaved1F1B", "interleaved_1f1b"}, {"DualPipeV", "dualpipev"}};
+const std::map<std::string, parallel::PipelineSchedule>& schedules() {
+  using parallel::PipelineSchedule;
+  static const std::map<std::string, PipelineSchedule> s{{"1F1B", PipelineSchedule::OneFOneB},
+                                                         {"GPipe", PipelineSchedule::GPipe},
+                                                         {"Interleaved1F1B", PipelineSchedule::Interleaved},
+                                                         {"DualPipeV", PipelineSchedule::DualPipeV}};
   return s;
 }
 
@@ -91,13 +98,14 @@ TorchtitanImport from_torchtitan_toml(const std::string& text, const std::string
   out.model = {{"preset", preset->second}};
 
   // Float8 and MX converters quantize the linear layers' GeMMs (torchtitan/components/quantization).
-  std::string dtype = value("training.mixed_precision_param", std::string("bfloat16")) == "float32" ? "fp32" : "bf16";
+  using cluster::Dtype;
+  Dtype dtype = value("training.mixed_precision_param", std::string("bfloat16")) == "float32" ? Dtype::fp32 : Dtype::bf16;
   used.insert("model.converters");
   if (const toml::array* converters = doc.at_path("model.converters").as_array())
     for (const auto& c : *converters)
       if (const auto s = c.value<std::string>()) {
-        if (s->find("mx") != std::string::npos) dtype = "mxfp8";
-        else if (s->find("float8") != std::string::npos && dtype != "mxfp8") dtype = "fp8";
+        if (s->find("mx") != std::string::npos) dtype = Dtype::mxfp8;
+        else if (s->find("float8") != std::string::npos && dtype != Dtype::mxfp8) dtype = Dtype::fp8;
       }
 
   Json& p = out.parallel;
@@ -111,7 +119,7 @@ TorchtitanImport from_torchtitan_toml(const std::string& text, const std::string
   const long long shard = value("parallelism.data_parallel_shard_degree", -1LL);
   count("parallelism.data_parallel_replicate_degree", 1);  // plain data parallelism: the GPUs the cluster has
   if (shard == 0 || shard < -1) throw InputError(source, "parallelism.data_parallel_shard_degree", fmt::format("is {}", shard), "give -1 (the GPUs left over) or a positive degree");
-  p["sharding"] = shard == 1 ? "none" : "fsdp";
+  p["sharding"] = name_string(parallel::kShardingNames, shard == 1 ? parallel::Sharding::None : parallel::Sharding::Fsdp);
   if (tp > 1) p["sequence_parallel"] = true;  // torchtitan's TP is sequence-parallel (parallelize.py)
   // The schedule, and the layers of a stage, matter only with pipeline stages.
   const std::string schedule = value("parallelism.pipeline_parallel_schedule", std::string("1F1B"));
@@ -121,8 +129,8 @@ TorchtitanImport from_torchtitan_toml(const std::string& text, const std::string
     if (s == schedules().end())
       throw InputError(source, "parallelism.pipeline_parallel_schedule", fmt::format("is {}, which moesim does not run", schedule),
                        "use 1F1B, GPipe, Interleaved1F1B or DualPipeV");
-    p["schedule"] = s->second;
-    if (s->second == "interleaved_1f1b") {
+    p["schedule"] = name_string(parallel::kPipelineScheduleNames, s->second);
+    if (s->second == parallel::PipelineSchedule::Interleaved) {
       if (layers_per_stage < 1)
         throw InputError(source, "parallelism.pipeline_parallel_layers_per_stage",
                          "is missing: the virtual stages of Interleaved1F1B follow from it",
@@ -144,10 +152,10 @@ TorchtitanImport from_torchtitan_toml(const std::string& text, const std::string
   const long long global = value("training.global_batch_size", -1LL);
   if (global > 0) t["global_batch_size"] = global;
   else t["microbatches"] = local / micro;
-  t["dtype"] = dtype;
+  t["dtype"] = name_string(cluster::kDtypeNames, dtype);
   const std::string ac = value("activation_checkpoint.mode", std::string("selective"));
   if (ac == "full") {
-    t["recompute"] = "full";
+    t["recompute"] = name_string(workload::kRecomputeNames, workload::Recompute::Full);
   } else if (ac == "selective") {
     // The op policy (torchtitan/distributed/activation_checkpoint.py) saves the GeMMs on its list;
     // torch._grouped_mm is not on it, so the routed experts are recomputed (software/torchtitan.json).
@@ -156,7 +164,7 @@ TorchtitanImport from_torchtitan_toml(const std::string& text, const std::string
       throw InputError(source, "activation_checkpoint.selective_ac_option",
                        fmt::format("is \"{}\": checkpointing every {}th layer whole is not modelled", option, option),
                        "use \"op\", or mode \"full\" or \"none\"");
-    t["recompute"] = "selective";
+    t["recompute"] = name_string(workload::kRecomputeNames, workload::Recompute::Selective);
     t["recompute_modules"] = Json::array({"routed_experts"});
   } else if (ac != "none") {
     throw InputError(source, "activation_checkpoint.mode", fmt::format("is \"{}\"", ac), "use none, selective or full");
