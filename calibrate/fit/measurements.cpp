@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/cluster/gpu_spec.hpp"
 #include "sim/core/error.hpp"
 
 namespace moesim::calibrate {
@@ -19,7 +20,7 @@ double seconds_per(const std::string& unit) {
 namespace {
 
 const std::vector<std::string> kTimeUnits = {"ns", "us", "ms", "s"};
-const std::vector<std::string> kDtypes = {"fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8"};
+const std::vector<std::string> kDtypes = names_of(cluster::kDtypeNames);
 
 sc::NodePtr units_schema() {
   return sc::object({

@@ -20,7 +20,6 @@ namespace moesim::cluster {
 enum class Dtype { fp32, tf32, fp16, bf16, fp8, mxfp8 };
 inline constexpr auto kDtypeNames = enum_names<Dtype>({{Dtype::fp32, "fp32"}, {Dtype::tf32, "tf32"}, {Dtype::fp16, "fp16"},
                                                     {Dtype::bf16, "bf16"}, {Dtype::fp8, "fp8"}, {Dtype::mxfp8, "mxfp8"}});
-inline constexpr std::array<Dtype, 6> kDtypes{Dtype::fp32, Dtype::tf32, Dtype::fp16, Dtype::bf16, Dtype::fp8, Dtype::mxfp8};
 std::optional<Dtype> parse_dtype(std::string_view text);
 std::string_view to_string(Dtype d);
 // Bytes per element as stored in memory (tf32 is stored as fp32; mxfp8 with its block's scale:

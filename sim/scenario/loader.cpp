@@ -132,8 +132,8 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g, const std::stri
   cluster::GpuSpec s;
   s.key = key;
   s.name = g.at("name").get<std::string>();
-  for (cluster::Dtype d : cluster::kDtypes) {
-    const std::string n(cluster::to_string(d));
+  for (const auto& [d, name] : cluster::kDtypeNames) {
+    const std::string n(name);
     if (g.at("peak_flops").contains(n)) s.peak_flops[static_cast<std::size_t>(d)] = schema::as_flops(g.at("peak_flops").at(n));
   }
   s.hbm_bytes_per_second = schema::as_bandwidth(g.at("hbm_bandwidth")).bytes_per_second;
@@ -141,8 +141,8 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g, const std::stri
   if (g.contains("sms")) s.sms = g.at("sms").get<int>();
   s.gemm_efficiency = g.at("gemm_efficiency").get<double>();
   if (g.contains("mamf"))
-    for (cluster::Dtype d : cluster::kDtypes) {
-      const std::string n(cluster::to_string(d));
+    for (const auto& [d, name] : cluster::kDtypeNames) {
+      const std::string n(name);
       if (!g.at("mamf").contains(n)) continue;
       const Json& e = g.at("mamf").at(n);
       s.mamf[static_cast<std::size_t>(d)] = {schema::as_flops(e.at("flops")), e.at("m").get<double>(), e.at("n").get<double>(),

@@ -21,6 +21,7 @@
 #include "sim/core/error.hpp"
 #include "sim/parallel/ep_backend.hpp"
 #include "sim/parallel/layout.hpp"
+#include "sim/software/software.hpp"
 #include "sim/workload/model_shape.hpp"
 #include "sim/workload/routing.hpp"
 
@@ -380,7 +381,7 @@ MegatronImport from_fields(const Fields& fields, const std::string& source, cons
   Json& s = out.software;
   const std::string graphs = r.text("cuda_graph_impl");
   if (graphs == "full_iteration") {
-    s["cuda_graphs"] = {"full_iteration"};
+    s["cuda_graphs"] = {name_string(software::kGraphScopeNames, software::GraphScope::FullIteration)};
     // The recipe's paged stash sizes each rank's expert buffers 1.5x the balanced share
     // (moe_expert_rank_capacity_factor) without a device-to-host read: non-blocking HybridEP
     // with that capacity (balanced routing needs K / (EP x min(K, local experts))).
@@ -392,10 +393,12 @@ MegatronImport from_fields(const Fields& fields, const std::string& source, cons
     p["ep_capacity_factor"] = std::min(1.0, 1.5 * static_cast<double>(top_k) / static_cast<double>(ep * std::min(top_k, local)));
     out.approximated.push_back(r.name("cuda_graph_impl") + " full_iteration: the paged stash as non-blocking HybridEP at 1.5x the balanced capacity");
   } else if (graphs == "transformer_engine" || graphs == "local") {
-    static const std::set<std::string> known{"attn", "moe_router", "moe_preprocess", "moe", "mlp"};
+    // The per-module scopes moesim knows (full_iteration is cuda_graph_impl's, above).
     Json scopes = Json::array();
-    for (const Json& x : r.list("cuda_graph_scope"))
-      if (x.is_string() && known.count(x.get<std::string>())) scopes.push_back(x);
+    for (const Json& x : r.list("cuda_graph_scope")) {
+      const auto scope = x.is_string() ? value_of(software::kGraphScopeNames, x.get<std::string>()) : std::nullopt;
+      if (scope && *scope != software::GraphScope::FullIteration) scopes.push_back(x);
+    }
     s["cuda_graphs"] = scopes;
   }
   if (r.on("use_transformer_engine_op_fuser"))

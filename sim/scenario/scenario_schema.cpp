@@ -4,6 +4,7 @@
 #include "sim/compute/compute_model.hpp"
 #include "sim/network/collective.hpp"
 #include "sim/parallel/layout.hpp"
+#include "sim/software/software.hpp"
 #include "sim/workload/model_shape.hpp"
 #include "sim/workload/popularity_process.hpp"
 #include "sim/workload/routing.hpp"
@@ -235,7 +236,7 @@ NodePtr software_schema() {
       optional("name", string(), nullptr, "what trains the model, e.g. \"Megatron-Bridge 26.04 (NeMo container)\""),
       optional("source", string(), nullptr, "the recipe files and measurements the values come from"),
       optional("host", host, Json::object(), "what driving each GPU costs its host's launch thread (0: not modelled)"),
-      optional("cuda_graphs", array_of(enumeration({"attn", "moe_router", "moe_preprocess", "moe", "mlp", "full_iteration"})),
+      optional("cuda_graphs", array_of(enumeration(names_of(software::kGraphScopeNames))),
                Json::array(),
                "Megatron-Core's cuda_graph_scope: the modules captured in a CUDA graph per layer, microbatch and "
                "direction (attn, moe_router, moe_preprocess, moe, mlp), or full_iteration (the whole "

@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "sim/compute/compute_model.hpp"
+#include "sim/core/enum_names.hpp"
 
 namespace moesim::software {
 
@@ -88,8 +89,14 @@ struct Software {
   }
 };
 
-// The cuda_graph_scope names of Megatron-Core, and what each captures here; nullopt-like false for
-// an unknown name.
+// The cuda_graph_scope names of Megatron-Core (TransformerConfig.cuda_graph_scope) a scenario's
+// software.cuda_graphs lists, and full_iteration (cuda_graph_impl full_iteration).
+enum class GraphScope : std::uint8_t { Attn, MoeRouter, MoePreprocess, Moe, Mlp, FullIteration };
+inline constexpr auto kGraphScopeNames = enum_names<GraphScope>(
+    {{GraphScope::Attn, "attn"}, {GraphScope::MoeRouter, "moe_router"}, {GraphScope::MoePreprocess, "moe_preprocess"},
+     {GraphScope::Moe, "moe"}, {GraphScope::Mlp, "mlp"}, {GraphScope::FullIteration, "full_iteration"}});
+
+// What a scope captures here; false for a name kGraphScopeNames lacks.
 bool parse_graph_scope(std::string_view name, CudaGraphs& graphs);
 
 }  // namespace moesim::software

@@ -11,6 +11,7 @@
 #include "sim/network/collective.hpp"
 #include "sim/parallel/layout.hpp"
 #include "sim/scenario/scenario_schema.hpp"
+#include "sim/software/software.hpp"
 #include "sim/workload/model_shape.hpp"
 #include "sim/workload/routing.hpp"
 
@@ -50,6 +51,7 @@ TEST(EnumNames, EveryValueHasOneNameAndEveryNameOneValue) {
   expect_one_name_each(workload::kRecomputeNames, 3);
   expect_one_name_each(workload::kRoutingKindNames, 4);
   expect_one_name_each(workload::kRoutingSamplingNames, 3);
+  expect_one_name_each(software::kGraphScopeNames, 6);
 }
 
 // to_string writes what the scenario reads: the names a results file echoes are scenario names.
