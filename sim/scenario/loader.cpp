@@ -294,11 +294,6 @@ std::uint8_t read_recompute_modules(const Json& t, const Scenario& s, const std:
                      "recompute_modules chooses what selective recomputation recomputes, but training.recompute is " +
                          t.at("recompute").get<std::string>(),
                      "set training.recompute to \"selective\", or remove recompute_modules");
-  static const std::pair<const char*, workload::RecomputeModule> names[] = {
-      {"core_attn", workload::RecomputeModule::CoreAttn},     {"layernorm", workload::RecomputeModule::Layernorm},
-      {"mla_up_proj", workload::RecomputeModule::MlaUpProj},  {"moe_act", workload::RecomputeModule::MoeAct},
-      {"mlp", workload::RecomputeModule::Mlp},                {"shared_experts", workload::RecomputeModule::SharedExperts},
-      {"routed_experts", workload::RecomputeModule::RoutedExperts}};
   std::uint8_t bits = 0;
   for (const Json& j : t.at("recompute_modules")) {
     const std::string name = j.get<std::string>();
@@ -311,8 +306,7 @@ std::uint8_t read_recompute_modules(const Json& t, const Scenario& s, const std:
       throw InputError(file, "$.training.recompute_modules",
                        fmt::format("mla_up_proj recomputes MLA's up projections, and model {} has no MLA", s.model.name),
                        "remove mla_up_proj, or give the model an \"mla\" section");
-    for (const auto& [key, module] : names)
-      if (name == key) bits |= static_cast<std::uint8_t>(1u << static_cast<int>(module));
+    bits |= static_cast<std::uint8_t>(1u << static_cast<int>(read_name(workload::kRecomputeModuleNames, name)));
   }
   return bits;
 }
@@ -325,17 +319,9 @@ std::uint8_t read_offload_modules(const Json& t, const Scenario& s, const std::s
                      "offload_modules moves the activations a layer keeps to the host, and training.recompute \"full\" "
                      "keeps only each layer's input",
                      "remove offload_modules, or set training.recompute to \"selective\" or \"none\"");
-  static const std::pair<const char*, workload::OffloadModule> names[] = {
-      {"attn_norm", workload::OffloadModule::AttnNorm}, {"qkv_linear", workload::OffloadModule::QkvLinear},
-      {"core_attn", workload::OffloadModule::CoreAttn}, {"attn_proj", workload::OffloadModule::AttnProj},
-      {"mlp_norm", workload::OffloadModule::MlpNorm},   {"expert_fc1", workload::OffloadModule::ExpertFc1},
-      {"moe_act", workload::OffloadModule::MoeAct}};
   std::uint8_t bits = 0;
-  for (const Json& j : t.at("offload_modules")) {
-    const std::string name = j.get<std::string>();
-    for (const auto& [key, module] : names)
-      if (name == key) bits |= static_cast<std::uint8_t>(1u << static_cast<int>(module));
-  }
+  for (const Json& j : t.at("offload_modules"))
+    bits |= static_cast<std::uint8_t>(1u << static_cast<int>(read_name(workload::kOffloadModuleNames, j.get<std::string>())));
   const auto has = [&](workload::OffloadModule m) { return (bits >> static_cast<int>(m) & 1u) != 0; };
   // Megatron-Core refuses it too (TransformerConfig.__post_init__, core_v0.17.0).
   if (has(workload::OffloadModule::AttnProj) && !has(workload::OffloadModule::CoreAttn))

@@ -453,7 +453,9 @@ MegatronImport from_fields(const Fields& fields, const std::string& source, cons
     t["recompute"] = name_string(workload::kRecomputeNames, recompute);
     if (recompute == Recompute::Selective) {
       Json modules = Json::array();
-      for (const Json& m : r.given("recompute_modules") ? r.list("recompute_modules") : std::vector<Json>{Json("core_attn")})
+      // Megatron-Core's default, core_attn, is moesim's name for it too.
+      const Json core_attn(name_string(workload::kRecomputeModuleNames, workload::RecomputeModule::CoreAttn));
+      for (const Json& m : r.given("recompute_modules") ? r.list("recompute_modules") : std::vector<Json>{core_attn})
         if (m != "moe") modules.push_back(m);  // the whole MoE layer: not modelled (docs/scenario.md)
         else out.approximated.push_back(r.name("recompute_modules") + " moe: the whole MoE layer's recomputation is not modelled (left out)");
       t["recompute_modules"] = modules;

@@ -13,6 +13,16 @@ namespace moesim::scenario {
 
 using namespace moesim::schema;
 
+namespace {
+// training.recompute_modules' names: workload::RecomputeModule's, and Megatron-Core's "moe" (the
+// whole MoE layer), which the loader refuses with its own reason rather than as an unknown name.
+std::vector<std::string> recompute_module_choices() {
+  std::vector<std::string> names = names_of(workload::kRecomputeModuleNames);
+  names.emplace_back("moe");
+  return names;
+}
+}  // namespace
+
 NodePtr gpu_schema() {
   static const NodePtr measurement = object({
       required("flops", flops(), "the best FLOP/s measured, e.g. \"794.5TFLOPS\""),
@@ -314,14 +324,13 @@ NodePtr scenario_schema() {
                "FlashAttention, which recomputes it anyway); full (each layer's forward, its all-to-alls included, "
                "run again before its backward; only layer inputs kept)"),
       optional("recompute_modules",
-               array_of(enumeration({"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "shared_experts", "moe",
-                                     "routed_experts"})),
+               array_of(enumeration(recompute_module_choices())),
                nullptr,
                "under selective recomputation, the modules recomputed, as Megatron-Core's recompute_modules (default "
                "[\"core_attn\"]): each frees the activations its forward keeps and runs that forward again before "
                "its backward; \"moe\" (the whole MoE layer) is not modelled"),
       optional("offload_modules",
-               array_of(enumeration({"attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"})),
+               array_of(enumeration(names_of(workload::kOffloadModuleNames))),
                nullptr,
                "fine-grained activation offloading, as Megatron-Core's offload_modules (with "
                "fine_grained_activation_offloading): each module's saved activations copy to host memory over PCIe "

@@ -165,7 +165,7 @@ TorchtitanImport from_torchtitan_toml(const std::string& text, const std::string
                        fmt::format("is \"{}\": checkpointing every {}th layer whole is not modelled", option, option),
                        "use \"op\", or mode \"full\" or \"none\"");
     t["recompute"] = name_string(workload::kRecomputeNames, workload::Recompute::Selective);
-    t["recompute_modules"] = Json::array({"routed_experts"});
+    t["recompute_modules"] = Json::array({name_string(workload::kRecomputeModuleNames, workload::RecomputeModule::RoutedExperts)});
   } else if (ac != "none") {
     throw InputError(source, "activation_checkpoint.mode", fmt::format("is \"{}\"", ac), "use none, selective or full");
   }

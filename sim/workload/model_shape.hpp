@@ -133,6 +133,10 @@ inline constexpr auto kRecomputeNames =
 // because it does not save torch._grouped_mm's outputs (torchtitan@b5bcd76
 // torchtitan/distributed/activation_checkpoint.py L31-94; the exchanges' outputs it saves).
 enum class RecomputeModule : std::uint8_t { CoreAttn, Layernorm, MlaUpProj, MoeAct, Mlp, SharedExperts, RoutedExperts, Count };
+inline constexpr auto kRecomputeModuleNames = enum_names<RecomputeModule>(
+    {{RecomputeModule::CoreAttn, "core_attn"}, {RecomputeModule::Layernorm, "layernorm"},
+     {RecomputeModule::MlaUpProj, "mla_up_proj"}, {RecomputeModule::MoeAct, "moe_act"}, {RecomputeModule::Mlp, "mlp"},
+     {RecomputeModule::SharedExperts, "shared_experts"}, {RecomputeModule::RoutedExperts, "routed_experts"}});
 
 // Fine-grained activation offloading by module, as Megatron-Core names them
 // (TransformerConfig.offload_modules with fine_grained_activation_offloading; core_v0.17.0
@@ -146,6 +150,10 @@ enum class RecomputeModule : std::uint8_t { CoreAttn, Layernorm, MlaUpProj, MoeA
 // expert_fc1: each routed copy's fc1 input; moe_act: each routed copy's activation input (fc1's
 // output). workload::offloaded_bytes counts them.
 enum class OffloadModule : std::uint8_t { AttnNorm, QkvLinear, CoreAttn, AttnProj, MlpNorm, ExpertFc1, MoeAct, Count };
+inline constexpr auto kOffloadModuleNames = enum_names<OffloadModule>(
+    {{OffloadModule::AttnNorm, "attn_norm"}, {OffloadModule::QkvLinear, "qkv_linear"}, {OffloadModule::CoreAttn, "core_attn"},
+     {OffloadModule::AttnProj, "attn_proj"}, {OffloadModule::MlpNorm, "mlp_norm"}, {OffloadModule::ExpertFc1, "expert_fc1"},
+     {OffloadModule::MoeAct, "moe_act"}});
 
 // The optimizer's state per parameter, in bytes, as Megatron-Core's precision-aware optimizer
 // (OptimizerConfig.use_precision_aware_optimizer with main_params_dtype, exp_avg_dtype,

@@ -49,6 +49,8 @@ TEST(EnumNames, EveryValueHasOneNameAndEveryNameOneValue) {
   expect_one_name_each(compute::kOptimizerKernelNames, 3);
   expect_one_name_each(workload::kExpertKindNames, 3);
   expect_one_name_each(workload::kRecomputeNames, 3);
+  expect_one_name_each(workload::kRecomputeModuleNames, static_cast<std::size_t>(workload::RecomputeModule::Count));
+  expect_one_name_each(workload::kOffloadModuleNames, static_cast<std::size_t>(workload::OffloadModule::Count));
   expect_one_name_each(workload::kRoutingKindNames, 4);
   expect_one_name_each(workload::kRoutingSamplingNames, 3);
   expect_one_name_each(software::kGraphScopeNames, 6);
