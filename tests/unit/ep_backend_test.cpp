@@ -5,6 +5,7 @@
 // refusals.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 
 #include "sim/blocks/layer_costs.hpp"
@@ -42,6 +43,34 @@ parallel::MoeLayerPlan ep_layer(int experts, parallel::EpBackendKind kind) {
   lp.gate_tokens = lp.combine_tokens = 1024;
   lp.backend.kind = kind;
   return lp;
+}
+
+// The host_sync reads of a run of `d`, counted; the read itself takes no GPU time, and the GPU's
+// next task starts exactly 30 us (the scenarios' sync time) after it, launches costing nothing
+// there. With `next_kind`, that task must exist and be of that kind.
+int host_syncs(const schema::Json& d, std::optional<engine::WorkKind> next_kind = std::nullopt) {
+  simulation::Simulation sim(test::scenario_from(d.dump(), "s.json"));
+  sim.run(test::with_task_log());
+  int n = 0;
+  const auto& tasks = sim.task_log().tasks();
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const auto& t = tasks[i];
+    if (t.end < 0 || sim.engine().names()[t.label.name] != "host_sync") continue;
+    ++n;
+    EXPECT_EQ(t.end, t.start);  // the read itself: no GPU time
+    std::size_t next = i + 1;
+    while (next < tasks.size() && tasks[next].gpu != t.gpu) ++next;
+    if (next_kind) {
+      EXPECT_LT(next, tasks.size());
+    }
+    if (next < tasks.size()) {
+      EXPECT_EQ(tasks[next].start, t.end + 30 * kMicrosecond) << "after task " << i;
+      if (next_kind) {
+        EXPECT_EQ(tasks[next].label.kind, *next_kind);
+      }
+    }
+  }
+  return n;
 }
 
 }  // namespace
@@ -355,24 +384,7 @@ TEST(EpBackend, BlockingDispatchIdlesTheComputeStreamForTheHostRoundTrip) {
   auto doc = small(8, 2);
   doc["training"]["recompute"] = "full";
   doc["parallel"] = {{"ep_backend", "hybridep"}, {"ep_host_sync", "30us"}};
-  const auto syncs = [](const schema::Json& d) {
-    simulation::Simulation sim(test::scenario_from(d.dump(), "s.json"));
-    sim.run(test::with_task_log());
-    int n = 0;
-    const auto& tasks = sim.task_log().tasks();
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
-      const auto& t = tasks[i];
-      if (t.end < 0 || sim.engine().names()[t.label.name] != "host_sync") continue;
-      ++n;
-      EXPECT_EQ(t.end, t.start);  // the read itself: no GPU time
-      std::size_t next = i + 1;
-      while (next < tasks.size() && tasks[next].gpu != t.gpu) ++next;
-      if (next < tasks.size()) {
-        EXPECT_EQ(tasks[next].start, t.end + 30 * kMicrosecond) << "after task " << i;
-      }
-    }
-    return n;
-  };
+  const auto syncs = [](const schema::Json& d) { return host_syncs(d); };
   EXPECT_EQ(syncs(doc), 2 * 4);
   doc["parallel"] = {{"ep_backend", "hybridep"}, {"ep_non_blocking", true}, {"ep_capacity_factor", 1.0}};
   EXPECT_EQ(syncs(doc), 0);
@@ -401,26 +413,7 @@ TEST(EpBackend, ClampedQuickGeGluSyncsTheHostUnderTeGroupedMlp) {
   doc["training"]["recompute_modules"] = {"moe_act"};
   doc["parallel"] = {{"ep_backend", "hybridep"}, {"ep_non_blocking", true}, {"ep_capacity_factor", 1.0}};
   doc["software"] = {{"host", {{"sync", "30us"}}}, {"grouped_gemm", "per_expert"}};
-  const auto syncs = [](const schema::Json& d) {
-    simulation::Simulation sim(test::scenario_from(d.dump(), "s.json"));
-    sim.run(test::with_task_log());
-    int n = 0;
-    const auto& tasks = sim.task_log().tasks();
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
-      const auto& t = tasks[i];
-      if (t.end < 0 || sim.engine().names()[t.label.name] != "host_sync") continue;
-      ++n;
-      EXPECT_EQ(t.end, t.start);
-      std::size_t next = i + 1;
-      while (next < tasks.size() && tasks[next].gpu != t.gpu) ++next;
-      EXPECT_LT(next, tasks.size());
-      if (next < tasks.size()) {
-        EXPECT_EQ(tasks[next].start, t.end + 30 * kMicrosecond) << "after task " << i;
-        EXPECT_EQ(tasks[next].label.kind, engine::WorkKind::Expert);
-      }
-    }
-    return n;
-  };
+  const auto syncs = [](const schema::Json& d) { return host_syncs(d, engine::WorkKind::Expert); };
   EXPECT_EQ(syncs(doc), 2 * 4);
   doc["software"]["grouped_gemm"] = "grouped";
   EXPECT_EQ(syncs(doc), 0);
