@@ -50,11 +50,13 @@ kill_rank_midway() {
   # core (starved, it saw the rows it waits for only once the sweep had all but finished).
   nice -n 19 "${mpi[@]}" -np "$np" "$moesim" sweep "$scenario" --out "$out" --jobs 1 --quiet >"$work/killed.log" 2>&1 &
   pid=$!
-  for _ in $(seq 1 1200); do
-    [ "$(rows "$out/results.csv")" -ge "$after" ] && break
-    kill -0 "$pid" 2>/dev/null || break
+  # Until the CSV holds $after rows or the sweep ends, however long a loaded machine takes (ctest's
+  # TIMEOUT bounds it): a fixed wait killed the victim early under load, and the check after the
+  # resume then blamed the CSV for rows it never held.
+  while [ "$(rows "$out/results.csv")" -lt "$after" ] && kill -0 "$pid" 2>/dev/null; do
     sleep 0.05
   done
+  kill -0 "$pid" 2>/dev/null || fail "the sweep ended with $(rows "$out/results.csv") CSV lines, before rank $victim could be killed at $after"
   for child in $(children_of "$pid"); do
     rank=$(tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
     if [ "$rank" = "$victim" ]; then kill -9 "$child" && killed=$child; fi
