@@ -462,6 +462,92 @@ TEST(ComputeModel, MeasuredB200Mxfp8GroupedGemm) {
   EXPECT_LT(fp8.grouped_gemm(groups, 2048, 7168) * 1.3, mx.grouped_gemm(groups, 2048, 7168));
 }
 
+// NVIDIA's fused grouped-MLP benchmark (realdata 28, SOURCES.md there): on a GB200 and a GB300,
+// twice each, 8 experts of 4096 rows, K = 8192, N = 4096, MXFP8 operands, CUDA-graph replay. Each
+// activation is timed as cuDNN-frontend's fused kernel (a block-scaled grouped GeMM with the
+// activation and the output's MXFP8 quantization in its epilogue: the kernels of Megatron-Core's
+// fused expert MLP, grouped GeMM backend `grouped`) and as Transformer Engine's unfused path (the
+// input quantized, TE's grouped GeMM, the activation with its quantization: backend per_expert).
+struct FusedMlpTiming {
+  std::string gpu, activation;
+  double fused = 0, te = 0;  // seconds
+};
+std::vector<FusedMlpTiming> fused_mlp_timings() {
+  std::vector<FusedMlpTiming> rows;
+  for (const char* file : {"gb200_run1", "gb200_run2", "gb300_run1", "gb300_run2"}) {
+    std::istringstream in(test::realdata(fmt::format("28_cudnn_fused_grouped_mlp/{}_output_verbose.txt", file)));
+    std::string line, device;
+    while (std::getline(in, line)) {
+      if (line.starts_with("device: NVIDIA ")) device = line.substr(15);
+      if (line.starts_with("activation: ")) rows.push_back({device == "GB200" ? "gb200-nvl72" : "gb300-nvl72", line.substr(12)});
+      const auto ms = [&] { return std::stod(line.substr(line.find(':') + 1)) * 1e-3; };
+      if (line.starts_with("fused cuDNN avg:")) rows.back().fused = ms();
+      if (line.starts_with("unfused TE avg:")) rows.back().te = ms();
+    }
+  }
+  return rows;
+}
+
+TEST(ComputeModel, MeasuredBlackwellFusedGroupedMlp) {
+  const auto timings = fused_mlp_timings();
+  ASSERT_EQ(timings.size(), 24u);  // 4 runs x 6 activations
+  const std::vector<double> groups(8, 4096);
+  constexpr double k = 8192, n = 4096;
+  ErrorStats forward, backward, te_forward;
+  for (const auto& t : timings) {
+    const bool glu = t.activation == "swiglu" || t.activation == "geglu";
+    const bool dglu = t.activation == "dswiglu" || t.activation == "dgeglu";
+    if (!glu && !dglu) continue;  // SReLU is no expert activation moesim models
+    compute::ComputeOptions o;
+    o.dtype = cluster::Dtype::mxfp8;
+    const compute::ComputeModel fused(catalogue(t.gpu), o);
+    o.grouped_gemm_kernels = compute::GroupedGemmKernels::PerExpert;
+    const compute::ComputeModel te(catalogue(t.gpu), o);
+    const std::string what = fmt::format("{} {}", t.gpu, t.activation);
+    if (glu) {
+      // The GLU forward: one grouped GeMM K -> 2N; its epilogue's activation and quantization
+      // ride on the main loop, so the GeMM alone is taken as the fused kernel's time.
+      forward.add(time_to_seconds(fused.grouped_gemm(groups, 2 * n, k)), t.fused, what);
+      // TE: the input quantized (32768 x 8192), the GeMM, then the activation over its 2N-wide output
+      // (reads 2N, writes N: an MXFP8 output, 1 byte, as layer_costs' activation_kernels counts it)
+      // and its quantization for fc2 (N wide).
+      const double rows = 8 * 4096;
+      const double te_time = time_to_seconds(te.fp8_cast(rows * k) + te.grouped_gemm(groups, 2 * n, k) +
+                                             te.memory_bound(3 * rows * n) + te.fp8_cast(rows * n));
+      te_forward.add(te_time, t.te, what);
+    } else {
+      // The dGLU backward: the data-gradient GeMM K -> N (fc2's, the upstream gradient K wide), the
+      // activation's backward over its saved 2N-wide input in the same epilogue.
+      backward.add(time_to_seconds(fused.grouped_gemm(groups, n, k)), t.fused, what);
+    }
+  }
+  for (const auto& [label, s] : {std::pair{"fused GLU forward", &forward}, {"fused dGLU backward", &backward},
+                                 {"TE unfused forward", &te_forward}})
+    std::cout << fmt::format("realdata 28 {}: {} timings, mean |time error| {:.1f}% (bias {:+.1f}%), worst {:+.1f}% ({})\n",
+                             label, s->rows, 100 * s->mean(), 100 * s->bias(), 100 * s->worst, s->worst_case);
+  EXPECT_EQ(forward.rows, 8);
+  EXPECT_EQ(backward.rows, 8);
+  // Held out, and not met: the catalogue's MXFP8 ceilings (torchao's B200 grouped GeMM, 2303
+  // TFLOP/s, carried to the GB200 and GB300 by their FP8 maxima: 2426 and 2559) make the fused
+  // forward's GeMM 24 % slower than these kernels (+19..+31 %; the kernels reach 2.84-2.94 PFLOP/s
+  // on the GB200 and 3.22-3.34 on the GB300 with their epilogue), the dGLU's GeMM 9 % slower
+  // though its epilogue also reads and writes 1 GB, and Transformer Engine's whole unfused forward
+  // 18 % slower. Taken as the ceilings (GB200 2887, GB300 3281, B200 and B300 carried from them),
+  // they moved realdata 24's mean |error| from 17.4 to 21.2 % (2026-11-29, `scripts/archive.py`):
+  // every Blackwell MXFP8 row faster, where most already were too fast. These are bursts of five
+  // 1.5 ms CUDA-graph replays; training holds the tensor cores for seconds, and a B200 held
+  // busy past about 5 ms drops its SM clock from 1965 to about 1580 MHz and loses up to 15 % of its
+  // TFLOP/s (flashinfer-ai/flashinfer#2899, measured under FA4), an H800 overlapping GeMMs with
+  // communication from 1980 to 1575 MHz (deepseek-ai/DeepGEMM#120): moesim models no clock, so
+  // the ceilings stay the torchao-derived ones until a sustained-load measurement or a power
+  // model decides (software/README.md). The bounds hold today's figures, so a change of the MXFP8
+  // ceilings must face this test.
+  EXPECT_GT(forward.bias(), 0.15);
+  EXPECT_LT(forward.bias(), 0.35);
+  EXPECT_LT(backward.mean(), 0.15);
+  EXPECT_LT(te_forward.mean(), 0.25);
+}
+
 // The uncalibrated GeMM model of GPU `gpu` against measured GeMM tables (moesim-measurements/1
 // files of tests/data/measured), per dtype.
 std::map<std::string, ErrorStats> gemm_table_errors(const std::string& gpu, std::initializer_list<const char*> files) {
