@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,6 +55,15 @@ std::vector<std::string> names_of(const std::array<EnumName<E>, N>& names) {
   return out;
 }
 
+// The names of `values` only, in their order: a field that takes some of an enumeration's values
+// (the optimizer's state dtypes, of the training dtypes).
+template <class E, std::size_t N>
+std::vector<std::string> names_of(const std::array<EnumName<E>, N>& names, std::initializer_list<E> values) {
+  std::vector<std::string> out;
+  out.reserve(values.size());
+  for (const E v : values) out.push_back(name_string(names, v));
+  return out;
+}
 // A name the declared schema has already accepted (its choices are names_of the same table): one
 // the table lacks is a defect of the program (invariant_failed), never read as a default.
 template <class E, std::size_t N>

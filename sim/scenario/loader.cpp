@@ -695,7 +695,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.training.iterations = t.at("iterations").get<int>();
   s.training.dtype = read_name(cluster::kDtypeNames, t.at("dtype").get<std::string>());
   s.training.capacity_factor = t.at("capacity_factor").get<double>();
-  if (t.at("fp8_scaling") == "current") {
+  if (read_name(workload::kFp8ScalingNames, t.at("fp8_scaling").get<std::string>()) == workload::Fp8Scaling::Current) {
     if (s.training.dtype != cluster::Dtype::fp8)
       throw InputError(file, "$.training.fp8_scaling",
                        fmt::format("per-tensor current scaling scales FP8 tensors, and training.dtype is {}{}",
@@ -713,7 +713,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.training.optimizer_on_host = t.at("optimizer") == "host";
   if (t.contains("optimizer_states")) {
     const Json& o = t.at("optimizer_states");
-    const auto bytes = [](const Json& v) { return v == "fp32" ? 4.0 : v == "fp8" ? 1.0 : 2.0; };
+    const auto bytes = [](const Json& v) { return cluster::dtype_bytes(read_name(cluster::kDtypeNames, v.get<std::string>())); };
     auto& st = s.training.optimizer_states;
     st.given = true;
     st.main_params = bytes(o.at("main_params"));

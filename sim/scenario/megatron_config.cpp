@@ -435,9 +435,10 @@ MegatronImport from_fields(const Fields& fields, const std::string& source, cons
   if (r.given("fp8") || r.given("fp8_format")) {
     const std::string recipe = r.text("fp8_recipe");
     t["dtype"] = name_string(cluster::kDtypeNames, recipe == "mxfp8" ? cluster::Dtype::mxfp8 : cluster::Dtype::fp8);
-    if (recipe == "tensorwise") t["fp8_scaling"] = "current";  // per-tensor current scaling (FP8-CS)
+    const std::string current = name_string(workload::kFp8ScalingNames, workload::Fp8Scaling::Current);
+    if (recipe == "tensorwise") t["fp8_scaling"] = current;  // per-tensor current scaling (FP8-CS)
     if (recipe == "blockwise") {
-      t["fp8_scaling"] = "current";
+      t["fp8_scaling"] = current;
       out.approximated.push_back(r.name("fp8_recipe") + " blockwise: DeepSeek's 1x128/128x128 block scales costed as per-tensor current scaling");
     }
   } else {

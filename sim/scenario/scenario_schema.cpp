@@ -304,6 +304,11 @@ NodePtr software_schema() {
 }
 
 NodePtr scenario_schema() {
+  // The optimizer's state dtypes: some of the training dtypes (Megatron-Core's precision-aware
+  // optimizer takes these).
+  using cluster::Dtype;
+  const std::string fp32 = name_string(cluster::kDtypeNames, Dtype::fp32);
+  const std::vector<std::string> moment_dtypes = names_of(cluster::kDtypeNames, {Dtype::fp32, Dtype::bf16, Dtype::fp16, Dtype::fp8});
   static const NodePtr training = object({
       required("sequence_length", integer(1, 1 << 24), "tokens per sequence"),
       optional("micro_batch_size", integer(1, 1 << 16), 1, "sequences per GPU per microbatch"),
@@ -313,7 +318,8 @@ NodePtr scenario_schema() {
                "(micro_batch_size x dp)"),
       optional("iterations", integer(1, 65535), 1, "training iterations to simulate"),
       optional("dtype", enumeration(names_of(cluster::kDtypeNames)), "bf16", "training data type"),
-      optional("fp8_scaling", enumeration({"delayed", "current"}), "delayed",
+      optional("fp8_scaling", enumeration(names_of(workload::kFp8ScalingNames)),
+               name_string(workload::kFp8ScalingNames, workload::Fp8Scaling::Delayed),
                "how FP8 (dtype fp8) tensors get their scale: delayed (from the amax history of earlier iterations, "
                "Transformer Engine's DelayedScaling) or current (per-tensor current scaling, Megatron-Core's "
                "fp8_recipe tensorwise: each cast first reads its tensor for the amax)"),
@@ -337,11 +343,11 @@ NodePtr scenario_schema() {
                "after its forward and come back before its backward (default: none)"),
       optional("optimizer_states",
                object({
-                   optional("main_params", enumeration({"fp32", "bf16", "fp16"}), "fp32",
-                            "the master copy of the weights (16-bit training)"),
-                   optional("exp_avg", enumeration({"fp32", "bf16", "fp16", "fp8"}), "fp32", "Adam's first moment"),
-                   optional("exp_avg_sq", enumeration({"fp32", "bf16", "fp16", "fp8"}), "fp32", "Adam's second moment"),
-                   optional("main_grads", enumeration({"fp32", "bf16"}), nullptr,
+                   optional("main_params", enumeration(names_of(cluster::kDtypeNames, {Dtype::fp32, Dtype::bf16, Dtype::fp16})),
+                            fp32, "the master copy of the weights (16-bit training)"),
+                   optional("exp_avg", enumeration(moment_dtypes), fp32, "Adam's first moment"),
+                   optional("exp_avg_sq", enumeration(moment_dtypes), fp32, "Adam's second moment"),
+                   optional("main_grads", enumeration(names_of(cluster::kDtypeNames, {Dtype::fp32, Dtype::bf16})), nullptr,
                             "the main gradients accumulated over the microbatches (default: the training's dtype)"),
                }),
                nullptr,

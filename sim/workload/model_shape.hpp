@@ -116,6 +116,12 @@ struct ModelShape {
 // softmax, dropout and QK^T recomputed in the backward instead of kept: the 5·a·s/h term of the
 // activations; FlashAttention always does this); full (each layer's input kept, the whole layer's
 // forward run again before its backward: Megatron's --recompute-granularity full, uniform, 1 layer).
+// How FP8 (dtype fp8) tensors get their scale: from the amax history of earlier iterations
+// (Transformer Engine's DelayedScaling) or from the tensor itself, each cast first reading it for
+// its amax (per-tensor current scaling: Megatron-Core's fp8_recipe tensorwise).
+enum class Fp8Scaling : std::uint8_t { Delayed, Current };
+inline constexpr auto kFp8ScalingNames = enum_names<Fp8Scaling>({{Fp8Scaling::Delayed, "delayed"}, {Fp8Scaling::Current, "current"}});
+
 enum class Recompute : std::uint8_t { None, Selective, Full };
 inline constexpr auto kRecomputeNames =
     enum_names<Recompute>({{Recompute::None, "none"}, {Recompute::Selective, "selective"}, {Recompute::Full, "full"}});

@@ -48,6 +48,7 @@ TEST(EnumNames, EveryValueHasOneNameAndEveryNameOneValue) {
   expect_one_name_each(compute::kCrossEntropyNames, 3);
   expect_one_name_each(compute::kOptimizerKernelNames, 3);
   expect_one_name_each(workload::kExpertKindNames, 3);
+  expect_one_name_each(workload::kFp8ScalingNames, 2);
   expect_one_name_each(workload::kRecomputeNames, 3);
   expect_one_name_each(workload::kRecomputeModuleNames, static_cast<std::size_t>(workload::RecomputeModule::Count));
   expect_one_name_each(workload::kOffloadModuleNames, static_cast<std::size_t>(workload::OffloadModule::Count));
