@@ -80,6 +80,11 @@ struct GpuSpec {
   // 8480C (software::HostCosts are per kernel on that host): a Grace host issues PyTorch's work
   // more slowly (gpus.json cites the measurement).
   double host_launch_factor = 1.0;
+  // Under sustained load a power limit pulls the SM clock down: a GPU kept busy settles at this
+  // fraction of the rate its kernels were measured at (in short bursts), with this time constant
+  // (engine::Engine::set_sustained_clock); 1: none.
+  double sustained_clock = 1.0;
+  Time sustained_clock_time_constant = 0;
   std::string source;
 
   double peak(Dtype d) const { return peak_flops[static_cast<std::size_t>(d)]; }

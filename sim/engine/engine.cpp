@@ -47,6 +47,25 @@ void Engine::set_hosts(std::vector<std::uint32_t> host_of_gpu) {
 
 Engine::Engine(std::uint32_t gpus, std::uint8_t streams) : Engine(gpus, default_streams(streams)) {}
 
+void Engine::set_sustained_clock(std::uint32_t gpu, double factor, Time time_constant) {
+  if (began_ || gpu >= gpus_) invariant_failed("set_sustained_clock: a GPU of the engine, before begin()");
+  if (!(factor > 0 && factor <= 1) || time_constant <= 0)
+    invariant_failed(fmt::format("sustained clock factor {} outside (0, 1] or time constant {} ps", factor, time_constant));
+  if (clocks_.empty()) clocks_.resize(gpus_);
+  clocks_[gpu].factor = factor;
+  clocks_[gpu].time_constant = static_cast<double>(time_constant);
+}
+
+Engine::SustainedClock& Engine::warm(std::uint32_t gpu) {
+  SustainedClock& c = clocks_[gpu];
+  if (const Time dt = now_ - c.since; dt > 0 && c.factor < 1) {
+    const double decay = std::exp(-static_cast<double>(dt) / c.time_constant);
+    c.heat = c.running > 0 ? 1 - (1 - c.heat) * decay : c.heat * decay;
+  }
+  c.since = now_;
+  return c;
+}
+
 double Engine::program_bytes(const Records& held, const Records& written, bool huge_pages) {
   return decltype(tasks_)::resident_bytes(held.tasks, written.tasks, huge_pages) +
          decltype(collectives_)::resident_bytes(held.collectives, written.collectives, huge_pages) +
@@ -66,7 +85,7 @@ double Engine::state_bytes(std::uint32_t gpus, std::size_t streams, std::uint32_
   // thread's vector grown by push_back).
   const double pending_bytes =
       pending > 0 ? g * heap_block_bytes(sizeof(Pending) * grown_capacity(std::ceil(pending / g))) : 0.0;
-  return g * streams * sizeof(Stream) + 2 * g * sizeof(GpuRate) + g * sizeof(std::uint32_t) +
+  return g * streams * sizeof(Stream) + 2 * g * sizeof(GpuRate) + g * sizeof(SustainedClock) + g * sizeof(std::uint32_t) +
          g * sizeof(LaunchThread) + pending_bytes +
          grown_capacity(g) * sizeof(std::vector<std::uint32_t>) + lists +
          // Events pending: at most the end of each stream's running task (a collective's end and
@@ -312,6 +331,12 @@ void Engine::try_start(TaskId id) {
     return;
   }
   t.start = now_;
+  if (!clocks_.empty() && t.type == TaskType::Compute && specs_[t.stream].computes) {
+    SustainedClock& c = warm(t.gpu);
+    ++c.running;
+    if (c.factor < 1 && t.duration > 0)
+      t.duration = static_cast<Time>(std::llround(static_cast<double>(t.duration) / (1 - (1 - c.factor) * c.heat)));
+  }
   for (TaskObserver* o : observers_) o->on_start(*this, id, t);
   if (t.sm_share > 0) reserve(t, +1);
   if (t.type == TaskType::Compute) {
@@ -348,6 +373,7 @@ void Engine::finish_task(TaskId id) {
   for (TaskObserver* o : observers_) o->on_finish(*this, id, t, began);
   Stream& s = streams_[index(t.gpu, t.stream)];
   s.head = t.next_in_stream;
+  if (!clocks_.empty() && t.type == TaskType::Compute && specs_[t.stream].computes) --warm(t.gpu).running;
   if (launchers_[t.gpu].blocked_on == id) resume(t.gpu);
   if (const std::uint32_t res = resource_of(t); res != kNone) {
     GpuRate& r = rates_[res];

@@ -16,6 +16,12 @@
 // compute task simply takes its duration. Tasks on host streams share their host's CPU the same
 // way (n running on one host: 1/n each; set_hosts says which GPUs share a host).
 //
+// The clock under sustained load (set_sustained_clock; flashinfer-ai/flashinfer#2899 measured a
+// B200's SM clock falling from 1965 to about 1580 MHz once kept busy past about 5 ms). A GPU's heat
+// h follows its computing streams' compute tasks: while one runs, h → 1 − (1 − h)·e^(−dt/τ), while
+// none does, h → h·e^(−dt/τ); a compute task starting at heat h takes its duration over
+// 1 − (1 − factor)·h. Without it (the default) every task keeps its duration.
+//
 // The host launches the GPU's work (DESIGN §8). Each GPU has one launch thread on its host (the
 // framework's Python thread and the autograd thread that takes over in the backward run one at a
 // time): it issues the GPU's tasks, whatever their stream, in the order they are added, each
@@ -109,6 +115,12 @@ class Engine {
   void add_observer(TaskObserver* observer) { observers_.push_back(observer); }
   // The host each GPU's host streams run on (default: a host per GPU). Before begin().
   void set_hosts(std::vector<std::uint32_t> host_of_gpu);
+  // GPU `gpu`'s clock under sustained load: kept busy, its SMs slow toward `factor` of the rate its
+  // kernels were measured at (a power limit pulling the clock down), with time constant
+  // `time_constant`; idle, they recover as fast. A computing stream's task starting while the GPU
+  // has been busy for a fraction h of its recent past (h: the busy time filtered by the time
+  // constant) runs 1 / (1 − (1 − factor)·h) times as long. Default: none (factor 1). Before begin().
+  void set_sustained_clock(std::uint32_t gpu, double factor, Time time_constant);
 
   // Runs to completion: begin, advance until no event is left, finish.
   void run(CollectiveExecutor& executor);
@@ -262,6 +274,19 @@ class Engine {
   BlockQueue<TaskId, 14> members_;  // every collective's member tasks, in collective order
   std::vector<Stream> streams_;
   std::vector<GpuRate> rates_;                      // per GPU, then per host
+  // A GPU's clock state (set_sustained_clock): its computing streams' running tasks and how busy
+  // it has been (`heat`, at `since`).
+  struct SustainedClock {
+    double factor = 1;
+    double time_constant = 0;  // ps
+    double heat = 0;
+    Time since = 0;
+    std::uint32_t running = 0;
+  };
+  std::vector<SustainedClock> clocks_;  // per GPU; empty: no GPU has one
+  // Brings the clock of `gpu` to now; its computing streams ran `running` tasks since it was last
+  // brought.
+  SustainedClock& warm(std::uint32_t gpu);
   std::vector<LaunchThread> launchers_;             // per GPU
   std::vector<std::uint32_t> host_of_gpu_;
   std::vector<std::vector<std::uint32_t>> host_gpus_;  // the GPUs of each host

@@ -374,11 +374,13 @@ std::string summary(const Results& r, double wall_seconds, double peak_rss_bytes
                                    cal.at("profile").get<std::string>(), applied, applied == 1 ? "y" : "ies", steps, idle, tables,
                                    tables == 1 ? "" : "s"));
   }
-  // What trains the model, and whether its host was simulated: without it the iteration is the
-  // GPUs' alone, which small kernels (small micro-batches, fine-grained experts) make too short.
-  row("software", r.host_modelled ? fmt::format("{}: the host's launches simulated", r.software.empty() ? "custom" : r.software)
-                                  : std::string("none: the host is not modelled (every kernel starts when its GPU can run it); "
-                                                "name a preset of software/ to simulate it"));
+  // What trains the model, and whether its host (and with it the GPUs' clock under their load) was
+  // simulated: without it the iteration is the GPUs' alone at their kernels' measured rates, which
+  // small kernels (small micro-batches, fine-grained experts) and long busy stretches make too short.
+  row("software", r.host_modelled ? fmt::format("{}: the host's launches simulated, and the GPUs' clock under their load (catalogue sustained_clock)",
+                                                r.software.empty() ? "custom" : r.software)
+                                  : std::string("none: the host is not modelled (every kernel starts when its GPU can run it, "
+                                                "at its measured rate); name a preset of software/ to simulate it"));
   const std::size_t peak = r.peak_memory_gpu();
   row("peak memory", fmt::format("{} of {} (GPU {})", format_bytes(r.memory[peak].total()), format_bytes(r.memory_capacity[peak]), peak));
   row("simulated", fmt::format("{} tasks, {} events in {:.3f} s{}", r.engine.tasks, r.engine.events, wall_seconds,

@@ -184,6 +184,10 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g, const std::stri
   }
   if (g.contains("nvlink")) s.nvlink = schema::as_bandwidth(g.at("nvlink"));
   s.host_launch_factor = g.at("host_launch_factor").get<double>();
+  if (g.contains("sustained_clock")) {
+    s.sustained_clock = g.at("sustained_clock").at("factor").get<double>();
+    s.sustained_clock_time_constant = schema::as_time(g.at("sustained_clock").at("time_constant"));
+  }
   if (g.contains("source")) s.source = g.at("source").get<std::string>();
   return s;
 }

@@ -87,6 +87,15 @@ NodePtr gpu_schema() {
       optional("host_launch_factor", number(0, std::nullopt, true), 1.0,
                "host time to issue a kernel on this GPU's system relative to a DGX H100's Xeon Platinum 8480C "
                "(software host costs are given for that host)"),
+      optional("sustained_clock",
+               object({required("factor", number(0, 1, true), "the rate a GPU kept busy settles at, over the rate its kernels were "
+                                                         "measured at in short bursts"),
+                       required("time_constant", time(), "how fast it settles there when busy and recovers when idle, "
+                                                         "e.g. \"5ms\""),
+                       optional("source", string(), nullptr, "where the figures come from")}),
+               nullptr,
+               "the GPU's clock under sustained load, simulated in a run with a software section (a power limit pulls "
+               "a busy GPU's clock down; absent: its kernels keep their measured rates)"),
       optional("nvlink", bandwidth(), nullptr,
                "the GPU's NVLink bandwidth per direction (datasheet total / 2), e.g. \"450GB/s\"; used to catch an "
                "NVLink level written in Gbps"),

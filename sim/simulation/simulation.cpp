@@ -389,6 +389,12 @@ void Simulation::run(const RunOptions& options) {
     for (std::uint32_t g = 0; g < host_of.size(); ++g) host_of[g] = topology_.host_of(g);
     engine_->set_hosts(std::move(host_of));
   }
+  // A run of real software (a software section) runs its GPUs at the clock their load sustains;
+  // moesim's idealised schedule keeps the kernels' measured rates.
+  if (scenario_.software.models_host())
+    for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g)
+      if (const auto& k = topology_.gpu(g); k.sustained_clock < 1)
+        engine_->set_sustained_clock(g, k.sustained_clock, k.sustained_clock_time_constant);
   report::MetricsRecorder metrics(*engine_, iterations);
   IterationWatch watch(*engine_, iterations);
   ProgressReporter progress(options, *engine_, watch, iterations);

@@ -538,10 +538,11 @@ TEST(ComputeModel, MeasuredBlackwellFusedGroupedMlp) {
   // 1.5 ms CUDA-graph replays; training holds the tensor cores for seconds, and a B200 held
   // busy past about 5 ms drops its SM clock from 1965 to about 1580 MHz and loses up to 15 % of its
   // TFLOP/s (flashinfer-ai/flashinfer#2899, measured under FA4), an H800 overlapping GeMMs with
-  // communication from 1980 to 1575 MHz (deepseek-ai/DeepGEMM#120): moesim models no clock, so
-  // the ceilings stay the torchao-derived ones until a sustained-load measurement or a power
-  // model decides (software/README.md). The bounds hold today's figures, so a change of the MXFP8
-  // ceilings must face this test.
+  // communication from 1980 to 1575 MHz (deepseek-ai/DeepGEMM#120). moesim simulates that clock in
+  // runs of real software (the catalogue's sustained_clock, engine::Engine::set_sustained_clock), on
+  // top of these ceilings, which stay the torchao-derived ones until a sustained-load measurement
+  // decides whether they are burst rates (software/README.md). The bounds hold today's figures, so
+  // a change of the MXFP8 ceilings must face this test.
   EXPECT_GT(forward.bias(), 0.15);
   EXPECT_LT(forward.bias(), 0.35);
   EXPECT_LT(backward.mean(), 0.15);

@@ -416,3 +416,39 @@ TEST(BlockQueue, RecordsKeepTheirNumbersAndRetiredBlocksAreReused) {
 
 }  // namespace
 }  // namespace moesim::engine
+
+TEST(Engine, ABusyGpuSlowsToItsSustainedClockAndRecoversWhenIdle) {
+  // One GPU whose clock settles at half its rate when kept busy, time constant τ; three tasks of
+  // d = τ·ln 2 (so e^(−d/τ) = 1/2) back to back on its compute stream, then one after an idle gap
+  // of 2τ (a dependency on a task of another stream: a second stream computes nothing, so it does
+  // not heat the GPU).
+  constexpr Time tau = 1'000'000'000;  // 1 ms
+  const Time d = static_cast<Time>(std::llround(tau * std::log(2.0)));
+  Engine e(1, 2);
+  e.set_sustained_clock(0, 0.5, tau);
+  const TaskId a = e.add_compute(0, 0, d, label(WorkKind::Expert));
+  const TaskId b = e.add_compute(0, 0, d, label(WorkKind::Expert));
+  const TaskId c = e.add_compute(0, 0, d, label(WorkKind::Expert));
+  const TaskId wait = e.add_compute(0, 1, 0, label(WorkKind::HostCopy));
+  const TaskId gap = e.add_compute(0, 1, 2 * tau, label(WorkKind::HostCopy));
+  const TaskId late = e.add_compute(0, 0, d, label(WorkKind::Expert));
+  e.depend(c, wait);
+  e.depend(wait, gap);
+  e.depend(gap, late);
+  FixedExecutor fx({});
+  TaskLog log(e);
+  e.run(fx);
+  const auto took = [&](TaskId t) { return static_cast<double>(log.tasks()[t].end - log.tasks()[t].start); };
+  // a starts cold (heat 0): its measured d. By its end the heat is 1 − e^(−d/τ) = 1/2, so b runs
+  // d / (1 − 0.5·0.5) = 4d/3; after b the heat is 1 − (1/2)·e^(−4d/(3τ)) = 1 − 2^(−7/3), and c runs
+  // d / (1 − 0.5·h).
+  EXPECT_EQ(log.tasks()[a].end - log.tasks()[a].start, d);
+  EXPECT_NEAR(took(b), 4.0 * d / 3, 1);
+  const double h_c = 1 - std::pow(2.0, -7.0 / 3);
+  EXPECT_NEAR(took(c), d / (1 - 0.5 * h_c), 1);
+  // After c the heat is 1 − (1 − h_c)·e^(−took(c)/τ); two time constants idle leave e^(−2) of it.
+  const double h_end = 1 - (1 - h_c) * std::exp(-took(c) / tau);
+  const double h_late = h_end * std::exp(-2.0);
+  EXPECT_NEAR(took(late), d / (1 - 0.5 * h_late), 1);
+  EXPECT_LT(took(late), took(c));  // the GPU recovered while it waited
+}

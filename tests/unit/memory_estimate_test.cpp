@@ -52,14 +52,15 @@ TEST(MemoryEstimate, RunStateIsPerGpuStreamAndHost) {
   // lists 16·24 = 384 and 16 blocks of one GPU (32 B) = 512, an event per stream 16·4·32 = 2048,
   // and an iteration of 7328 tasks added while running, 8192·4 = 32768; a launch thread per GPU
   // (72 B: its clock, the task it waits for, its resume time, the pending vector and index, its
-  // wait statistics) 16·72 = 1152: 38720 B.
-  EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 0, 7328), 38720.0);
+  // wait statistics) 16·72 = 1152; a sustained-clock state per GPU (40 B: its factor, time
+  // constant, heat, time and running count) 16·40 = 640: 39360 B.
+  EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 0, 7328), 39360.0);
   // Where the threads stop at reads, they may hold back as pending launches every task of the two
   // iterations held (24 B each: the id and its Launch): 14656 over 16 GPUs, 916 each, a vector
   // grown to 1024 entries (24576 B, a 24592 B heap block) per GPU: 393472 B more.
-  EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 0, 7328, 14656), 38720.0 + 16 * 24592.0);
+  EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 0, 7328, 14656), 39360.0 + 16 * 24592.0);
   // 2 hosts of 8 GPUs: their lists a 48 B block each (8 ids of 4 B and the header); nothing added.
-  EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 2, 0), 512.0 + 1280 + 64 + 384 + 2 * 48 + 2048 + 1152);
+  EXPECT_DOUBLE_EQ(engine::Engine::state_bytes(16, 4, 2, 0), 512.0 + 1280 + 64 + 384 + 2 * 48 + 2048 + 1152 + 640);
   // Metrics per GPU: its 152 B here and in the result, the 56 B of its pending lists, and each
   // list grown to 32 intervals of 16 B (kSettleEvery; a 528 B block), or with 20 tasks to 16
   // (10 each way: a 272 B block).
