@@ -331,7 +331,7 @@ void Engine::try_start(TaskId id) {
     return;
   }
   t.start = now_;
-  if (!clocks_.empty() && t.type == TaskType::Compute && specs_[t.stream].computes) {
+  if (clocked(t)) {
     SustainedClock& c = warm(t.gpu);
     ++c.running;
     if (c.factor < 1 && t.duration > 0)
@@ -373,7 +373,7 @@ void Engine::finish_task(TaskId id) {
   for (TaskObserver* o : observers_) o->on_finish(*this, id, t, began);
   Stream& s = streams_[index(t.gpu, t.stream)];
   s.head = t.next_in_stream;
-  if (!clocks_.empty() && t.type == TaskType::Compute && specs_[t.stream].computes) --warm(t.gpu).running;
+  if (clocked(t)) --warm(t.gpu).running;
   if (launchers_[t.gpu].blocked_on == id) resume(t.gpu);
   if (const std::uint32_t res = resource_of(t); res != kNone) {
     GpuRate& r = rates_[res];

@@ -287,6 +287,8 @@ class Engine {
   // Brings the clock of `gpu` to now; its computing streams ran `running` tasks since it was last
   // brought.
   SustainedClock& warm(std::uint32_t gpu);
+  // Whether task t heats its GPU's clock: a compute task on a computing stream, once some GPU has one.
+  bool clocked(const Task& t) const { return !clocks_.empty() && t.type == TaskType::Compute && specs_[t.stream].computes; }
   std::vector<LaunchThread> launchers_;             // per GPU
   std::vector<std::uint32_t> host_of_gpu_;
   std::vector<std::vector<std::uint32_t>> host_gpus_;  // the GPUs of each host
