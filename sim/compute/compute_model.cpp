@@ -43,6 +43,12 @@ constexpr double kRampReferenceFlopsPerSm = 989.4e12 / 132;
 // sums in fp32 written and read back once.
 constexpr double kMinSplitK = 512;
 constexpr double kPartialSumBytes = 4;
+// torch._grouped_mm's tiles (compute_model.hpp, kTorchGroupedMmCeiling): sm_90's ping-pong tile
+// for groups of at most this many mean rows or outputs of at most this many columns, its
+// cooperative tile otherwise; sm_100's one tile.
+constexpr std::array<double, 2> kTorchSmallTile{64, 128};
+constexpr std::array<double, 2> kTorchLargeTile{128, 256};
+constexpr double kTorchSmallBelow = 128;
 }  // namespace
 
 ComputeModel::ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, KernelTables tables)
@@ -80,19 +86,29 @@ ComputeModel::Precision ComputeModel::precision(const cluster::GpuSpec& gpu, clu
   return {gpu.peak(d), cluster::dtype_bytes(d), cluster::storage_bytes(d), critical, ramp};
 }
 
+ComputeModel::Kernel ComputeModel::cublas() { return {kGemmTiles, true, false}; }
+
+ComputeModel::Kernel ComputeModel::kernel_for(double mean_rows, double columns) const {
+  if (options_.grouped_gemm_kernels != GroupedGemmKernels::TorchGroupedMm) return cublas();
+  // sm_100 (the catalogue's GPUs with block-scaled MXFP8 tensor cores) runs one tile shape.
+  const bool sm100 = gpu_.peak(cluster::Dtype::mxfp8) > 0;
+  const bool small = sm100 || mean_rows <= kTorchSmallBelow || columns <= kTorchSmallBelow;
+  return {std::span<const std::array<double, 2>>(small ? &kTorchSmallTile : &kTorchLargeTile, 1), false, true};
+}
+
 double ComputeModel::modelled_gemm_seconds(std::span<const double> rows, double n, double k, double ceiling,
-                                           const Precision& p) const {
+                                           const Precision& p, const Kernel& kernel) const {
   double rows_sum = 0, groups = 0;
   for (const double r : rows)
     if (r > 0) rows_sum += r, groups += 1;
   if (rows_sum <= 0 || n <= 0 || k <= 0) return 0;
-  const double hbm = gpu_.hbm_bytes_per_second;
+  const double hbm = hbm_rate();
   // A and C per group's rows, each group's own B.
   const double bytes = rows_sum * k * p.operand_bytes + groups * k * n * p.operand_bytes + rows_sum * n * p.output_bytes;
   const double memory = bytes / hbm;
   const double sms = gpu_.sms;
   double best = std::numeric_limits<double>::infinity();
-  for (const auto& [tm, tn] : kGemmTiles) {
+  for (const auto& [tm, tn] : kernel.tiles) {
     const double intensity = 2 * tm * tn / ((tm + tn) * p.operand_bytes);
     const double tile_rate = p.peak * ceiling * std::min(1.0, intensity / p.critical_intensity);  // all SMs on such tiles
     double seconds;
@@ -103,7 +119,9 @@ double ComputeModel::modelled_gemm_seconds(std::span<const double> rows, double 
       for (const double r : rows)
         if (r > 0) tiles += std::ceil(r / tm);
       tiles *= std::ceil(n / tn);
-      const double split = tiles < sms ? std::max(1.0, std::min(std::floor(sms / tiles), std::floor(k / kMinSplitK))) : 1.0;
+      const double split = kernel.split_k && tiles < sms
+                                 ? std::max(1.0, std::min(std::floor(sms / tiles), std::floor(k / kMinSplitK)))
+                                 : 1.0;
       const double waves = std::ceil(tiles * split / sms);
       const double compute = waves * sms * 2 * tm * tn * (k / split + p.ramp_k) / tile_rate;
       const double reduction = split > 1 ? 2 * rows_sum * n * split * kPartialSumBytes / hbm : 0.0;
@@ -114,18 +132,19 @@ double ComputeModel::modelled_gemm_seconds(std::span<const double> rows, double 
   return time_to_seconds(overhead_) + best;
 }
 
-double ComputeModel::modelled_wgrad_seconds(std::span<const double> rows, double n, double k, double scale) const {
+double ComputeModel::modelled_wgrad_seconds(std::span<const double> rows, double n, double k, double scale,
+                                            const Kernel& kernel) const {
   const Precision& p = precision_;
   double rows_sum = 0, groups = 0, longest = 0;
   for (const double r : rows)
     if (r > 0) rows_sum += r, groups += 1, longest = std::max(longest, r);
   if (rows_sum <= 0 || n <= 0 || k <= 0) return 0;
-  const double hbm = gpu_.hbm_bytes_per_second;
+  const double hbm = hbm_rate();
   // A and dC per group's rows, each group's k × n gradient written.
   const double memory = (rows_sum * (k + n) * p.operand_bytes + groups * k * n * p.output_bytes) / hbm;
   const double sms = gpu_.sms;
   double best = std::numeric_limits<double>::infinity();
-  for (const auto& [tm, tn] : kGemmTiles) {
+  for (const auto& [tm, tn] : kernel.tiles) {
     const double intensity = 2 * tm * tn / ((tm + tn) * p.operand_bytes);
     const double tile_rate = p.peak * ceiling_ * scale * std::min(1.0, intensity / p.critical_intensity);  // all SMs
     const double per_group = std::ceil(k / tm) * std::ceil(n / tn);
@@ -142,7 +161,9 @@ double ComputeModel::modelled_wgrad_seconds(std::span<const double> rows, double
     }
     best = std::min(best, std::max(compute, memory));
   }
-  const double modelled = time_to_seconds(overhead_) + best;
+  // torch._grouped_mm's preparation kernel runs first (kTorchGroupedMmCeiling).
+  const double fixed = time_to_seconds(overhead_) + (kernel.prepared ? time_to_seconds(memory_overhead_) : 0.0);
+  const double modelled = fixed + best;
   return max_flops_ > 0 ? std::max(modelled, 2 * rows_sum * n * k / (max_flops_ * scale)) : modelled;
 }
 
@@ -155,9 +176,10 @@ Time ComputeModel::grouped_gemm_wgrad(std::span<const double> rows, double n, do
   if (options_.grouped_gemm_kernels == GroupedGemmKernels::PerExpert)
     return seconds_to_time(kernels_on_streams(rows, [&](const double r) {
       const double one[1] = {r};
-      return modelled_wgrad_seconds(one, n, k, 1.0);
+      return modelled_wgrad_seconds(one, n, k, 1.0, cublas());
     }));
-  return seconds_to_time(modelled_wgrad_seconds(rows, n, k, grouped_scale()));
+  // Each group's k × n output: the kernel's rows are k (torch._grouped_mm's K-grouped call).
+  return seconds_to_time(modelled_wgrad_seconds(rows, n, k, grouped_scale(), kernel_for(k, n)));
 }
 
 double ComputeModel::kernels_on_streams(std::span<const double> rows, const std::function<double(double rows)>& alone) const {
@@ -179,7 +201,9 @@ double ComputeModel::kernels_on_streams(std::span<const double> rows, const std:
 }
 
 double ComputeModel::grouped_scale() const {
-  return options_.grouped_gemm_kernels == GroupedGemmKernels::TorchGroupedMm ? kTorchGroupedMmCeiling : 1.0;
+  return options_.grouped_gemm_kernels == GroupedGemmKernels::TorchGroupedMm
+             ? options_.torch_grouped_mm_ceiling.value_or(kTorchGroupedMmCeiling)
+             : 1.0;
 }
 
 cluster::Dtype ComputeModel::measurement_dtype() const {
@@ -210,7 +234,8 @@ double ComputeModel::derive_ceiling() const {
   const Precision p = precision(gpu_, d);
   const double measured = 2 * mm->m * mm->n * mm->k / mm->flops;
   const double shape[1] = {mm->m};
-  if (modelled_gemm_seconds(shape, mm->n, mm->k, 1.0, p) > measured)
+  // The brute-force search timed torch.mm: cuBLAS's kernels.
+  if (modelled_gemm_seconds(shape, mm->n, mm->k, 1.0, p, cublas()) > measured)
     throw InfeasibleError(fmt::format("GPU {}: the measured matmul rate {:.1f} TFLOP/s at {}x{}x{} is beyond what its {} peak "
                                       "allows with a kernel overhead of {:.1f} us; check the measurement and the peak",
                                       gpu_.key, mm->flops / 1e12, mm->m, mm->n, mm->k, cluster::to_string(d),
@@ -218,7 +243,7 @@ double ComputeModel::derive_ceiling() const {
   double lo = 0, hi = 1;
   for (int i = 0; i < 60; ++i) {
     const double mid = (lo + hi) / 2;
-    (modelled_gemm_seconds(shape, mm->n, mm->k, mid, p) > measured ? lo : hi) = mid;
+    (modelled_gemm_seconds(shape, mm->n, mm->k, mid, p, cublas()) > measured ? lo : hi) = mid;
   }
   return hi;
 }
@@ -229,14 +254,17 @@ double ComputeModel::gemm_seconds(double m, double n, double k) const {
     const double flops = 2.0 * m * n * k;
     const double bytes = (m * k + k * n) * precision_.operand_bytes + m * n * precision_.output_bytes;
     return time_to_seconds(measured_overhead_) +
-           std::max(flops / tables_.gemm_flops(m, n, k), bytes / gpu_.hbm_bytes_per_second);
+           std::max(flops / tables_.gemm_flops(m, n, k), bytes / hbm_rate());
   }
   const double rows[1] = {m};
-  return capped_gemm_seconds(rows, n, k);
+  return capped_gemm_seconds(rows, n, k, 1.0, cublas());
 }
 
-double ComputeModel::capped_gemm_seconds(std::span<const double> rows, double n, double k, double scale) const {
-  const double modelled = modelled_gemm_seconds(rows, n, k, ceiling_ * scale, precision_);
+double ComputeModel::capped_gemm_seconds(std::span<const double> rows, double n, double k, double scale,
+                                         const Kernel& kernel) const {
+  double modelled = modelled_gemm_seconds(rows, n, k, ceiling_ * scale, precision_, kernel);
+  if (modelled <= 0) return 0;  // no rows: no kernel
+  if (kernel.prepared) modelled += time_to_seconds(memory_overhead_);
   if (max_flops_ <= 0) return modelled;
   double rows_sum = 0;
   for (const double r : rows) rows_sum += std::max(0.0, r);
@@ -250,7 +278,7 @@ double ComputeModel::gemm_efficiency(double m, double n, double k) const {
 
 Time ComputeModel::attention_roofline(double flops, double efficiency, double bytes, Time fixed) const {
   const double compute_s = flops / (attention_peak_ * efficiency);
-  const double memory_s = bytes / gpu_.hbm_bytes_per_second;
+  const double memory_s = bytes / hbm_rate();
   return fixed + seconds_to_time(std::max(compute_s, memory_s));
 }
 
@@ -262,12 +290,20 @@ Time ComputeModel::grouped_gemm(std::span<const double> rows, double n, double k
     for (const double r : rows) total += gemm(r, n, k);
     return total;
   }
+  return seconds_to_time(grouped_call_seconds(rows, n, k));
+}
+
+double ComputeModel::grouped_call_seconds(std::span<const double> rows, double n, double k) const {
   if (options_.grouped_gemm_kernels == GroupedGemmKernels::PerExpert)
-    return seconds_to_time(kernels_on_streams(rows, [&](const double r) {
+    return kernels_on_streams(rows, [&](const double r) {
       const double one[1] = {r};
-      return capped_gemm_seconds(one, n, k);
-    }));
-  return seconds_to_time(capped_gemm_seconds(rows, n, k, grouped_scale()));
+      return capped_gemm_seconds(one, n, k, 1.0, cublas());
+    });
+  // PyTorch picks the tile by the rows over the group count, empty groups included.
+  double rows_sum = 0;
+  for (const double r : rows) rows_sum += std::max(0.0, r);
+  const double mean = rows.empty() ? 0.0 : rows_sum / static_cast<double>(rows.size());
+  return capped_gemm_seconds(rows, n, k, grouped_scale(), kernel_for(mean, n));
 }
 
 int ComputeModel::grouped_gemm_kernels(std::span<const double> rows) const {
@@ -330,14 +366,14 @@ Time ComputeModel::attention_backward(double batch, double heads, double seq, do
 
 Time ComputeModel::memory_bound(double bytes) const {
   if (bytes <= 0) return 0;
-  return memory_overhead_ + seconds_to_time(bytes / (kHbmEfficiency * gpu_.hbm_bytes_per_second));
+  return memory_overhead_ + seconds_to_time(bytes / hbm_rate());
 }
 
 Time ComputeModel::atomic_scatter_add(double bytes, double adds) const {
   if (bytes <= 0 && adds <= 0) return 0;
   const double rate = kAtomicAddsPerSecond * gpu_.hbm_bytes_per_second / kAtomicReferenceHbm;
   return memory_overhead_ +
-         seconds_to_time(std::max(bytes / (kHbmEfficiency * gpu_.hbm_bytes_per_second), adds > 0 ? adds / rate : 0.0));
+         seconds_to_time(std::max(bytes / hbm_rate(), adds > 0 ? adds / rate : 0.0));
 }
 
 Time ComputeModel::eager_topk(double rows, double experts) const {

@@ -278,7 +278,8 @@ NodePtr software_schema() {
       optional("grouped_gemm", enumeration(names_of(compute::kGroupedGemmNames)), "grouped",
                "how the local experts' GeMMs run: one grouped kernel at cuBLAS's rate (moesim's idealised kernel), a "
                "GeMM kernel per expert (Transformer Engine's GroupedLinear over cuBLAS), or PyTorch's "
-               "torch._grouped_mm (one CUTLASS grouped kernel at its measured rate, 0.75 of cuBLAS's ceiling)"),
+               "torch._grouped_mm (its preparation kernel and one CUTLASS grouped kernel: PyTorch's tile for the shape, no "
+               "split-K, 0.80 of cuBLAS's ceiling as measured)"),
       optional("permute", enumeration(names_of(compute::kPermuteNames)), "fused",
                "the kernels that permute token copies into expert order and un-permute and sum them: fused "
                "(Transformer Engine's moe_permute/moe_unpermute, Megatron-Core's moe_permute_fusion), megatron "

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
@@ -87,13 +88,14 @@ TEST(ComputeModel, SquareGemmWithoutSmCountIsComputeBound) {
 }
 
 TEST(ComputeModel, SkinnyGemmIsMemoryBound) {
-  // m = 1: (1·1024 + 1024²)·2 B of operands and 1024·2 B of output = 2101248 B at 3e12 B/s =
-  // 700416 ps; the FLOPs need 4.2 ns.
+  // m = 1: (1·1024 + 1024²)·2 B of operands and 1024·2 B of output = 2101248 B streamed at the
+  // HBM's achievable rate, kHbmEfficiency (0.814) of 3e12 B/s, as every memory-bound kernel:
+  // 860462 ps; the FLOPs need 4.2 ns.
   compute::ComputeModel cm(gpu(true), no_overhead());
-  EXPECT_EQ(cm.gemm(1, 1024, 1024), 700'416);
-  // FP8 (Transformer Engine): 1-byte operands, BF16 output: 1024 + 1024² + 2·1024 = 1051648 B → 350549 ps.
+  EXPECT_EQ(cm.gemm(1, 1024, 1024), 860'462);
+  // FP8 (Transformer Engine): 1-byte operands, BF16 output: 1024 + 1024² + 2·1024 = 1051648 B → 430650 ps.
   compute::ComputeModel fp8(gpu(true), no_overhead(cluster::Dtype::fp8));
-  EXPECT_EQ(fp8.gemm(1, 1024, 1024), seconds_to_time(1051648.0 / 3e12));
+  EXPECT_EQ(fp8.gemm(1, 1024, 1024), seconds_to_time(1051648.0 / (compute::kHbmEfficiency * 3e12)));
 }
 
 TEST(ComputeModel, LaunchOverheadDominatesTinyGemms) {
@@ -138,12 +140,12 @@ TEST(ComputeModel, WaveQuantization) {
 TEST(ComputeModel, SplitKFillsTheSmsForFewTilesAndPaysTheReduction) {
   // 256×256×8192 on 132 SMs. 4 tiles of 128×128 split into min(⌊132/4⌋, ⌊8192/512⌋) = 16 slices
   // of 512 → 64 units, one wave: 2·128²·(512 + 156.66)/(1e15·0.5/132) = 5.77 us, and the partial
-  // sums, 2·256²·16·4 B, reduce at 3e12 B/s in 2.80 us: 8.57 us. Unsplit, one 128×128 tile would
-  // take 2·128²·(8192 + 156.66)/3.79e12 = 72 us. The best: 16 tiles of 64×64 in min(8, 16) = 8 slices
-  // of 1024 (128 units): 2·64²·(1024 + 156.66)·(55/32)/3.79e12 = 4.38 us (operands 8.5 MB: 2.8 us,
-  // less) + a reduction of 2·256²·8·4 B: 1.40 us.
+  // sums, 2·256²·16·4 B, reduce at 0.814 · 3e12 B/s (kHbmEfficiency) in 3.44 us: 9.21 us. Unsplit,
+  // one 128×128 tile would take 2·128²·(8192 + 156.66)/3.79e12 = 72 us. The best: 16 tiles of
+  // 64×64 in min(8, 16) = 8 slices of 1024 (128 units): 2·64²·(1024 + 156.66)·(55/32)/3.79e12 =
+  // 4.38 us (operands 8.5 MB: 3.5 us, less) + a reduction of 2·256²·8·4 B: 1.72 us.
   compute::ComputeModel cm(gpu(true, 132), no_overhead());
-  const double reduction = 2.0 * 256 * 256 * 8 * 4 / 3e12;
+  const double reduction = 2.0 * 256 * 256 * 8 * 4 / (compute::kHbmEfficiency * 3e12);
   expect_ps(cm.gemm(256, 256, 8192), tile_seconds(64, 64, 1024, 1e15, 0.5, 132) + reduction);
   EXPECT_LT(time_to_seconds(cm.gemm(256, 256, 8192)), tile_seconds(128, 128, 8192, 1e15, 0.5, 132) / 8);
 }
@@ -185,12 +187,13 @@ TEST(ComputeModel, GroupedWeightGradientRunsEachExpertsOutputOverItsRows) {
   // Few rows per expert make short main loops: 16 experts of 64 rows, n 1536, k 2048.
   //   forward: 64×128 tiles (intensity 2·64·128/(192·2) = 42.7 of 55: 0.776 of the 0.5 PFLOP/s
   //   ceiling), 16·12 = 192 tiles in 2 waves over K = 2048 + 156.66: 2·132·2·64·128·2204.66/(0.5e15·0.776)
-  //   + 5.3 us = 41.30 us;
+  //   = 36.0 us; but the 16 experts' weights, 100.7 MB, and the rows in and out, 7.3 MB, take
+  //   108.0 MB / (0.814 · 3e12 B/s) = 44.2 us: memory-bound, 49.53 us with the 5.3 us fixed cost;
   //   weight gradient: 128×256 tiles at the full ceiling, 16·96 = 1536 in 12 waves, each over only
   //   the 64 rows + the ramp (156.66 steps on this GPU, ramp_k): 12·132·2·128·256·220.66/0.5e15
-  //   + 5.3 us = 51.11 us, 24 % more for the same FLOPs.
+  //   + 5.3 us = 51.11 us (the same 108 MB: 44.2 us, less), 3 % more for the same FLOPs.
   const std::vector<double> small(16, 64);
-  EXPECT_NEAR(time_to_seconds(cm.grouped_gemm(small, 1536, 2048)) * 1e6, 41.30, 0.01);
+  EXPECT_NEAR(time_to_seconds(cm.grouped_gemm(small, 1536, 2048)) * 1e6, 49.53, 0.01);
   EXPECT_NEAR(time_to_seconds(cm.grouped_gemm_wgrad(small, 1536, 2048)) * 1e6, 51.11, 0.01);
   // No rows: no kernel.
   const std::vector<double> idle(3, 0.0);
@@ -241,6 +244,47 @@ TEST(ComputeModel, TransformerEngineMultiStreamGroupedGemm) {
   EXPECT_NEAR(tflops(h100, 8, 4096), 627.9, 627.9 * 0.10);
   EXPECT_NEAR(tflops(h100, 16, 2048), 553.9, 553.9 * 0.05);
   EXPECT_GT(tflops(model("h100-sxm5-80gb"), 16, 2048), 553.9 * 1.3);
+}
+
+TEST(ComputeModel, TorchGroupedMmRunsPyTorchsTileWithoutSplitK) {
+  // torch._grouped_mm (compute_model.hpp, kTorchGroupedMmCeiling) on the made-up GPU (132 SMs,
+  // ceiling 0.5, 3e12 B/s): its main loop at 0.8 of the ceiling, 1e15·0.5·0.8/132 = 3.03 TFLOP/s
+  // per SM; each call two kernels on the GPU, the preparation's fixed cost (2.34 us) before the
+  // GeMM's (5.3 us).
+  compute::ComputeOptions torch;
+  torch.grouped_gemm_kernels = compute::GroupedGemmKernels::TorchGroupedMm;
+  const compute::ComputeModel mm(gpu(true, 132), torch), cublas(gpu(true, 132), {});
+  const double fixed = time_to_seconds(compute::kKernelOverhead + compute::kMemoryKernelOverhead);
+  const double ramp = ramp_k(1e15, 132);
+  // One group of 256 rows, n 256, K 8192: more than 128 rows and columns, the cooperative 128×256
+  // tile (intensity 85 ≥ 55: the full rate), 2 tiles in one wave and no split-K:
+  // 2·128·256·(8192 + 156.66)/3.03e12 = 180.56 us (operands 8.5 MB at 0.814·3e12: 3.5 us), 188.20 us
+  // in all. cuBLAS splits the same K over the idle SMs and takes a tenth of it.
+  const std::vector<double> one{256};
+  const double large = 2.0 * 128 * 256 * (8192 + ramp) / (1e15 * 0.5 * 0.8 / 132);
+  EXPECT_NEAR(time_to_seconds(mm.grouped_gemm(one, 256, 8192)), fixed + large, 1e-11);
+  EXPECT_NEAR(time_to_seconds(mm.grouped_gemm(one, 256, 8192)) * 1e6, 188.20, 0.01);
+  EXPECT_LT(10 * cublas.grouped_gemm(one, 256, 8192), mm.grouped_gemm(one, 256, 8192));
+  // Two groups of 64 rows: at most 128 mean rows, the ping-pong 64×128 tile (intensity 42.7: 0.776
+  // of the rate), one per group, in one wave: 2·64·128·(8192 + 156.66)/(3.03e12·0.776) = 58.19 us,
+  // 65.83 us with both fixed costs. The mean counts empty groups, as PyTorch divides by the group
+  // count: two groups of 192 rows and two without have a mean of 96, the 64×128 tile (12 tiles, one
+  // wave: the same time), where the 192 rows of the groups with rows would take the 128×256 one.
+  const std::vector<double> two{64, 64};
+  const double small = 2.0 * 64 * 128 * (8192 + ramp) / (1e15 * 0.5 * 0.8 / 132 * (2.0 * 64 * 128 / (192 * 2) / 55));
+  EXPECT_NEAR(time_to_seconds(mm.grouped_gemm(two, 256, 8192)), fixed + small, 1e-11);
+  EXPECT_NEAR(time_to_seconds(mm.grouped_gemm(two, 256, 8192)) * 1e6, 65.83, 0.01);
+  const std::vector<double> with_idle{192, 192, 0, 0};
+  EXPECT_NEAR(time_to_seconds(mm.grouped_gemm(with_idle, 256, 8192)), fixed + small, 1e-11);
+  // Its weight gradient is K-grouped (one k × n output per group): the tile follows the output,
+  // 128×256 here, each group's tiles over its own rows.
+  const std::vector<double> wgrad{4096};
+  const double wtile = 2.0 * 128 * 256 * (4096 + ramp) / (1e15 * 0.5 * 0.8 / 132);
+  EXPECT_NEAR(time_to_seconds(mm.grouped_gemm_wgrad(wgrad, 2048, 768)), fixed + wtile, 1e-11);
+  // One op for the host, as the presets' host costs count it (the preparation is timed in the
+  // call); no kernel without rows.
+  EXPECT_EQ(mm.grouped_gemm_kernels(two), 1);
+  EXPECT_EQ(mm.grouped_gemm(std::vector<double>(3, 0.0), 256, 8192), 0);
 }
 
 TEST(ComputeModel, PublishedMaximumAchievableMatmulFlops) {
@@ -416,14 +460,17 @@ std::vector<ErrorStats> xla_table_errors(const std::string& file, const std::str
 TEST(ComputeModel, XlaSm90Table) {
   // The OpenXLA sm_90 table (realdata 20): BF16 and f32 (TF32 tensor cores: XLA's default
   // precision) on an H100-class GPU. The uncalibrated H100 model predicts their times with a mean
-  // absolute error of 3.3 % (BF16) and 12.3 % (TF32); the flat 0.75 × 128×128-wave model before it
-  // missed by 44 % and 49 %. The GeMM constants are fitted to this table (compute_model.cpp).
+  // absolute error of 3.9 % (BF16) and 11.9 % (TF32); the flat 0.75 × 128×128-wave model before it
+  // missed by 44 % and 49 %. The GeMM constants are fitted to this table (compute_model.cpp), with
+  // HBM at its datasheet rate then (3.3 %, worst +29 %): streamed at the achievable rate every
+  // kernel now gets (kHbmEfficiency), split-K's partial sums of the smallest outputs take longer
+  // (worst +32 %, b=1 256×256×4096: 6.4 us measured, 8.4 us predicted).
   const auto stats = xla_table_errors("20_xla_h100_sm90_bf16_f32_gemm_flops_grid.csv", "h100-sxm5-80gb",
                                       {{cluster::Dtype::bf16, 0}, {cluster::Dtype::tf32, 1}}, "XLA sm_90");
   ASSERT_EQ(stats[0].rows, 375);
   EXPECT_LT(stats[0].mean(), 0.15);  // the fidelity goal (issue 16)
   EXPECT_LT(stats[0].mean(), 0.04);  // what the fit reaches
-  EXPECT_LT(std::abs(stats[0].worst), 0.30);
+  EXPECT_LT(std::abs(stats[0].worst), 0.35);
   EXPECT_LT(stats[1].mean(), 0.15);
   EXPECT_LT(std::abs(stats[1].worst), 0.60);
 }
@@ -576,12 +623,16 @@ TEST(ComputeModel, MeasuredH100CublasLtTable) {
   // (tests/data/measured/, SOURCES.md there): moesim-calibrate-gemm, cuBLASLt, 483 shapes per dtype
   // (the MoE shapes and M, N, K ∈ {256 … 16384}); FP8 (e4m3 × e4m3 → bf16) through torch._scaled_mm.
   const auto stats = gemm_table_errors("h100-sxm5-80gb", {"h100-cublaslt-gemm.json", "h100-fp8-gemm.json"});
-  // The uncalibrated model, fitted to other data (XLA's table, the published MAMF), reaches 8.1 %
-  // (BF16), 10.3 % (FP16), 11.6 % (TF32), 11.7 % (FP8) and 14.4 % (FP32, CUDA cores) mean time
-  // error; worst −29 %, −37 %, −45 %, −87 %, +74 %. FP8's worst is one shape where cuBLASLt's
-  // heuristic picks a slow kernel (8192×1024×256: 83 µs, 7.5× its neighbours' time per FLOP).
+  // The uncalibrated model, fitted to other data (XLA's table, the published MAMF), reaches 7.3 %
+  // (BF16), 9.3 % (FP16), 10.6 % (TF32), 10.0 % (FP8) and 14.4 % (FP32, CUDA cores) mean time
+  // error (8.1, 10.3, 11.6, 11.7 and 14.4 % with HBM at its datasheet rate); worst +46 %, +48 %,
+  // +45 %, −85 %, +74 %. The 16-bit worst is a skinny GeMM (128×7168×2048: 11.6 us) whose 29 MB of
+  // weights this benchmark, repeating one GeMM, keeps in the H100's 50 MB L2: it reads them at
+  // 4.7 TB/s, above the HBM's 3.35, which no training step's layers, each its own weights, do.
+  // FP8's worst is one shape where cuBLASLt's heuristic picks a slow kernel (8192×1024×256: 83 µs,
+  // 7.5× its neighbours' time per FLOP).
   const std::map<std::string, std::pair<double, double>> bounds{
-      {"bf16", {0.10, 0.35}}, {"fp16", {0.12, 0.40}}, {"tf32", {0.15, 0.50}}, {"fp8", {0.15, 0.90}}, {"fp32", {0.20, 0.80}}};
+      {"bf16", {0.08, 0.50}}, {"fp16", {0.10, 0.50}}, {"tf32", {0.11, 0.50}}, {"fp8", {0.11, 0.90}}, {"fp32", {0.15, 0.80}}};
   ASSERT_EQ(stats.size(), bounds.size());
   for (const auto& [dt, b] : bounds) {
     const ErrorStats& s = stats.at(dt);
@@ -600,13 +651,14 @@ TEST(ComputeModel, MeasuredH200GemmTable) {
   ASSERT_EQ(stats.size(), 2u);
   EXPECT_EQ(stats.at("bf16").rows, 483);
   EXPECT_EQ(stats.at("fp8").rows, 459);
-  // BF16: 6.9 % mean time error (bias -3.4 %), worst +33 % (2048×1408×2048, 20 us). FP8: 14.8 %,
-  // nearly all of it optimistic (bias -14.7 %): the H200's published FP8 MAMF (1453 TFLOP/s at one
+  // BF16: 6.8 % mean time error (bias -2.1 %), worst +41 % (8192×8×2048, 9.9 us: a skinny GeMM
+  // whose operands stay in L2 between the benchmark's repetitions, as on the H100). FP8: 14.1 %,
+  // nearly all of it optimistic (bias -13.5 %): the H200's published FP8 MAMF (1453 TFLOP/s at one
   // large shape) overstates what torch._scaled_mm reaches across the table; worst -60 % at a K of
   // 256 (8192×16384×256), as on the H100.
-  EXPECT_LT(stats.at("bf16").mean(), 0.08);
-  EXPECT_LT(std::abs(stats.at("bf16").worst), 0.40);
-  EXPECT_LT(stats.at("fp8").mean(), 0.16);
+  EXPECT_LT(stats.at("bf16").mean(), 0.075);
+  EXPECT_LT(std::abs(stats.at("bf16").worst), 0.45);
+  EXPECT_LT(stats.at("fp8").mean(), 0.15);
   EXPECT_LT(std::abs(stats.at("fp8").worst), 0.65);
 }
 
@@ -679,21 +731,35 @@ TEST(ComputeModel, MeasuredH200FusedAttention) {
 struct GroupedErrors {
   std::map<std::string, ErrorStats> model, cublas;  // "pass split"
 };
-GroupedErrors grouped_errors(const std::string& gpu, const char* file) {
-  const auto doc = nlohmann::json::parse(test::measured(file));
+// The modelled time of one measured grouped GeMM (a case of tests/data/measured/*grouped-gemm*.json):
+// its forward [rows, k] × [k, n], data gradient [rows, n] × [n, k] or weight gradient (per group
+// [k, rows_g] × [rows_g, n]), in seconds.
+double grouped_case_seconds(const compute::ComputeModel& cm, const nlohmann::json& g) {
+  const std::vector<double> rows = g.at("rows").get<std::vector<double>>();
+  const double n = g.at("n"), k = g.at("k");
+  const std::string pass = g.value("pass", "forward");
+  if (pass == "dgrad") return time_to_seconds(cm.grouped_gemm(rows, k, n));
+  if (pass == "wgrad") return time_to_seconds(cm.grouped_gemm_wgrad(rows, n, k));
+  return time_to_seconds(cm.grouped_gemm(rows, n, k));
+}
+
+// torch._grouped_mm's model on GPU `gpu`, its ceiling `ceiling` (unset: kTorchGroupedMmCeiling).
+compute::ComputeModel grouped_mm_model(const std::string& gpu, std::optional<double> ceiling = std::nullopt) {
   compute::ComputeOptions torch;
   torch.grouped_gemm_kernels = compute::GroupedGemmKernels::TorchGroupedMm;
-  const compute::ComputeModel grouped_mm(catalogue(gpu), torch), cublas = model(gpu);
+  torch.torch_grouped_mm_ceiling = ceiling;
+  return compute::ComputeModel(catalogue(gpu), torch);
+}
+
+GroupedErrors grouped_errors(const std::string& gpu, const char* file) {
+  const auto doc = nlohmann::json::parse(test::measured(file));
+  const compute::ComputeModel grouped_mm = grouped_mm_model(gpu), cublas = model(gpu);
   GroupedErrors out;
   for (const auto& g : doc.at("grouped_gemm")) {
     const std::vector<double> rows = g.at("rows").get<std::vector<double>>();
-    const double n = g.at("n"), k = g.at("k"), measured = g.at("time").get<double>() * 1e-6;
+    const double measured = g.at("time").get<double>() * 1e-6;
     const std::string pass = g.value("pass", "forward");
-    const auto time = [&](const compute::ComputeModel& cm) {
-      if (pass == "dgrad") return time_to_seconds(cm.grouped_gemm(rows, k, n));
-      if (pass == "wgrad") return time_to_seconds(cm.grouped_gemm_wgrad(rows, n, k));
-      return time_to_seconds(cm.grouped_gemm(rows, n, k));
-    };
+    const auto time = [&](const compute::ComputeModel& cm) { return grouped_case_seconds(cm, g); };
     const double predicted = time(grouped_mm);
     const std::string key = pass + " " + g.at("split").get<std::string>();
     const std::string what = fmt::format("{} {} {} groups of {} rows: {:.1f} us measured, {:.1f} us predicted",
@@ -716,17 +782,62 @@ TEST(ComputeModel, MeasuredH100GroupedExpertGemms) {
   const auto e = grouped_errors("h100-sxm5-80gb", "h100-grouped-gemm.json");
   const auto& err = e.model;
   ASSERT_EQ(err.at("forward even").rows + err.at("forward skewed").rows, 198);
-  // At the fitted 0.75 of cuBLAS's ceiling: 12.5 % (even) and 11.9 % (skewed) mean time error;
-  // worst +35 % (Mixtral-8x7B's fc2 as one group of 4096 rows: 599 us measured, as fast as
-  // cuBLASLt's) and -37 % (Qwen3-30B-A3B's small fc2, 4096 rows skewed over 32 groups: 68 us
-  // measured, where a kernel this small runs at well under half its large-shape rate). At cuBLAS's
-  // rate (moesim's idealised "grouped"): 19.8 % and 24.8 %, every case but one optimistic.
-  EXPECT_LT(err.at("forward even").mean(), 0.13);
-  EXPECT_LT(err.at("forward skewed").mean(), 0.125);
-  EXPECT_LT(std::abs(err.at("forward even").worst), 0.40);
-  EXPECT_LT(std::abs(err.at("forward skewed").worst), 0.40);
-  EXPECT_GT(e.cublas.at("forward even").mean(), 0.19);
-  EXPECT_GT(e.cublas.at("forward skewed").mean(), 0.24);
+  // PyTorch's tile and no split-K at the fitted 0.80 of cuBLAS's ceiling, the weights streamed at
+  // the HBM's achievable rate: 7.3 % (even) and 8.4 % (skewed) mean time error (12.5 and 11.9 %
+  // with cuBLAS's tile choice and split-K at 0.75); worst +26 % (Mixtral-8x7B's fc2 as one group
+  // of 4096 rows: 599 us measured, as fast as cuBLASLt's) and -33 % (Qwen3-30B-A3B's fc1, 4096 rows
+  // skewed over 16 groups: 93 us measured, a kernel this small well under its large-shape rate).
+  // At cuBLAS's rate and tiles (moesim's idealised "grouped"): 16.4 % and 22.1 %, nearly every case
+  // optimistic.
+  EXPECT_LT(err.at("forward even").mean(), 0.08);
+  EXPECT_LT(err.at("forward skewed").mean(), 0.09);
+  EXPECT_LT(std::abs(err.at("forward even").worst), 0.30);
+  EXPECT_LT(std::abs(err.at("forward skewed").worst), 0.35);
+  EXPECT_GT(e.cublas.at("forward even").mean(), 0.15);
+  EXPECT_GT(e.cublas.at("forward skewed").mean(), 0.20);
+}
+
+TEST(ComputeModel, GroupedExpertGemmFamiliesLeftOut) {
+  // Issue 46's check on the grouped-GeMM tables: kTorchGroupedMmCeiling refitted without one model
+  // family's cases (least squares of the log time ratio over the rest of h100-grouped-gemm.json,
+  // on a 0.002 grid), then that family predicted in every measured file and pass (the fit data's
+  // H100 run, the H100's second run, the H200's): each within 10 % mean time error. DeepSeek-V2,
+  // in no fit, is predicted by the full fit. Measured: 6.1-9.6 % (Qwen3-30B-A3B's small GeMMs the
+  // worst, 8.8-9.6 %), refitted ceilings 0.786-0.806; the full fit's optimum, 0.796, is the
+  // constant's 0.80.
+  const auto fit_doc = nlohmann::json::parse(test::measured("h100-grouped-gemm.json"));
+  const std::vector<std::pair<std::string, nlohmann::json>> files{
+      {"h100-sxm5-80gb", fit_doc},
+      {"h100-sxm5-80gb", nlohmann::json::parse(test::measured("h100-grouped-gemm-passes.json"))},
+      {"h200-sxm-141gb", nlohmann::json::parse(test::measured("h200-grouped-gemm.json"))}};
+  const auto fit = [&](const std::string& left_out) {
+    double best = 0, best_loss = INFINITY;
+    for (int i = 0; i <= 100; ++i) {
+      const double c = 0.70 + 0.002 * i;
+      const compute::ComputeModel cm = grouped_mm_model("h100-sxm5-80gb", c);
+      double loss = 0;
+      for (const auto& g : fit_doc.at("grouped_gemm"))
+        if (g.at("model") != left_out)
+          loss += std::pow(std::log(grouped_case_seconds(cm, g) / (g.at("time").get<double>() * 1e-6)), 2);
+      if (loss < best_loss) best_loss = loss, best = c;
+    }
+    return best;
+  };
+  EXPECT_NEAR(fit(""), compute::kTorchGroupedMmCeiling, 0.01);
+  for (const std::string family : {"Mixtral-8x7B", "DeepSeek-V3", "Qwen3-30B-A3B", "DeepSeek-V2"}) {
+    const double ceiling = fit(family);
+    for (const auto& [gpu, doc] : files) {
+      const compute::ComputeModel cm = grouped_mm_model(gpu, ceiling);
+      ErrorStats err;
+      for (const auto& g : doc.at("grouped_gemm"))
+        if (g.at("model") == family)
+          err.add(grouped_case_seconds(cm, g), g.at("time").get<double>() * 1e-6, "");
+      if (err.rows == 0) continue;
+      std::cout << fmt::format("{} left out (ceiling {:.3f}), {}: {} cases, mean |time error| {:.1f}%\n", family, ceiling,
+                               gpu, err.rows, 100 * err.mean());
+      EXPECT_LT(err.mean(), 0.10) << family << " on " << gpu;
+    }
+  }
 }
 
 // Held out of every fit: the grouped GeMMs of both GPUs' runs of 2026-11-28 (tests/data/measured/
@@ -747,18 +858,19 @@ void expect_grouped_passes(const std::string& gpu, const char* file, const std::
 }
 
 TEST(ComputeModel, MeasuredGroupedExpertGemmPasses) {
-  // H100 (the same machine kind as the fit data, a later run): forward 10.8/9.9 % (even/skewed),
-  // data gradient 10.2/10.3 %, weight gradient 10.6/8.4 %. H200 (the H100's ceilings, its own
-  // HBM): forward 13.7/10.4 %, data gradient 13.0/10.9 %, weight gradient 10.2/8.2 %. The worst
-  // cases, -35 to -46 %, are Qwen3-30B-A3B's small GeMMs (K or N = 768, 30–110 us): short main
-  // loops and few tiles, which the model's tile ramp under-costs; the most pessimistic, +36 %, one
-  // group of Mixtral's 4096 rows, which torch._grouped_mm runs as fast as cuBLASLt.
+  // H100 (the same machine kind as the fit data, a later run): forward 6.4/7.6 % (even/skewed),
+  // data gradient 5.4/7.6 %, weight gradient 7.5/7.5 %. H200 (the H100's ceilings, its own HBM):
+  // forward 8.0/8.3 %, data gradient 6.8/8.5 %, weight gradient 7.2/6.8 % (with cuBLAS's tile
+  // choice and split-K at 0.75: 8.4-13.7 %). The worst cases, -31 to -43 %, are Qwen3-30B-A3B's
+  // small GeMMs (K or N = 768, 30–200 us) and skewed groups: short main loops and few tiles, which
+  // the model's tile ramp under-costs; the most pessimistic, +27 %, one group of Mixtral's 4096
+  // rows, which torch._grouped_mm runs as fast as cuBLASLt.
   expect_grouped_passes("h100-sxm5-80gb", "h100-grouped-gemm-passes.json",
-                        {{"forward even", 0.12}, {"forward skewed", 0.11}, {"dgrad even", 0.115}, {"dgrad skewed", 0.115},
-                         {"wgrad even", 0.12}, {"wgrad skewed", 0.095}});
+                        {{"forward even", 0.07}, {"forward skewed", 0.08}, {"dgrad even", 0.06}, {"dgrad skewed", 0.08},
+                         {"wgrad even", 0.08}, {"wgrad skewed", 0.08}});
   expect_grouped_passes("h200-sxm-141gb", "h200-grouped-gemm.json",
-                        {{"forward even", 0.15}, {"forward skewed", 0.12}, {"dgrad even", 0.145}, {"dgrad skewed", 0.125},
-                         {"wgrad even", 0.115}, {"wgrad skewed", 0.095}});
+                        {{"forward even", 0.085}, {"forward skewed", 0.09}, {"dgrad even", 0.07}, {"dgrad skewed", 0.09},
+                         {"wgrad even", 0.075}, {"wgrad skewed", 0.07}});
 }
 
 // The memory-bound model of GPU `gpu` against `file`'s bandwidth kernels: copy, RMSNorm, row
@@ -822,7 +934,8 @@ TEST(ComputeModel, CalibrationTablesOverrideTheModel) {
 TEST(ComputeModel, AttentionWithoutFlashAttentionIsMemoryBoundAtLongSequences) {
   // 1 sequence, 32 heads of 128, L = 32768, causal: 4·32·L²·128·0.5 = 8.8e12 FLOP → 17.59 ms at
   // 5e14. Without FlashAttention the L×L scores pass HBM 4 times: 4·32·L²·2 B = 2.75e11 B →
-  // 91.6 ms at 3e12 B/s, so memory decides and the GPU is 5.2× slower.
+  // 113.0 ms at 0.814 · 3e12 B/s (kHbmEfficiency, the rate every kernel streams HBM at), so memory
+  // decides and the GPU is 6.4× slower.
   compute::ComputeModel flash(gpu(true), no_overhead());
   compute::ComputeModel plain(gpu(false), no_overhead());
   const double l = 32768;
@@ -830,7 +943,7 @@ TEST(ComputeModel, AttentionWithoutFlashAttentionIsMemoryBoundAtLongSequences) {
   const Time tp = plain.attention(1, 32, l, 128, true);
   EXPECT_EQ(tf, seconds_to_time(4.0 * 32 * l * l * 128 * 0.5 / 5e14));
   const double bytes = 4.0 * 32 * l * 128 * 2 + 4.0 * 32 * l * l * 2;
-  EXPECT_EQ(tp, seconds_to_time(bytes / 3e12));
+  EXPECT_EQ(tp, seconds_to_time(bytes / (compute::kHbmEfficiency * 3e12)));
   EXPECT_GT(static_cast<double>(tp) / static_cast<double>(tf), 5.0);
   // The modelled kernel's fixed cost applies to attention too.
   EXPECT_EQ(compute::ComputeModel(gpu(true), {}).attention(1, 32, l, 128, true), compute::kKernelOverhead + tf);

@@ -57,9 +57,9 @@ TEST(SlidingWindow, WindowedLayersRunTheirCoreOverTheBandAndTheOthersOverTheWhol
   EXPECT_EQ(forward[1], blocks::attention_time(cm, sc.model, t, 1, 1).time);
   EXPECT_EQ(forward[1] - forward[0], cm.attention(1, 4, 1024, 64, true) - cm.attention(1, 4, 1024, 64, true, 128));
   // The windowed core's 11 tiles take 0.32 us at 0.58 of 989.4 TFLOP/s, less than reading Q, K,
-  // V and writing O (4 · 4 heads · 1024 · 64 · 2 B) at 3.35 TB/s: it is memory-bound.
+  // V and writing O (4 · 4 heads · 1024 · 64 · 2 B) at kHbmEfficiency of 3.35 TB/s: it is memory-bound.
   const double compute_s = compute::attention_forward_flops(1, 4, 1024, 64, true, 128) / (989.4e12 * 0.58);
-  const double memory_s = 4.0 * 4 * 1024 * 64 * 2 / 3.35e12;
+  const double memory_s = 4.0 * 4 * 1024 * 64 * 2 / (compute::kHbmEfficiency * 3.35e12);
   EXPECT_LT(compute_s, memory_s);
   EXPECT_EQ(cm.attention(1, 4, 1024, 64, true, 128), compute::kKernelOverhead + seconds_to_time(memory_s));
   EXPECT_DOUBLE_EQ(compute::attention_window_scores(1024, 128), 11.0 * 128 * 128);
