@@ -29,7 +29,9 @@ One constant is fitted to this measurement: the atomic scatter-add rate of the f
 permute's gradient) checking that rate. With --check it also exits 1 when a shape's step (forward +
 backward) or its experts' forward or backward is further from the measurement than the bounds (the
 ctest validation.layer_step: moesim's standing may only get better; the step is held to the goal,
-15 %, since its scenarios say the eager kernels the measurement ran: -6 to -9 %).
+15 %, since its scenarios say the eager kernels the measurement ran: -7 to -10 %). A shape given
+with --unmet SHAPE=REASON is printed with its reason instead of failing its step, and fails the check
+once its step is back within the bound (the reason must go then).
 """
 import argparse
 import json
@@ -85,7 +87,10 @@ def main():
     ap.add_argument("--check", action="store_true", help="exit 1 beyond --max-step-error or --max-expert-error")
     ap.add_argument("--max-step-error", type=float, default=0.15)
     ap.add_argument("--max-expert-error", type=float, default=0.30)
+    ap.add_argument("--unmet", action="append", default=[], metavar="SHAPE=REASON",
+                    help="a shape whose step is known to miss the bound, and why")
     args = ap.parse_args()
+    unmet = dict(u.split("=", 1) for u in args.unmet)
     sync, unpermute = args.variant.split("/")
     failures = []
     doc = json.load(open(args.measured))
@@ -119,8 +124,17 @@ def main():
                 ("iteration (step + optimizer)", step + opt, it_sim)]
         for label, meas, sim in rows:
             print(f"| {label} | {meas:.0f} | {sim:.0f} | {(sim - meas) / meas:+.0%} |")
-        if abs(fb_sim / step - 1) > args.max_step_error:
+        within = abs(fb_sim / step - 1) <= args.max_step_error
+        if not within and shape in unmet:
+            print(f"step beyond {args.max_step_error:.0%}, unmet: {unmet[shape]}")
+        elif not within:
             failures.append(f"{shape} step {(fb_sim - step) / step:+.0%}")
+        elif shape in unmet:
+            failures.append(f"{shape} step {(fb_sim - step) / step:+.0%} is within {args.max_step_error:.0%}: "
+                            "its --unmet reason is no longer needed; remove it")
+        unmet.pop(shape, None)
+    if unmet:
+        failures.append("--unmet names shapes not measured here: " + ", ".join(sorted(unmet)))
     if args.check and failures:
         print("\nbeyond the bounds: " + "; ".join(failures), file=sys.stderr)
         return 1
