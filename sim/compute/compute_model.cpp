@@ -129,7 +129,12 @@ double ComputeModel::modelled_gemm_seconds(std::span<const double> rows, double 
     }
     best = std::min(best, seconds);
   }
-  return time_to_seconds(overhead_) + best;
+  return fixed_seconds(kernel) + best;
+}
+
+double ComputeModel::fixed_seconds(const Kernel& kernel) const {
+  // torch._grouped_mm's preparation kernel runs first (kTorchGroupedMmCeiling).
+  return time_to_seconds(overhead_) + (kernel.prepared ? time_to_seconds(memory_overhead_) : 0.0);
 }
 
 double ComputeModel::modelled_wgrad_seconds(std::span<const double> rows, double n, double k, double scale,
@@ -161,9 +166,7 @@ double ComputeModel::modelled_wgrad_seconds(std::span<const double> rows, double
     }
     best = std::min(best, std::max(compute, memory));
   }
-  // torch._grouped_mm's preparation kernel runs first (kTorchGroupedMmCeiling).
-  const double fixed = time_to_seconds(overhead_) + (kernel.prepared ? time_to_seconds(memory_overhead_) : 0.0);
-  const double modelled = fixed + best;
+  const double modelled = fixed_seconds(kernel) + best;
   return max_flops_ > 0 ? std::max(modelled, 2 * rows_sum * n * k / (max_flops_ * scale)) : modelled;
 }
 
@@ -262,9 +265,7 @@ double ComputeModel::gemm_seconds(double m, double n, double k) const {
 
 double ComputeModel::capped_gemm_seconds(std::span<const double> rows, double n, double k, double scale,
                                          const Kernel& kernel) const {
-  double modelled = modelled_gemm_seconds(rows, n, k, ceiling_ * scale, precision_, kernel);
-  if (modelled <= 0) return 0;  // no rows: no kernel
-  if (kernel.prepared) modelled += time_to_seconds(memory_overhead_);
+  const double modelled = modelled_gemm_seconds(rows, n, k, ceiling_ * scale, precision_, kernel);
   if (max_flops_ <= 0) return modelled;
   double rows_sum = 0;
   for (const double r : rows) rows_sum += std::max(0.0, r);

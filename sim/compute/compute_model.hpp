@@ -381,6 +381,8 @@ class ComputeModel {
                                const Kernel& kernel) const;
   // grouped_gemm_wgrad's model: the tiles of every group's k × n output, each as long as its rows.
   double modelled_wgrad_seconds(std::span<const double> rows, double n, double k, double scale, const Kernel& kernel) const;
+  // A kernel's fixed cost: the modelled kernels' and, before a prepared one, a memory-bound kernel's.
+  double fixed_seconds(const Kernel& kernel) const;
   // Bytes per second a kernel streams through HBM (kHbmEfficiency of the datasheet's).
   double hbm_rate() const { return kHbmEfficiency * gpu_.hbm_bytes_per_second; }
   // GroupedGemmKernels::PerExpert: one GeMM kernel per group with rows, kernel i on stream
