@@ -24,6 +24,7 @@ FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTab
       solver_(links_.size()) {
   capacity_.resize(links_.size());
   for (std::uint32_t l = 0; l < links_.size(); ++l) capacity_[l] = links_.capacity(l);
+  left_ = capacity_;
   link_rate_.assign(links_.size(), 0.0);
   link_bytes_.assign(links_.size(), 0.0);
   link_peak_.assign(links_.size(), 0.0);
@@ -35,9 +36,9 @@ FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTab
 
 double FlowExecutor::memory_estimate(const cluster::Topology& topology) {
   const double links = static_cast<double>(FlowLinks::count(topology));
-  // capacity_, link_rate_, link_bytes_, link_peak_, link_busy_, link_since_, link_flows_; FlowDemands'
-  // scratch; the solver's.
-  const double per_link = 4 * sizeof(double) + 2 * sizeof(Time) + sizeof(std::uint32_t) + sizeof(double) +
+  // capacity_, left_, link_rate_, link_bytes_, link_peak_, link_busy_, link_since_, link_flows_;
+  // FlowDemands' scratch; the solver's.
+  const double per_link = 5 * sizeof(double) + 2 * sizeof(Time) + sizeof(std::uint32_t) + sizeof(double) +
                           MaxMinSolver::kBytesPerLink;
   const double in_flight = 2.0 * (topology.tier_count() + 1) * topology.gpu_count() * (sizeof(LinkDemand) + sizeof(std::uint32_t));
   return links * per_link + grown_capacity(links) * FlowLinks::kBytesPerLink + in_flight;
@@ -185,36 +186,58 @@ void FlowExecutor::reschedule(engine::Engine& engine, Time now) {
   last_ = now;
   ++generation_;
   if (flows_.empty()) return;
-  // Flows only left since the last solve, all of them faster than every flow still running: the
-  // others keep their rates. Progressive filling of the remaining flows replays the last solve's
-  // rounds, bit for bit, up to the level at which the first of those that left froze (their links
-  // only ever had more room without them), and every remaining flow froze below it. The flows of a
-  // layer's gradient all-reduces drain fastest first beside a slow all-to-all: one solve per
-  // drain would re-solve tens of thousands of unchanged flows.
-  const bool unchanged = !added_ && std::all_of(flows_.begin(), flows_.end(), [&](const Flow& f) { return f.rate < drained_rate_; });
+  // Flows only left since the last solve: those slower than the slowest of them keep their rates.
+  // Progressive filling of the remaining flows replays the last solve's rounds, bit for bit, up to
+  // the level at which the first of those that left froze: no link that saturated below it carried
+  // one of them (it would have frozen there), and their links only have more room without them.
+  // Every flow that froze below that level froze as before. When all of them did (a layer's
+  // gradient all-reduces drain fastest first beside a slow all-to-all), nothing is solved; else
+  // only the others are filled anew, on what the kept flows leave of each link (below that level
+  // every one of them rose with the kept flows and no link they cross saturated, so filling them
+  // from zero on the remaining capacity is the same filling). Staggered drains of an all-to-all's
+  // per-source flows re-solve a few percent of tens of thousands of flows instead of all of them.
+  const double keep_below = added_ ? 0.0 : drained_rate_;
   added_ = false;
   drained_rate_ = std::numeric_limits<double>::infinity();
-  if (!unchanged) {
-    std::vector<const std::vector<LinkDemand>*> shares;
-    shares.reserve(flows_.size());
-    for (const Flow& f : flows_) shares.push_back(&f.share);
-    solver_.solve(shares, capacity_, rates_);
-    ++solves_;
-    for (std::size_t i = 0; i < flows_.size(); ++i) {
-      flows_[i].rate = rates_[i];
-      if (flows_[i].rate <= 0) invariant_failed("a flow got no bandwidth");
-    }
-    // Each link's new rate for its peak utilisation. Without a solve only drained flows' rates
-    // left: each link's rate is a sum of fewer of the same terms, no higher (rounding is
-    // monotone), so its peak stays; the walk over every flow's links is skipped where it costs
-    // most, as each of a layer's gradient all-reduces drains beside a large all-to-all.
+  const auto kept = [&](const Flow& f) { return f.rate < keep_below; };
+  const auto kept_flows = static_cast<std::size_t>(std::count_if(flows_.begin(), flows_.end(), kept));
+  if (kept_flows < flows_.size()) {
+    // Each link's rate, for the capacity the kept flows leave and for its peak utilisation.
     for (std::uint32_t l : busy_links_) link_rate_[l] = 0;
     busy_links_.clear();
-    for (const Flow& f : flows_)
+    const auto load = [&](const Flow& f) {
       for (const LinkDemand& d : f.share) {
         if (link_rate_[d.link] == 0) busy_links_.push_back(d.link);
         link_rate_[d.link] += d.bytes * f.rate;
       }
+    };
+    shares_.clear();
+    solved_.clear();
+    for (std::uint32_t i = 0; i < flows_.size(); ++i) {
+      if (kept(flows_[i])) {
+        load(flows_[i]);
+      } else {
+        shares_.push_back(&flows_[i].share);
+        solved_.push_back(i);
+      }
+    }
+    const std::vector<double>* capacity = &capacity_;
+    if (kept_flows > 0) {
+      for (const auto* share : shares_)
+        for (const LinkDemand& d : *share) left_[d.link] = capacity_[d.link] - link_rate_[d.link];
+      capacity = &left_;
+    }
+    solver_.solve(shares_, *capacity, rates_);
+    ++solves_;
+    flows_solved_ += shares_.size();
+    for (std::size_t j = 0; j < solved_.size(); ++j) {
+      Flow& f = flows_[solved_[j]];
+      f.rate = rates_[j];
+      if (f.rate <= 0) invariant_failed("a flow got no bandwidth");
+      load(f);
+    }
+    // Without a solve only drained flows' rates left: each link's rate is a sum of fewer of the
+    // same terms, no higher (rounding is monotone), so its peak stays.
     for (std::uint32_t l : busy_links_) link_peak_[l] = std::max(link_peak_[l], link_rate_[l] / capacity_[l]);
   }
   Time next = INT64_MAX;

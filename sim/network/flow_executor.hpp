@@ -31,8 +31,9 @@ class FlowExecutor final : public NetworkExecutor {
   NetworkStats stats() const override;
   const FlowLinks& links() const { return links_; }
   std::uint64_t rate_solves() const { return solves_; }  // solves run (rescheduling without a change of rates is not one)
+  std::uint64_t flows_solved() const { return flows_solved_; }  // flows those solves filled, in all
   // Host bytes it holds for a run on `topology`, for the host-memory estimate: per link
-  // (FlowLinks::count) its seven tables here, the links' own, the demands' scratch and the solver's
+  // (FlowLinks::count) its eight tables here, the links' own, the demands' scratch and the solver's
   // state; and the flows of one collective over every GPU at once: each GPU's links (up and down
   // at every tier, and its PCIe link) in its flow's share and in the solver's lists of the flows
   // crossing each link.
@@ -82,13 +83,17 @@ class FlowExecutor final : public NetworkExecutor {
   std::vector<Time> link_busy_, link_since_;
   std::vector<std::uint32_t> link_flows_;
   std::vector<std::uint32_t> busy_links_;
-  std::vector<double> rates_;
+  // A solve's flows (solved_: their places in flows_) and rates; left_: per link, the capacity the
+  // flows that keep their rates leave (set for the links of the flows solved).
+  std::vector<const std::vector<LinkDemand>*> shares_;
+  std::vector<std::uint32_t> solved_;
+  std::vector<double> rates_, left_;
   Time last_ = 0;
   std::uint32_t generation_ = 0;
   bool resolve_pending_ = false;  // a re-solve is queued at the current time
-  std::uint64_t solves_ = 0;
+  std::uint64_t solves_ = 0, flows_solved_ = 0;
   bool added_ = false;                   // a flow started since the last solve
-  double drained_rate_ = HUGE_VAL;       // the slowest flow that drained since the last solve
+  double drained_rate_ = HUGE_VAL;       // the slowest flow that drained since the last reschedule
   NetworkStats stats_;
 };
 

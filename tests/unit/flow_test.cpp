@@ -104,6 +104,26 @@ TEST(FlowModel, TheFastestFlowDrainingLeavesTheOthersRatesWithoutASolve) {
   EXPECT_EQ(b.solves, 2u);
 }
 
+TEST(FlowModel, ADrainReSolvesOnlyTheFlowsAtLeastAsFastAsIt) {
+  // 6 GPUs on a 100 GB/s switch, 1 us. X1-X4: 4 -> 5, 1 MB each, 25 GB/s each on GPU 4's uplink;
+  // Y1 (1 MB) and Y2 (2 MB): 0 -> 1 at 50 GB/s each. Y1 drains at 20 us: the X flows, slower than
+  // it, keep their rates; Y2 alone is filled anew, on GPU 0's uplink as Y1 leaves it: 100 GB/s, its
+  // last 1 MB by 30 us. Y2 draining then leaves the slower X flows as they are (no solve); they
+  // drain at 40 us. Two solves, of 6 flows and then 1, where re-solving every flow filled 6 + 5.
+  Bench b(Topology({level("gpu", 6, "100GB/s", "1us")}, {any_gpu()}, {}));
+  std::vector<std::pair<CollectiveOp, Time>> ops;
+  for (int x = 0; x < 4; ++x) ops.push_back({{CollectiveKind::P2P, Algorithm::Direct, b.group({4, 5}), 1e6, nullptr}, 0});
+  ops.push_back({{CollectiveKind::P2P, Algorithm::Direct, b.group({0, 1}), 1e6, nullptr}, 0});
+  ops.push_back({{CollectiveKind::P2P, Algorithm::Direct, b.group({0, 1}), 2e6, nullptr}, 0});
+  const auto t = b.run(ops);
+  // (The X flows' bytes left are advanced at 20 and 30 us: their drain rounds up to the next ps.)
+  for (int x = 0; x < 4; ++x) EXPECT_NEAR(t[x].second, 41 * kMicrosecond, 1);
+  EXPECT_EQ(t[4].second, 21 * kMicrosecond);
+  EXPECT_EQ(t[5].second, 31 * kMicrosecond);
+  EXPECT_EQ(b.solves, 2u);
+  EXPECT_EQ(b.flows_solved, 7u);
+}
+
 TEST(FlowModel, OversubscriptionHalvesTheInterLevelRate) {
   // 4 nodes × 2 GPUs; the node switch is 2:1 oversubscribed: its core carries 4 × 100 GB/s / 2.
   // Four node-to-node transfers at once (0→1, 1→0, 2→3, 3→2 by node) load every uplink once but
@@ -356,6 +376,59 @@ TEST(MaxMin, RandomFlowsGetAMaxMinAllocation) {
       EXPECT_TRUE(bottlenecked) << "seed " << seed << " flow " << f;
     }
   }
+}
+
+TEST(MaxMin, AFlowLeavingChangesOnlyTheRatesAtOrAboveItsOwn) {
+  // What FlowExecutor::reschedule relies on: take one flow out of a max-min allocation and the
+  // flows slower than it keep their rates; the others, filled alone on what the slower ones leave
+  // of each link, get what filling every remaining flow anew gives them. Seeded random flows as
+  // above, each flow taken out in turn; equal to 1e-12 (the fillings add their levels' increments
+  // in other orders).
+  int partial = 0;
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    Rng rng(seed);
+    const std::size_t links = 48, flows = 6 + rng.below(30);
+    std::vector<std::vector<LinkDemand>> shares(flows);
+    for (auto& s : shares)
+      for (int i = 0; i < 4; ++i)
+        s.push_back({static_cast<std::uint32_t>(rng.below(links)), i == 0 ? 1.0 : 0.25 + 0.75 * rng.uniform()});
+    std::vector<double> capacity(links);
+    for (auto& c : capacity) c = 1e9 * (1 + rng.below(8));
+    MaxMinSolver solver(links);
+    std::vector<const std::vector<LinkDemand>*> all;
+    for (const auto& s : shares) all.push_back(&s);
+    std::vector<double> rates;
+    solver.solve(all, capacity, rates);
+    for (std::size_t out = 0; out < flows; ++out) {
+      std::vector<const std::vector<LinkDemand>*> rest, faster;
+      std::vector<std::size_t> rest_of, faster_of;
+      std::vector<double> left = capacity;
+      for (std::size_t f = 0; f < flows; ++f) {
+        if (f == out) continue;
+        rest.push_back(&shares[f]);
+        rest_of.push_back(f);
+        if (rates[f] < rates[out]) {
+          for (const auto& d : shares[f]) left[d.link] -= d.bytes * rates[f];
+        } else {
+          faster.push_back(&shares[f]);
+          faster_of.push_back(f);
+        }
+      }
+      std::vector<double> anew, refilled;
+      solver.solve(rest, capacity, anew);
+      std::vector<double> expected(flows, 0.0);
+      for (std::size_t i = 0; i < rest.size(); ++i) expected[rest_of[i]] = anew[i];
+      for (std::size_t f = 0; f < flows; ++f)
+        if (f != out && rates[f] < rates[out]) {
+          EXPECT_NEAR(rates[f], expected[f], 1e-12 * expected[f]) << seed << " " << f;
+        }
+      solver.solve(faster, left, refilled);
+      for (std::size_t i = 0; i < faster.size(); ++i)
+        EXPECT_NEAR(refilled[i], expected[faster_of[i]], 1e-12 * expected[faster_of[i]]) << seed << " " << faster_of[i];
+      partial += faster.size() < rest.size() && !faster.empty();
+    }
+  }
+  EXPECT_GT(partial, 50);  // most removals keep some rates and re-solve others
 }
 
 TEST(FlowModel, TransfersFollowTheLinkGraphRoutes) {

@@ -105,14 +105,15 @@ TEST(MemoryEstimate, QuickstartTermByTerm) {
 
 TEST(MemoryEstimate, FlowModelStateIsPerLinkAndPerGpu) {
   // kSmallEp's 4 GPUs on one switch: 2 port links per GPU and 2 PCIe links per GPU, 16 links.
-  // Per link the executor's 7 tables (52 B: capacity, rate, bytes, peak, busy and busy-since at 8 B,
-  // the flows on it at 4 B), the demands' scratch (8 B), the solver's state (61 B)
+  // Per link the executor's 8 tables (60 B: capacity, the capacity kept flows leave, rate, bytes,
+  // peak, busy and busy-since at 8 B, the flows on it at 4 B), the demands' scratch (8 B), the
+  // solver's state (61 B)
   // and the links' own tables (12 B, 16 grown); in flight each GPU's 4 links in a flow's share
   // (16 B) and the solver's lists (4 B).
   const cluster::Topology t = test::scenario_from(test::kSmallEp).topology();
   EXPECT_EQ(network::FlowLinks::count(t), 16u);
   EXPECT_DOUBLE_EQ(network::MaxMinSolver::kBytesPerLink, 61.0);
-  EXPECT_DOUBLE_EQ(network::FlowExecutor::memory_estimate(t), 16 * (52.0 + 8 + 61) + 16 * 12 + 4 * 4 * 20);
+  EXPECT_DOUBLE_EQ(network::FlowExecutor::memory_estimate(t), 16 * (60.0 + 8 + 61) + 16 * 12 + 4 * 4 * 20);
 }
 
 TEST(MemoryEstimate, AlternativesRunWhileTheMainRunIsHeld) {

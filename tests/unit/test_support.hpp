@@ -112,6 +112,7 @@ struct NetworkBench {
     e.run(*x);
     stats = x->stats();
     solves = flow ? static_cast<network::FlowExecutor&>(*x).rate_solves() : 0;
+    flows_solved = flow ? static_cast<network::FlowExecutor&>(*x).flows_solved() : 0;
     std::vector<std::pair<Time, Time>> out;
     for (const auto& c : log.collectives()) out.emplace_back(c.start, c.end);
     return out;
@@ -123,6 +124,7 @@ struct NetworkBench {
   network::GroupTable groups;  // every run's program starts from these
   network::NetworkStats stats;
   std::uint64_t solves = 0;  // the flow model's rate solves in the last run
+  std::uint64_t flows_solved = 0;  // the flows those solves filled, in all
 };
 
 // Run options that keep every finished task (Simulation::task_log()).
