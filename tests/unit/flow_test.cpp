@@ -378,59 +378,6 @@ TEST(MaxMin, RandomFlowsGetAMaxMinAllocation) {
   }
 }
 
-TEST(MaxMin, AFlowLeavingChangesOnlyTheRatesAtOrAboveItsOwn) {
-  // What FlowExecutor::reschedule relies on: take one flow out of a max-min allocation and the
-  // flows slower than it keep their rates; the others, filled alone on what the slower ones leave
-  // of each link, get what filling every remaining flow anew gives them. Seeded random flows as
-  // above, each flow taken out in turn; equal to 1e-12 (the fillings add their levels' increments
-  // in other orders).
-  int partial = 0;
-  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
-    Rng rng(seed);
-    const std::size_t links = 48, flows = 6 + rng.below(30);
-    std::vector<std::vector<LinkDemand>> shares(flows);
-    for (auto& s : shares)
-      for (int i = 0; i < 4; ++i)
-        s.push_back({static_cast<std::uint32_t>(rng.below(links)), i == 0 ? 1.0 : 0.25 + 0.75 * rng.uniform()});
-    std::vector<double> capacity(links);
-    for (auto& c : capacity) c = 1e9 * (1 + rng.below(8));
-    MaxMinSolver solver(links);
-    std::vector<const std::vector<LinkDemand>*> all;
-    for (const auto& s : shares) all.push_back(&s);
-    std::vector<double> rates;
-    solver.solve(all, capacity, rates);
-    for (std::size_t out = 0; out < flows; ++out) {
-      std::vector<const std::vector<LinkDemand>*> rest, faster;
-      std::vector<std::size_t> rest_of, faster_of;
-      std::vector<double> left = capacity;
-      for (std::size_t f = 0; f < flows; ++f) {
-        if (f == out) continue;
-        rest.push_back(&shares[f]);
-        rest_of.push_back(f);
-        if (rates[f] < rates[out]) {
-          for (const auto& d : shares[f]) left[d.link] -= d.bytes * rates[f];
-        } else {
-          faster.push_back(&shares[f]);
-          faster_of.push_back(f);
-        }
-      }
-      std::vector<double> anew, refilled;
-      solver.solve(rest, capacity, anew);
-      std::vector<double> expected(flows, 0.0);
-      for (std::size_t i = 0; i < rest.size(); ++i) expected[rest_of[i]] = anew[i];
-      for (std::size_t f = 0; f < flows; ++f)
-        if (f != out && rates[f] < rates[out]) {
-          EXPECT_NEAR(rates[f], expected[f], 1e-12 * expected[f]) << seed << " " << f;
-        }
-      solver.solve(faster, left, refilled);
-      for (std::size_t i = 0; i < faster.size(); ++i)
-        EXPECT_NEAR(refilled[i], expected[faster_of[i]], 1e-12 * expected[faster_of[i]]) << seed << " " << faster_of[i];
-      partial += faster.size() < rest.size() && !faster.empty();
-    }
-  }
-  EXPECT_GT(partial, 50);  // most removals keep some rates and re-solve others
-}
-
 TEST(FlowModel, TransfersFollowTheLinkGraphRoutes) {
   // A transfer's link demands sit on exactly the levels of the Boost.Graph shortest path between
   // its GPUs: up and down each level from the GPU to the coarsest level that separates them.

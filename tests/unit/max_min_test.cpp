@@ -1,6 +1,7 @@
 // The max-min solver (sim/network/max_min.hpp) against the round-by-round progressive filling it
-// replaced (every round rescans every link and flow), kept here as the reference, and a case
-// derived by hand with three saturation levels and a tie.
+// replaced (every round rescans every link and flow), kept here as the reference, a case derived
+// by hand with three saturation levels and a tie, and the property the flow executor's partial
+// re-solve rests on (a flow leaving leaves the slower flows' rates as they were).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -216,4 +217,51 @@ TEST(MaxMin, OneSolverAcrossShallowAndDeepSolves) {
       EXPECT_EQ(shared.rounds(), rounds);
     }
   EXPECT_GE(deep, 6u);  // the deep instances do build and use the heaps
+}
+
+TEST(MaxMin, AFlowLeavingChangesOnlyTheRatesAtOrAboveItsOwn) {
+  // What FlowExecutor::reschedule relies on: take one flow out of a max-min allocation and the
+  // flows slower than it keep their rates; the others, filled alone on what the slower ones leave
+  // of each link, get what filling every remaining flow anew gives them. Seeded random flows, each
+  // taken out in turn; equal to 1e-12 (the fillings add their levels' increments in other orders).
+  int partial = 0;
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    Rng rng(seed);
+    const std::size_t links = 48, flows = 6 + rng.below(30);
+    std::vector<std::vector<LinkDemand>> shares(flows);
+    for (auto& s : shares)
+      for (int i = 0; i < 4; ++i)
+        s.push_back({static_cast<std::uint32_t>(rng.below(links)), i == 0 ? 1.0 : 0.25 + 0.75 * rng.uniform()});
+    std::vector<double> capacity(links);
+    for (auto& c : capacity) c = 1e9 * (1 + rng.below(8));
+    const auto rates = solve(shares, capacity);
+    for (std::size_t out = 0; out < flows; ++out) {
+      std::vector<std::vector<LinkDemand>> rest, faster;
+      std::vector<std::size_t> faster_at;  // each faster flow's place in `rest`
+      std::vector<double> left = capacity;
+      for (std::size_t f = 0; f < flows; ++f) {
+        if (f == out) continue;
+        if (rates[f] < rates[out]) {
+          for (const auto& d : shares[f]) left[d.link] -= d.bytes * rates[f];
+        } else {
+          faster.push_back(shares[f]);
+          faster_at.push_back(rest.size());
+        }
+        rest.push_back(shares[f]);
+      }
+      const auto anew = solve(rest, capacity);
+      for (std::size_t f = 0, i = 0; f < flows; ++f) {
+        if (f == out) continue;
+        if (rates[f] < rates[out]) {
+          EXPECT_NEAR(rates[f], anew[i], 1e-12 * anew[i]) << seed << " " << f;
+        }
+        ++i;
+      }
+      const auto refilled = solve(faster, left);
+      for (std::size_t j = 0; j < faster.size(); ++j)
+        EXPECT_NEAR(refilled[j], anew[faster_at[j]], 1e-12 * anew[faster_at[j]]) << seed << " " << j;
+      partial += faster.size() < rest.size() && !faster.empty();
+    }
+  }
+  EXPECT_GT(partial, 50);  // most removals keep some rates and re-solve others
 }
