@@ -38,7 +38,7 @@ void context_parallel_attention(Emission& em, engine::Phase direction, int layer
     const compute::Work whole =
         backward ? attention_core_backward_time(cm, m, t, tp, layer) : attention_core_time(cm, m, t, tp, layer);
     // Each step launches the core's kernels over its chunk.
-    return compute::Work{whole.time / (static_cast<Time>(cp) * cp), whole.kernels};
+    return whole.divided(static_cast<Time>(cp) * cp);
   });
   // Forward: QKV projection, core, output projection; backward the reverse.
   for (const std::uint32_t g : em.active())

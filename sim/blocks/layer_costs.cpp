@@ -23,7 +23,9 @@ compute::Work residual_add(const compute::ComputeModel& cm, const workload::Mode
   return compute::kernel(cm.memory_bound(3 * tokens * m.hidden * act(cm)));
 }
 
-compute::Work gemm(const compute::ComputeModel& cm, double m, double n, double k) { return compute::kernel(cm.gemm(m, n, k)); }
+compute::Work gemm(const compute::ComputeModel& cm, double m, double n, double k) {
+  return compute::kernel(cm.gemm(m, n, k), cm.gemm_measured());
+}
 
 // Memory-bound kernels, one for each byte count.
 compute::Work memory_kernels(const compute::ComputeModel& cm, std::initializer_list<double> bytes) {
@@ -150,7 +152,13 @@ compute::Work unpermute_backward_work(const compute::ComputeModel& cm, const wor
 
 // A grouped GeMM over the local experts: its kernels as the backend launches them.
 compute::Work grouped_gemm(const compute::ComputeModel& cm, std::span<const double> rows, double n, double k) {
-  return {cm.grouped_gemm(rows, n, k), cm.grouped_gemm_kernels(rows)};
+  const Time t = cm.grouped_gemm(rows, n, k);
+  return {t, cm.grouped_gemm_kernels(rows), cm.gemm_measured() ? t : 0};
+}
+// Its weight gradient (ComputeModel::grouped_gemm_wgrad), the same kernels.
+compute::Work grouped_gemm_wgrad(const compute::ComputeModel& cm, std::span<const double> rows, double n, double k) {
+  const Time t = cm.grouped_gemm_wgrad(rows, n, k);
+  return {t, cm.grouped_gemm_kernels(rows), cm.gemm_measured() ? t : 0};
 }
 
 // Under FP8 training, the cast of a GeMM's activation operand that no earlier kernel fuses
@@ -318,7 +326,7 @@ ExpertsWork experts_work(const compute::ComputeModel& cm, const workload::ModelS
   if (w.forward.time == 0 && w.forward.kernels == 0) return w;
   if (cm.options().backward_factor) {  // the scenario's factor for every kernel
     w.backward = cm.backward(w.forward);
-    w.wgrad = {w.backward.time / 2, w.backward.kernels / 2};
+    w.wgrad = {w.backward.time / 2, w.backward.kernels / 2, w.backward.measured / 2};
     return w;
   }
   double copies = 0;
@@ -327,9 +335,9 @@ ExpertsWork experts_work(const compute::ComputeModel& cm, const workload::ModelS
   const bool gated = m.ffn_gemms() == 3;
   const double width = (gated ? 2 : 1) * ffn;  // fc1's output
   const compute::Work fc2_dgrad = grouped_gemm(cm, tokens, ffn, m.hidden);
-  const compute::Work fc2_wgrad{cm.grouped_gemm_wgrad(tokens, m.hidden, ffn), cm.grouped_gemm_kernels(tokens)};
+  const compute::Work fc2_wgrad = grouped_gemm_wgrad(cm, tokens, m.hidden, ffn);
   const compute::Work fc1_dgrad = grouped_gemm(cm, tokens, m.hidden, width);
-  const compute::Work fc1_wgrad{cm.grouped_gemm_wgrad(tokens, width, m.hidden), cm.grouped_gemm_kernels(tokens)};
+  const compute::Work fc1_wgrad = grouped_gemm_wgrad(cm, tokens, width, m.hidden);
   // The activation's backward (SwiGLU: reads the output gradient and both halves, writes both
   // halves' gradients, 5·copies·ffn·a; GeLU 3). Unfused, autograd runs the product's backward as two
   // kernels (each reads the gradient and one half and writes the other's gradient: 3·copies·ffn·a)
@@ -454,14 +462,16 @@ compute::Work output_gemm(const compute::ComputeModel& cm, const workload::Model
 }
 
 compute::Work weight_gradients(const compute::ComputeModel& cm, const compute::Work& gemms) {
-  return {cm.backward(gemms.time) / 2, gemms.kernels};
+  const compute::Work b = cm.backward(gemms);
+  return {b.time / 2, gemms.kernels, b.measured / 2};
 }
 
 compute::Work attention_core_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
                                   const workload::TrainingConfig& t, int tp, int layer) {
   if (!m.attention) return {};
   return compute::kernel(cm.attention(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length,
-                                      m.core_head_dim(), t.causal, m.attention_window(layer)));
+                                      m.core_head_dim(), t.causal, m.attention_window(layer)),
+                         cm.attention_measured());
 }
 
 // The fused attention backward: one kernel of dQ, dK, dV (cuDNN's and FlashAttention's, with the
@@ -469,9 +479,9 @@ compute::Work attention_core_time(const compute::ComputeModel& cm, const workloa
 compute::Work attention_core_backward_time(const compute::ComputeModel& cm, const workload::ModelShape& m,
                                            const workload::TrainingConfig& t, int tp, int layer) {
   if (!m.attention) return {};
-  return {cm.attention_backward(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length,
-                                m.core_head_dim(), t.causal, m.attention_window(layer)),
-          2};
+  const Time time = cm.attention_backward(t.micro_batch_size, m.heads / static_cast<double>(tp), t.sequence_length,
+                                          m.core_head_dim(), t.causal, m.attention_window(layer));
+  return {time, 2, cm.attention_backward_measured() ? time : 0};
 }
 
 namespace {
@@ -522,7 +532,7 @@ compute::Work router_work(const compute::ComputeModel& cm, const workload::Model
   const compute::Work pre_norm = m.attention ? norm(cm, tokens, m.hidden) : compute::Work{};
   const Time router = cm.gemm(tokens, m.experts, m.hidden);
   const Time top_k = cm.memory_bound(2 * tokens * m.experts * 4);
-  return pre_norm + compute::Work{router + top_k, std::max(2, router_kernels)};
+  return pre_norm + compute::Work{router + top_k, std::max(2, router_kernels), cm.gemm_measured() ? router : 0};
 }
 
 // What an eager router (software.router_fusion false) adds in its forward: torch.topk after the

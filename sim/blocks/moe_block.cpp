@@ -220,7 +220,7 @@ engine::TaskId synced_compute(Emission& em, std::uint32_t g, compute::Work work,
                               const engine::Label& label, engine::TaskId after) {
   if ((after_sync.time == 0 && after_sync.kernels == 0) || !em.software().models_host())
     return em.pb.compute(g, work, label, after);
-  const TaskId before = em.pb.compute(g, {work.time - after_sync.time, work.kernels - after_sync.kernels}, label, after);
+  const TaskId before = em.pb.compute(g, work - after_sync, label, after);
   const engine::Label read =
       em.label(label.phase, WorkKind::OtherCompute, "host_sync", label.layer, label.microbatch, label.chunk);
   return em.pb.compute(g, after_sync, label, em.pb.read(g, em.software().host.sync, read, before));
@@ -272,7 +272,7 @@ void chunk_experts(Emission& em, MoeInFlight& x, int c, Which which) {
     // after the experts is issued before the sync (the same time, a little early).
     const TaskId e = zero_bubble ? backward_compute(em, g, t, wgrad, le, "experts_wgrad", cur[g])
                      : forward   ? synced_compute(em, g, t, work.experts.forward_after_sync, le, cur[g])
-                                 : em.pb.compute(g, compute::Work{t.time - wgrad.time, t.kernels - wgrad.kernels}, le, cur[g]);
+                                 : em.pb.compute(g, t - wgrad, le, cur[g]);
     if (x.fetched) em.pb.depend((*x.fetched)[g], e);
     cur[g] = (*x.experts_done)[g] = e;
     if (em.offload && x.phase == Phase::Forward)

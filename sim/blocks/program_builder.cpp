@@ -34,6 +34,10 @@ engine::TaskId ProgramBuilder::add(std::uint32_t gpu, Time duration, const engin
 
 engine::TaskId ProgramBuilder::compute(std::uint32_t gpu, compute::Work work, const engine::Label& label,
                                        engine::TaskId after, parallel::StreamRole role, double sm_share) {
+  const std::size_t kind = kind_of_ ? kind_of_->kind_index(gpu) : 0;
+  if (kernel_time_.size() <= kind) kernel_time_.resize(kind + 1);
+  kernel_time_[kind].costed += work.time;
+  kernel_time_[kind].measured += work.measured;
   return add(gpu, work.time, label, after, role, sm_share, host_.launch(gpu, module_, label, work.kernels));
 }
 

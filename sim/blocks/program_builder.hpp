@@ -86,6 +86,15 @@ class ProgramBuilder {
   // The software the launches follow (null: nothing costs the host).
   const software::Software* software() const { return host_.software(); }
 
+  // The compute kernels written so far, per GPU kind (`kind_of`: the topology whose kinds these are;
+  // every GPU kind 0 without one): their time as costed (compute::Work::time, with the GPU to
+  // themselves) and of it what measured kernel tables gave (compute::Work::measured).
+  struct KernelTime {
+    Time costed = 0, measured = 0;
+  };
+  void count_kernels_by_kind(const cluster::Topology& kind_of) { kind_of_ = &kind_of; }
+  const std::vector<KernelTime>& kernel_time_by_kind() const { return kernel_time_; }
+
  private:
   engine::TaskId add(std::uint32_t gpu, Time duration, const engine::Label& label, engine::TaskId after,
                      parallel::StreamRole role, double sm_share, const engine::Launch& launch);
@@ -96,6 +105,8 @@ class ProgramBuilder {
   std::map<parallel::FamilyPtr, std::vector<network::GroupId>> families_;
   HostLaunch host_;
   software::Module module_ = software::Module::None;
+  const cluster::Topology* kind_of_ = nullptr;
+  std::vector<KernelTime> kernel_time_;
 };
 
 }  // namespace moesim::blocks

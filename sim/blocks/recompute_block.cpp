@@ -24,7 +24,7 @@ void recompute_attention_core(Emission& em, int layer, int mb, Frontier& f) {
     // the ring is not replayed (Transformer Engine runs CP only with fused attention, where
     // selective recomputation adds nothing: such GPUs do not get here).
     const compute::Work core = attention_core_time(em.ctx.compute_of(g), m, t, tp, layer);
-    f[g] = em.pb.compute(g, compute::Work{core.time / cp, core.kernels}, label, f[g]);
+    f[g] = em.pb.compute(g, core.divided(cp), label, f[g]);
   }
 }
 }  // namespace

@@ -77,7 +77,7 @@ void mtp_input(Emission& em, engine::Phase direction, int layer, int mb, Frontie
   // is column-parallel: its columns split over tp).
   const auto projection = [&](const compute::ComputeModel& cm) {
     return norm_time(cm, m, tokens) + norm_time(cm, m, tokens) +
-           compute::kernel(cm.gemm(tokens, m.hidden / em.plan.tensor_parallel.size, 2 * m.hidden));
+           compute::kernel(cm.gemm(tokens, m.hidden / em.plan.tensor_parallel.size, 2 * m.hidden), cm.gemm_measured());
   };
   if (direction == engine::Phase::Backward) {
     on_token_holders(em, direction, "mtp_projection", layer, mb, f, projection);

@@ -422,4 +422,29 @@ Time ComputeModel::backward(Time forward) const {
   return ps_to_time(static_cast<double>(forward) * options_.backward_factor.value_or(2.0));
 }
 
+std::vector<std::pair<std::string, std::string>> ComputeModel::kernel_sources() const {
+  const std::string dt(cluster::to_string(options_.dtype));
+  const std::string gemm_model =
+      fmt::format("model: output tiles in waves at {:.0f} % of the {} peak{}", 100 * ceiling_, dt,
+                  max_flops_ > 0 ? ", never above the GPU's measured maximum matmul rate" : "");
+  const std::string attention_model = fmt::format(
+      "model: {:.0f} % of the {} peak", 100 * options_.attention_efficiency.value_or(gpu_.attention_efficiency),
+      cluster::to_string(cluster::storage_dtype(options_.dtype)));
+  const auto table = [](const std::string& source) { return "measured table: " + source; };
+  return {
+      {"gemm", gemm_measured() ? table(tables_.gemm_source) : gemm_model},
+      {"grouped_gemm", gemm_measured() ? table(tables_.gemm_source) + ", each group as the GeMM of its shape"
+                                       : fmt::format("{} ({} kernels)", gemm_model,
+                                                     name_of(kGroupedGemmNames, options_.grouped_gemm_kernels))},
+      {"attention", attention_measured() ? table(tables_.attention_source) : attention_model},
+      {"attention_backward", attention_backward_measured()
+                                 ? table(tables_.attention_source)
+                                 : fmt::format("model: {:.0f} % of the {} peak", 100 * attention_backward_efficiency_,
+                                               cluster::to_string(cluster::storage_dtype(options_.dtype)))},
+      {"memory_bound", fmt::format("model: a fixed cost and the bytes at {:.1f} % of the HBM bandwidth, fitted to "
+                                   "tests/data/measured/h100-memory-bound-kernels.json",
+                                   100 * kHbmEfficiency)},
+  };
+}
+
 }  // namespace moesim::compute

@@ -49,6 +49,9 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/cluster/gpu_spec.hpp"
 #include "sim/core/enum_names.hpp"
@@ -119,20 +122,29 @@ constexpr double kAttentionBackwardToForward = 0.80;
 // kernel the compute model costs is one; a backward launches two per forward kernel (a GeMM's
 // gradients of its input and of its weights; an elementwise kernel's backward and the reduction of
 // its parameter's gradient, where it has one: an assumption, as few are single kernels).
+// `measured`: of `time`, what a measured kernel table gave (KernelTables: a calibration profile's,
+// the GPU catalogue's measured attention kernels) rather than the analytic model; results.json's
+// kernel_sources adds it up over the kernels a run launches.
 struct Work {
   Time time = 0;
   int kernels = 0;
+  Time measured = 0;
 
   Work& operator+=(const Work& o) {
     time += o.time;
     kernels += o.kernels;
+    measured += o.measured;
     return *this;
   }
   friend Work operator+(Work a, const Work& b) { return a += b; }
+  // `a` without the part `b` of it (its time, kernels and measured time).
+  friend Work operator-(Work a, const Work& b) { return {a.time - b.time, a.kernels - b.kernels, a.measured - b.measured}; }
+  // The same kernels taking 1/`parts` of the time (a share of a split piece of work).
+  Work divided(Time parts) const { return {time / parts, kernels, measured / parts}; }
   friend bool operator==(const Work&, const Work&) = default;
 };
-// One kernel of `time`.
-inline Work kernel(Time time) { return {time, 1}; }
+// One kernel of `time`; `measured`: its time came from a measured kernel table.
+inline Work kernel(Time time, bool measured = false) { return {time, 1, measured ? time : 0}; }
 
 // How the local experts' grouped GeMM runs (a kernel backend of the software): one grouped kernel
 // over all of them at cuBLAS's rate (moesim's idealised default), a GeMM kernel per expert with
@@ -281,10 +293,12 @@ struct ComputeOptions {
 // times that: the fitter (calibrate/fit) and the GPU catalogue's measured kernels
 // (simulation::bind_catalogue_attention) turn measured times into FLOP/s with the same counts.
 // `window`: the keys each query sees under a causal sliding window (0: all).
+// `gemm_source`, `attention_source`: what each table is, as the binder that set it says (the report).
 struct KernelTables {
   std::function<double(double m, double n, double k)> gemm_flops;
   std::function<double(double seq, double head_dim, bool causal, double window)> attention_flops;
   std::function<double(double seq, double head_dim, bool causal, double window)> attention_backward_flops;
+  std::string gemm_source, attention_source;
 };
 
 // The optimizer step of `params` parameters on a host CPU (ZeRO-Offload's CPU Adam): bytes-bound
@@ -345,7 +359,22 @@ class ComputeModel {
   Work optimizer_kernels(double params, double gradient_buffer_params) const;
   Time backward(Time forward) const;
   // A piece's backward: its time as backward(Time), twice its kernels (Work).
-  Work backward(const Work& forward) const { return {backward(forward.time), 2 * forward.kernels}; }
+  // Its measured part scales with it: a measured GeMM's two gradients are GeMMs of its FLOPs.
+  Work backward(const Work& forward) const {
+    const Time t = backward(forward.time);
+    return {t, 2 * forward.kernels,
+            forward.time > 0 ? static_cast<Time>(static_cast<double>(t) * static_cast<double>(forward.measured) /
+                                                 static_cast<double>(forward.time))
+                             : 0};
+  }
+  // Whether GeMMs (dense and grouped), the attention core's forward and its backward are costed
+  // from measured tables (KernelTables) rather than by the model.
+  bool gemm_measured() const { return static_cast<bool>(tables_.gemm_flops); }
+  bool attention_measured() const { return static_cast<bool>(tables_.attention_flops); }
+  bool attention_backward_measured() const { return static_cast<bool>(tables_.attention_backward_flops); }
+  // Where each kernel family's cost comes from, for the report: family → source, in a fixed order
+  // (gemm, grouped_gemm, attention, attention_backward, memory_bound, optimizer).
+  std::vector<std::pair<std::string, std::string>> kernel_sources() const;
 
   const cluster::GpuSpec& gpu() const { return gpu_; }
   const ComputeOptions& options() const { return options_; }

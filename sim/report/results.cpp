@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sim/core/heap.hpp"
 
@@ -103,6 +104,15 @@ std::vector<double> Results::compute_utilisation_by_kind() const {
   }
   for (std::size_t k = 0; k < sum.size(); ++k) sum[k] = count[k] > 0 && period > 0 ? sum[k] / count[k] / period : 0.0;
   return sum;
+}
+
+double Results::measured_kernel_share() const {
+  double costed = 0, measured = 0;
+  for (const auto& k : kernel_sources) {
+    costed += static_cast<double>(k.costed);
+    measured += static_cast<double>(k.measured);
+  }
+  return costed > 0 ? measured / costed : 0.0;
 }
 
 std::string Results::choice() const {
@@ -231,6 +241,17 @@ Json skeleton(const Results& r) {
   const auto by_kind = r.compute_utilisation_by_kind();
   for (std::size_t k = 0; k < by_kind.size(); ++k) utilisation[r.gpu_kinds[k]] = by_kind[k];
   j["compute_utilisation_by_kind"] = utilisation;
+  Json sources = Json::object();
+  for (std::size_t k = 0; k < r.kernel_sources.size() && k < r.gpu_kinds.size(); ++k) {
+    const auto& ks = r.kernel_sources[k];
+    Json families = Json::object();
+    for (const auto& [family, source] : ks.families) families[family] = source;
+    sources[r.gpu_kinds[k]] = {{"measured_share", ks.costed > 0 ? static_cast<double>(ks.measured) / static_cast<double>(ks.costed) : 0.0},
+                               {"costed_ps", ks.costed},
+                               {"measured_ps", ks.measured},
+                               {"families", families}};
+  }
+  j["kernel_sources"] = {{"measured_share", r.measured_kernel_share()}, {"by_gpu_kind", sources}};
 
   const auto& ns = r.network;
   Json by_level = Json::object();
@@ -381,6 +402,18 @@ std::string summary(const Results& r, double wall_seconds, double peak_rss_bytes
                                                 r.software.empty() ? "custom" : r.software)
                                   : std::string("none: the host is not modelled (every kernel starts when its GPU can run it, "
                                                 "at its measured rate); name a preset of software/ to simulate it"));
+  // Which kernels measured tables costed, and which the model did.
+  {
+    std::vector<std::string> measured;
+    for (const auto& ks : r.kernel_sources)
+      for (const auto& [family, source] : ks.families)
+        if (source.starts_with("measured table") && std::find(measured.begin(), measured.end(), family) == measured.end())
+          measured.push_back(family);
+    row("kernels measured", measured.empty()
+                                ? std::string("none: every kernel costed by the model (results.json kernel_sources)")
+                                : fmt::format("{:.1f} % of the kernels' time from measured tables ({}); the rest by the model",
+                                              100 * r.measured_kernel_share(), fmt::join(measured, ", ")));
+  }
   const std::size_t peak = r.peak_memory_gpu();
   row("peak memory", fmt::format("{} of {} (GPU {})", format_bytes(r.memory[peak].total()), format_bytes(r.memory_capacity[peak]), peak));
   row("simulated", fmt::format("{} tasks, {} events in {:.3f} s{}", r.engine.tasks, r.engine.events, wall_seconds,

@@ -6,6 +6,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/core/schema.hpp"
@@ -74,8 +75,19 @@ struct Results {
   std::vector<double> host_memory;                // per host, when the cluster describes hosts
   double host_memory_capacity = 0;
   EngineStats engine;
+  // Per GPU kind (gpu_kinds' order): the time of the compute kernels the run launched as costed,
+  // with the GPU to themselves, and of it what measured kernel tables gave
+  // (blocks::ProgramBuilder::kernel_time_by_kind), and where each kernel family's cost comes from
+  // (compute::ComputeModel::kernel_sources: family, source).
+  struct KernelSources {
+    Time costed = 0, measured = 0;
+    std::vector<std::pair<std::string, std::string>> families;
+  };
+  std::vector<KernelSources> kernel_sources;
 
   Time mean_iteration_time() const;
+  // Of all the run's compute kernels' costed time, the share measured tables gave (0 without any).
+  double measured_kernel_share() const;
   double tokens_per_second() const;  // distinct tokens per second
   double routed_copies() const;
   double dropped_copies() const;

@@ -297,6 +297,7 @@ compute::KernelTables bind_kernels(const calibration::Profile& profile, const cl
     t.gemm_flops = [g](double m, double n, double k) { return g->flops_per_second(m, n, k); };
     report["gemm"] = fmt::format("{} table of {} shapes (leave-one-out error mean {:.1f}%, max {:.1f}%)", dt, g->table.size(),
                                  100 * g->error.mean, 100 * g->error.max);
+    t.gemm_source = fmt::format("profile {}: {}", profile.name, report["gemm"].get<std::string>());
   } else {
     report["gemm"] = fmt::format("roofline default: the profile has no {} GeMM table", dt);
   }
@@ -311,6 +312,7 @@ compute::KernelTables bind_kernels(const calibration::Profile& profile, const cl
     };
     set_attention_hooks(t, unowned(causal), unowned(full), false);
     report["attention"] = fmt::format("{} forward and backward table{}{}", dt, causal ? " (causal)" : "", full ? " (full)" : "");
+    t.attention_source = fmt::format("profile {}: {}", profile.name, report["attention"].get<std::string>());
   } else {
     report["attention"] = fmt::format("roofline default: the profile has no {} attention table", dt);
   }
@@ -333,8 +335,9 @@ std::string bind_catalogue_attention(const cluster::GpuSpec& gpu, cluster::Dtype
   for (int c = 0; c < 2; ++c)
     if (!points[c].empty()) table[c] = std::make_shared<calibration::LogTable>(std::move(points[c]), std::move(values[c]));
   set_attention_hooks(tables, table[1], table[0], true);
-  return fmt::format("{} measured BF16 attention kernels of the GPU catalogue ({})", gpu.attention_kernels.size(),
-                     gpu.attention_kernels_source);
+  tables.attention_source = fmt::format("{} measured BF16 attention kernels of the GPU catalogue ({})", gpu.attention_kernels.size(),
+                                        gpu.attention_kernels_source);
+  return tables.attention_source;
 }
 
 compute::ComputeModel bound_compute_model(const cluster::GpuSpec& gpu, const compute::ComputeOptions& options,

@@ -406,6 +406,7 @@ void Simulation::run(const RunOptions& options) {
     executor_ = std::make_unique<network::AnalyticExecutor>(*network_, program_);
 
   blocks::ProgramBuilder builder(*engine_, program_, streams, blocks::HostLaunch(scenario_.software, topology_));
+  builder.count_kernels_by_kind(topology_);
   std::vector<report::IterationResult> iteration_results;
   const auto write = [&](int it) {
     if (plan->streams->roles() != streams->roles())
@@ -448,6 +449,12 @@ void Simulation::run(const RunOptions& options) {
     engine_->advance();
   engine_->finish();
   collect(metrics.result(*engine_), std::move(iteration_results));
+  results_.kernel_sources.assign(topology_.kinds().size(), {});
+  for (std::size_t k = 0; k < results_.kernel_sources.size(); ++k) {
+    auto& ks = results_.kernel_sources[k];
+    if (k < builder.kernel_time_by_kind().size()) ks.costed = builder.kernel_time_by_kind()[k].costed, ks.measured = builder.kernel_time_by_kind()[k].measured;
+    ks.families = compute_[k].kernel_sources();
+  }
   run_alternatives();
   results_.alternatives = alternatives_;
   results_.strategy_details = strategy_->describe(ctx);

@@ -99,6 +99,32 @@ TEST(CalibrationBinding, ScenarioResultsSayWhatWasUsed) {
   EXPECT_NE(r.at("compute").at("b200-sxm-180gb").at("gemm").get<std::string>().find("roofline default"), std::string::npos);
 }
 
+TEST(CalibrationBinding, ResultsSayWhichKernelsTheTablesCosted) {
+  // calibrated-h100-gemm: OpenXLA's H100 GeMM table costs every GeMM, and the H100's catalogue
+  // entry its attention (cuDNN's measured kernels); norms, activations and the optimizer stay with
+  // the model: part of the kernels' time, not all, is measured. calibrated-b200: a profile of
+  // collectives only on a GPU kind with no measured kernels: none.
+  const auto sources = [](const std::string& scenario) {
+    simulation::Simulation sim(test::loader().load(std::string(MOESIM_SOURCE_DIR) + "/scenarios/" + scenario));
+    sim.run();
+    return sim.results_json().at("kernel_sources");
+  };
+  const auto h100 = sources("calibrated-h100-gemm.json");
+  const auto& kind = h100.at("by_gpu_kind").at("h100-sxm5-80gb");
+  for (const char* family : {"gemm", "grouped_gemm", "attention", "attention_backward"})
+    EXPECT_TRUE(kind.at("families").at(family).get<std::string>().starts_with("measured table")) << family;
+  EXPECT_TRUE(kind.at("families").at("memory_bound").get<std::string>().starts_with("model"));
+  EXPECT_NE(kind.at("families").at("gemm").get<std::string>().find("h100-xla-gemm"), std::string::npos);
+  EXPECT_GT(h100.at("measured_share").get<double>(), 0.0);
+  EXPECT_LT(h100.at("measured_share").get<double>(), 1.0);
+  EXPECT_EQ(h100.at("measured_share").get<double>(),
+            kind.at("measured_ps").get<double>() / kind.at("costed_ps").get<double>());
+  const auto b200 = sources("calibrated-b200.json");
+  EXPECT_EQ(b200.at("measured_share").get<double>(), 0.0);
+  for (const auto& [family, source] : b200.at("by_gpu_kind").at("b200-sxm-180gb").at("families").items())
+    EXPECT_TRUE(source.get<std::string>().starts_with("model")) << family;
+}
+
 TEST(CalibrationBinding, EntriesThatDoNotFitAreReported) {
   // A 16-rank, 2-node entry on a single 8-GPU node cannot be placed; a group entry is Parm's.
   const calibration::Profile p = profile_from_log("01_h100_a3mega_2node16gpu_allreduce.txt");

@@ -503,3 +503,50 @@ TEST(LayerCosts, RotaryEmbeddingAndQueryKeyNormsAfterTheQkvProjection) {
   EXPECT_EQ(blocks::rotary_time(fused, m, t),
             (compute::Work{mb(2 * t * 8 * 64 * 2) + mb(t * 2 * (8 * 256 + 64 + 8 * 192 + 8 * 128)), 2}));
 }
+
+TEST(LayerCosts, WorkCarriesTheTimeMeasuredTablesGave) {
+  // With a GeMM table (400 TFLOP/s at every shape) and attention tables, the local experts'
+  // grouped GeMMs and the attention core are costed from them and the SwiGLU between the GeMMs,
+  // a memory-bound kernel, by the model: compute::Work::measured is exactly the tables' part.
+  compute::KernelTables tables;
+  tables.gemm_flops = [](double, double, double) { return 400e12; };
+  tables.attention_flops = [](double, double, bool, double) { return 300e12; };
+  tables.attention_backward_flops = [](double, double, bool, double) { return 200e12; };
+  const compute::ComputeModel cm(gpu(), {}, tables);
+  const auto m = moe_layer(true);
+  const std::vector<double> rows{300, 500};
+  const blocks::ExpertsWork w = blocks::experts_work(cm, m, rows, 512);
+  // BF16 without bias: fc1 (H → 2·ffn, gate and up), the activation, fc2 (ffn → H).
+  const Time fc1 = cm.grouped_gemm(rows, 1024, 1024), fc2 = cm.grouped_gemm(rows, 1024, 512);
+  EXPECT_EQ(w.forward.measured, fc1 + fc2);
+  EXPECT_EQ(w.forward.time - w.forward.measured, blocks::expert_activation_time(cm, m, 800, 512).time);
+  // Backward: each grouped GeMM's data and weight gradients from the table, the activation's
+  // backward by the model; the weight gradients alone are measured whole.
+  const Time grads = cm.grouped_gemm(rows, 512, 1024) + cm.grouped_gemm_wgrad(rows, 1024, 512) +
+                     cm.grouped_gemm(rows, 1024, 1024) + cm.grouped_gemm_wgrad(rows, 1024, 1024);
+  EXPECT_EQ(w.backward.measured, grads);
+  EXPECT_LT(w.backward.measured, w.backward.time);
+  EXPECT_EQ(w.wgrad.measured, w.wgrad.time);
+  // The attention core forward and backward: all measured.
+  workload::ModelShape a = m;
+  a.heads = 8;
+  a.kv_heads = 8;
+  workload::TrainingConfig t;
+  t.sequence_length = 1000;
+  t.micro_batch_size = 1;
+  const compute::Work core = blocks::attention_core_time(cm, a, t), back = blocks::attention_core_backward_time(cm, a, t);
+  EXPECT_GT(core.time, 0);
+  EXPECT_EQ(core.measured, core.time);
+  EXPECT_EQ(back.measured, back.time);
+  // The same layer without tables: nothing measured.
+  const compute::ComputeModel model(gpu(), {});
+  EXPECT_EQ(blocks::experts_work(model, m, rows, 512).forward.measured, 0);
+  EXPECT_EQ(blocks::attention_core_time(model, a, t).measured, 0);
+  // A piece split and a part taken away keep their measured share: 1/4 of the core, and the
+  // backward without its weight gradients measured as its data gradients.
+  EXPECT_EQ(core.divided(4).measured, core.measured / 4);
+  EXPECT_EQ((w.backward - w.wgrad).measured, grads - w.wgrad.measured);
+  // A backward at the factor scales the measured part with the time (a GeMM's two gradients).
+  const compute::Work g = compute::kernel(cm.gemm(1000, 1024, 1024), true);
+  EXPECT_EQ(cm.backward(g), (compute::Work{2 * g.time, 2, 2 * g.time}));
+}
