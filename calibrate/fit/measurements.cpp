@@ -1,6 +1,9 @@
 #include "calibrate/fit/measurements.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <set>
+#include <utility>
 
 #include "sim/cluster/gpu_spec.hpp"
 #include "sim/core/error.hpp"
@@ -68,6 +71,15 @@ const sc::NodePtr& measurements_schema() {
       sc::required("backward", sc::number(), "backward time"),
       sc::optional("implementation", sc::string(), nullptr, "e.g. cublas-unfused"),
   });
+  static const sc::NodePtr memory_kernel = sc::object({
+      sc::required("kernel", sc::string(), "what ran, e.g. copy, rmsnorm, swiglu"),
+      sc::optional("shape", sc::any(), nullptr, "its tensor's shape"),
+      sc::required("bytes", sc::number(0, std::nullopt, true), "HBM bytes it reads and writes"),
+      sc::required("time", sc::number(), "median time of one op"),
+      sc::optional("kernels", sc::integer(1), 1, "kernels the op launches"),
+      sc::optional("bytes_per_second", sc::number(), nullptr, "achieved rate (recomputed by the fitter)"),
+      sc::optional("launches", sc::integer(1), nullptr, "a launch-rate probe: launches timed together (not an HBM kernel)"),
+  });
   static const sc::NodePtr s = sc::object({
       sc::required("format", sc::enumeration({"moesim-measurements/1"}), "the format and its version"),
       sc::optional("tool", sc::string(), nullptr, "the binary that measured"),
@@ -77,6 +89,13 @@ const sc::NodePtr& measurements_schema() {
       sc::optional("collectives", sc::array_of(series), sc::Json::array(), "collective timings"),
       sc::optional("gemm", sc::array_of(gemm), sc::Json::array(), "GeMM timings"),
       sc::optional("attention", sc::array_of(attention), sc::Json::array(), "attention timings"),
+      sc::optional("kernels", sc::array_of(memory_kernel), sc::Json::array(), "memory-bound kernel timings"),
+      // calibrate/torch's other sections: read and named in the fitter's summary, not fitted.
+      sc::optional("grouped_gemm", sc::any(), nullptr, "grouped expert GeMM timings (not fitted into profiles yet)"),
+      sc::optional("optimizer", sc::any(), nullptr, "optimizer step timings (not fitted into profiles yet)"),
+      sc::optional("launch", sc::any(), nullptr, "host launch costs (not fitted into profiles yet)"),
+      sc::optional("host_sync", sc::any(), nullptr, "host-sync bubbles (not fitted into profiles yet)"),
+      sc::optional("layer_step", sc::any(), nullptr, "whole layer steps (not fitted into profiles yet)"),
   });
   return s;
 }
@@ -148,6 +167,37 @@ Measurements read_measurements(const sc::Json& raw, const std::string& file) {
     s.where = at;
     m.attention.push_back(std::move(s));
   }
+  // The kernels whose rule is the memory-bound line (ComputeModel::memory_bound): calibrate/torch's
+  // copies, row gathers, RMSNorms, eager SwiGLUs and softmaxes. Its scatters (atomic adds) and
+  // top-k have rules of their own, its launch probes time the host.
+  static const std::set<std::string> line_kernels{"copy", "gather_rows", "rms_norm", "swiglu_eager", "softmax"};
+  const auto& kernels = doc.at("kernels");
+  std::set<std::string> others;
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const auto& k = kernels[i];
+    const std::string at = fmt::format("$.kernels[{}]", i);
+    const std::string name = k.at("kernel").get<std::string>();
+    const double seconds = positive_time(k.at("time"), scale, file, at + ".time");
+    if (!line_kernels.contains(name) || k.contains("launches")) {
+      others.insert(name);
+      continue;
+    }
+    m.memory_kernels.push_back({name, k.at("bytes").get<double>(), seconds, k.at("kernels").get<int>(), at});
+  }
+  if (!others.empty())
+    m.not_fitted.push_back(fmt::format("$.kernels: {} not fitted: the memory-bound line is fitted to {}; the others have rules "
+                                       "of their own (atomic scatters, top-k) or time the host (launch probes)",
+                                       fmt::join(others, ", "), fmt::join(line_kernels, ", ")));
+  // What moesim takes from the other sections today, and where.
+  const std::pair<const char*, const char*> elsewhere[] = {
+      {"grouped_gemm", "the grouped GeMM model is checked against them (tests/unit/compute_test.cpp), not calibrated"},
+      {"optimizer", "the optimizer kernels' model is checked against them, not calibrated"},
+      {"launch", "host launch costs come from the software presets (software/README.md derives them from such files)"},
+      {"host_sync", "the host-sync cost comes from the software presets (software/README.md)"},
+      {"layer_step", "whole layer steps are compared with the simulation (calibrate/torch/compare_layer_step.py)"},
+  };
+  for (const auto& [key, why] : elsewhere)
+    if (doc.contains(key)) m.not_fitted.push_back(fmt::format("$.{}: not fitted into the profile: {}", key, why));
   return m;
 }
 

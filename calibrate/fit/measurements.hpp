@@ -49,12 +49,25 @@ struct AttentionSample {
   std::string where;
 };
 
+// A memory-bound kernel (calibrate/torch's "kernels": copy, row gather, RMSNorm, SwiGLU, softmax):
+// the HBM bytes it reads and writes and its time; `kernels`: how many launches the timed op is.
+struct MemoryKernelSample {
+  std::string kernel;
+  double bytes = 0;
+  double seconds = 0;
+  int kernels = 1;
+  std::string where;
+};
+
 struct Measurements {
   std::string file;
   schema::Json provenance;
   std::vector<Series> series;
   std::vector<GemmSample> gemm;
   std::vector<AttentionSample> attention;
+  std::vector<MemoryKernelSample> memory_kernels;
+  // Sections measured that no profile entry holds yet: "$.launch: why", for the fitter's summary.
+  std::vector<std::string> not_fitted;
 };
 
 // Seconds per unit ("ns", "us", "ms", "s"); 0 for an unknown unit.

@@ -4,11 +4,14 @@
 #include <boost/algorithm/string/predicate.hpp>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <map>
+#include <ranges>
 #include <tuple>
 
 #include "calibrate/fit/gemm_table_csv.hpp"
 #include "calibrate/fit/nccl_tests_log.hpp"
+#include "sim/calibration/line_fit.hpp"
 #include "sim/compute/compute_model.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/input_file.hpp"
@@ -220,8 +223,24 @@ calibration::Profile build_profile(const std::vector<Measurements>& inputs, cons
   using AKey = std::pair<std::string, bool>;
   std::map<AKey, std::map<calibration::LogTable::Point, std::pair<std::vector<double>, std::vector<double>>>> att;
   std::map<AKey, std::pair<std::string, std::string>> att_info;
+  std::map<std::string, std::pair<std::string, std::string>> implementations;  // implementation → file and place first seen
+  for (const auto& m : inputs)
+    for (const AttentionSample& a : m.attention) implementations.emplace(a.implementation, std::pair{m.file, a.where});
+  if (!o.attention_implementation.empty() && !implementations.contains(o.attention_implementation))
+    throw InputError("--attention", o.attention_implementation, "no input times this attention implementation",
+                     fmt::format("name one of: {}", fmt::join(std::views::keys(implementations), ", ")));
+  if (o.attention_implementation.empty() && implementations.size() > 1) {
+    std::vector<std::string> seen;
+    for (const auto& [impl, where] : implementations)
+      seen.push_back(fmt::format("\"{}\" ({} {})", impl, where.first, where.second));
+    throw InputError(implementations.begin()->second.first, implementations.begin()->second.second + ".implementation",
+                     fmt::format("attention timings of {} implementations: {}; a table is one kernel's", seen.size(),
+                                 fmt::join(seen, ", ")),
+                     "pick one with --attention IMPLEMENTATION (e.g. --attention cudnn-fused-sdpa)");
+  }
   for (const auto& m : inputs)
     for (const AttentionSample& a : m.attention) {
+      if (!o.attention_implementation.empty() && a.implementation != o.attention_implementation) continue;
       const double f = compute::attention_forward_flops(a.batch, a.heads, a.seq, a.head_dim, a.causal);
       auto& cell = att[{filed_as(a.dtype), a.causal}][{a.seq, a.head_dim, 1.0}];
       cell.first.push_back(f / a.forward_s);
@@ -249,9 +268,49 @@ calibration::Profile build_profile(const std::vector<Measurements>& inputs, cons
     t.source = att_info[key].first;
     p.attention.push_back(std::move(t));
   }
-  if (p.collectives.empty() && p.gemm.empty() && p.attention.empty())
+  // Memory-bound kernels of every input: the compute model's line, fixed + bytes / rate, by
+  // relative least squares; its error leave-one-out (each kernel predicted by the line of the others).
+  std::vector<double> count, bytes, seconds;
+  std::vector<std::string> kernel_files;
+  for (const auto& m : inputs) {
+    for (const MemoryKernelSample& k : m.memory_kernels) {
+      count.push_back(k.kernels);
+      bytes.push_back(k.bytes);
+      seconds.push_back(k.seconds);
+    }
+    if (!m.memory_kernels.empty()) kernel_files.push_back(m.file);
+  }
+  if (!count.empty()) {
+    if (count.size() < 3)
+      throw InputError(kernel_files.front(), "$.kernels", fmt::format("{} memory-bound kernel(s); a line needs at least 3", count.size()),
+                       "measure several kernels and sizes (calibrate/torch --what kernels does)");
+    const calibration::LineFit line = calibration::fit_line_relative(count, bytes, seconds);
+    if (!(line.beta > 0))
+      throw InputError(kernel_files.front(), "$.kernels", "the kernels' times do not grow with their bytes",
+                       "check the bytes each kernel moves (reads and writes of HBM)");
+    calibration::MemoryBoundFit f;
+    f.fixed_s = line.alpha;
+    f.bytes_per_second = 1 / line.beta;
+    f.kernels = static_cast<int>(count.size());
+    f.source = fmt::format("{}", fmt::join(kernel_files, ", "));
+    double sum = 0;
+    for (std::size_t i = 0; i < count.size(); ++i) {
+      auto drop = [&](std::vector<double> v) { return v.erase(v.begin() + static_cast<std::ptrdiff_t>(i)), v; };
+      const calibration::LineFit rest = calibration::fit_line_relative(drop(count), drop(bytes), drop(seconds));
+      const double e = std::abs(rest.alpha * count[i] + rest.beta * bytes[i] - seconds[i]) / seconds[i];
+      sum += e;
+      f.error.max = std::max(f.error.max, e);
+    }
+    f.error.mean = sum / static_cast<double>(count.size());
+    p.memory_bound = f;
+  }
+  sc::Json not_fitted = sc::Json::array();
+  for (const auto& m : inputs)
+    for (const auto& n : m.not_fitted) not_fitted.push_back(fmt::format("{}: {}", m.file, n));
+  if (!not_fitted.empty()) p.provenance["not_fitted"] = not_fitted;
+  if (p.collectives.empty() && p.gemm.empty() && p.attention.empty() && !p.memory_bound)
     throw InputError(inputs.empty() ? "(no input)" : inputs.front().file, "$", "nothing to fit",
-                     "give measurements with collectives, gemm or attention entries, or nccl-tests logs");
+                     "give measurements with collectives, gemm, attention or kernels entries, or nccl-tests logs");
   return p;
 }
 

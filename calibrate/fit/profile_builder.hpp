@@ -31,6 +31,10 @@ struct BuildOptions {
   // GeMM and attention samples measured in one dtype filed under another, e.g. fp32 → tf32 for
   // XLA's f32 matmuls, which Ampere and later GPUs run on TF32 tensor cores by default.
   std::map<std::string, std::string> dtype_as;
+  // The attention kernel whose timings make the tables (an entry's "implementation", e.g.
+  // cudnn-fused-sdpa); empty: the inputs must time one implementation only (a table of two
+  // kernels' rates interpolates between them).
+  std::string attention_implementation;
 };
 
 calibration::Profile build_profile(const std::vector<Measurements>& inputs, const BuildOptions& options);

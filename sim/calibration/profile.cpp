@@ -77,6 +77,13 @@ const sc::NodePtr& profile_schema() {
       sc::optional("backward_fit", fit_error_fields(), nullptr, "leave-one-out interpolation error"),
       sc::optional("source", sc::string(), nullptr, "the measurements file"),
   });
+  static const sc::NodePtr memory_bound = sc::object({
+      sc::required("fixed", sc::time(), "each kernel's fixed cost (launch, ramp-up, tail), e.g. \"2.3us\""),
+      sc::required("bytes_per_second", sc::number(0, std::nullopt, true), "the rate the kernels move their HBM bytes at"),
+      sc::optional("kernels", sc::integer(2), nullptr, "how many measured kernels the line was fitted to"),
+      sc::optional("fit", fit_error_fields(), nullptr, "the line's relative time error on them"),
+      sc::optional("source", sc::string(), nullptr, "the measurements file"),
+  });
   static const sc::NodePtr s = sc::object({
       sc::required("name", sc::string(), "the profile's name"),
       sc::required("provenance", sc::map_of(sc::any()),
@@ -85,6 +92,8 @@ const sc::NodePtr& profile_schema() {
       sc::optional("gemm", sc::array_of(gemm), sc::Json::array(), "GeMM throughput tables, one per dtype"),
       sc::optional("attention", sc::array_of(attention), sc::Json::array(),
                    "attention throughput tables, one per dtype and masking"),
+      sc::optional("memory_bound", memory_bound, nullptr,
+                   "memory-bound kernels (copies, gathers, norms, activations): fixed cost and HBM rate"),
   });
   return s;
 }
@@ -251,6 +260,16 @@ Profile parse_profile(const sc::Json& raw, const std::string& file) {
     t.source = a.value("source", std::string());
     p.attention.push_back(std::move(t));
   }
+  if (doc.contains("memory_bound")) {
+    const auto& m = doc.at("memory_bound");
+    MemoryBoundFit f;
+    f.fixed_s = time_to_seconds(sc::as_time(m.at("fixed")));
+    f.bytes_per_second = m.at("bytes_per_second").get<double>();
+    f.kernels = m.value("kernels", 0);
+    f.error = parse_error(m, "fit").value_or(LogTable::Error{});
+    f.source = m.value("source", std::string());
+    p.memory_bound = f;
+  }
   return p;
 }
 
@@ -297,6 +316,14 @@ sc::Json profile_to_json(const Profile& p) {
       pts.push_back({{"m", q[0]}, {"n", q[1]}, {"k", q[2]}, {"tflops", g.table.value(i) / 1e12}});
     }
     doc["gemm"].push_back({{"dtype", g.dtype}, {"points", std::move(pts)}, {"fit", error_json(g.error)}, {"source", g.source}});
+  }
+  if (p.memory_bound) {
+    const auto& mb = *p.memory_bound;
+    doc["memory_bound"] = {{"fixed", alpha_text(mb.fixed_s)},
+                           {"bytes_per_second", mb.bytes_per_second},
+                           {"kernels", mb.kernels},
+                           {"fit", error_json(mb.error)},
+                           {"source", mb.source}};
   }
   doc["attention"] = sc::Json::array();
   for (const auto& a : p.attention) {

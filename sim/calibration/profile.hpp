@@ -11,7 +11,10 @@
 //  - gemm: measured GeMM throughput per dtype over (M, N, K) shapes, interpolated by
 //    throughput_table.hpp;
 //  - attention: measured forward and backward throughput per dtype and masking over
-//    (sequence length, head size).
+//    (sequence length, head size);
+//  - memory_bound: the line t = fixed + bytes / rate fitted to measured memory-bound kernels
+//    (copies, gathers, norms, activations: what each reads and writes of HBM), the compute
+//    model's rule for such kernels (sim/compute/compute_model.hpp) with its two constants measured.
 // Consumers look entries up and fall back to their defaults when one is missing; results say which
 // entries were used and where defaults were. File format: docs/calibration.md.
 #pragma once
@@ -55,6 +58,16 @@ struct CollectiveFit {
   std::string label() const;
 };
 
+// Memory-bound kernels: each takes fixed_s and then its HBM bytes at bytes_per_second, fitted by
+// relative least squares over `kernels` measured ones; `error`: the fit's own relative time errors.
+struct MemoryBoundFit {
+  double fixed_s = 0;
+  double bytes_per_second = 0;
+  int kernels = 0;
+  LogTable::Error error;
+  std::string source;
+};
+
 struct Profile {
   std::string name;
   std::string file;
@@ -62,6 +75,7 @@ struct Profile {
   std::vector<CollectiveFit> collectives;
   std::vector<GemmTable> gemm;            // one per dtype
   std::vector<AttentionTable> attention;  // one per (dtype, causal)
+  std::optional<MemoryBoundFit> memory_bound;
 
   const CollectiveFit* find(const std::string& collective, const std::string& group) const;
   const CollectiveFit* find_shape(const std::string& collective, int ranks, int nodes) const;

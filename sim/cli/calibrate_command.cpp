@@ -48,6 +48,11 @@ void print_summary(const calibration::Profile& p, const std::string& out) {
     std::cout << fmt::format("  attention {} {} {:>3} shapes, leave-one-out error forward {:.1f}%, backward {:.1f}% (mean)\n",
                              a.dtype, a.causal ? "causal" : "full", a.table.size(), 100 * a.forward_error.mean,
                              100 * a.backward_error.mean);
+  if (const auto& m = p.memory_bound)
+    std::cout << fmt::format("  memory-bound kernels: {:.2f} us + bytes at {:.0f} GB/s ({} kernels), leave-one-out error mean "
+                             "{:.1f}% max {:.1f}%\n",
+                             m->fixed_s * 1e6, m->bytes_per_second / 1e9, m->kernels, 100 * m->error.mean, 100 * m->error.max);
+  for (const auto& n : p.provenance.value("not_fitted", schema::Json::array())) std::cout << "  " << n.get<std::string>() << "\n";
 }
 
 }  // namespace
@@ -55,11 +60,11 @@ void print_summary(const calibration::Profile& p, const std::string& out) {
 int cmd_calibrate(const std::vector<std::string>& args) {
   if (args.empty() || args[0] != "fit") throw po::error("calibrate: expected `calibrate fit INPUT... --out PROFILE.json`");
   std::vector<std::string> inputs, dtype_as;
-  std::string out, name, collective, gpu;
+  std::string out, name, collective, gpu, attention;
   int gpus_per_node = 0, table = 0, ranks = 0, nodes = 0;
   bool quiet = false;
   po::options_description opts;
-  opts.add_options()("out,o", po::value(&out))("name", po::value(&name))("gpu", po::value(&gpu))("collective", po::value(&collective))(
+  opts.add_options()("out,o", po::value(&out))("name", po::value(&name))("gpu", po::value(&gpu))("attention", po::value(&attention))("collective", po::value(&collective))(
       "gpus-per-node", po::value(&gpus_per_node))("ranks", po::value(&ranks))("nodes", po::value(&nodes))("quiet", po::bool_switch(&quiet))("table", po::value(&table))(
       "dtype-as", po::value(&dtype_as)->composing())(
       "input", po::value(&inputs)->composing());
@@ -89,6 +94,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
     log_options.table = table;
   }
   calibrate::BuildOptions build;
+  build.attention_implementation = attention;
   for (const auto& rule : dtype_as) {
     // FROM=TO, both moesim dtype names (XLA's f32 and f16 are read as fp32 and fp16).
     const auto eq = rule.find('=');

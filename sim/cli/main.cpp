@@ -89,12 +89,16 @@ commands:
                                             NCCL's tuner; ring as NCCL_ALGO=Ring)
   calibrate fit INPUT... --out PROFILE.json [--name NAME] [--collective C] [--gpus-per-node N]
                 [--ranks N] [--nodes N] [--table T] [--gpu NAME] [--dtype-as FROM=TO]
+                [--attention IMPL]
                                             fit a calibration profile from measurements JSON
-                                            (calibrate/ binaries), nccl-tests logs (T: one
-                                            result table of a log; N: ranks and nodes where
-                                            the log does not list them) or GeMM tables (.csv);
-                                            FROM=TO files one dtype's tables under another
-                                            (fp32=tf32 for XLA's f32 matmuls)
+                                            (calibrate/ binaries and calibrate/torch: GeMMs,
+                                            attention, memory-bound kernels), nccl-tests logs
+                                            (T: one result table of a log; N: ranks and nodes
+                                            where the log does not list them) or GeMM tables
+                                            (.csv); FROM=TO files one dtype's tables under
+                                            another (fp32=tf32 for XLA's f32 matmuls); IMPL: the
+                                            attention kernel whose timings make the tables when
+                                            the inputs time several (cudnn-fused-sdpa, ...)
   import hf CONFIG.json [--name NAME] [-o MODEL.json]
                                             a Hugging Face config.json of an MoE model (Mixtral,
                                             Qwen2/3-MoE, DeepSeek-V2/V3, GPT-OSS, OLMoE) as a

@@ -65,7 +65,8 @@ ComputeModel::ComputeModel(cluster::GpuSpec gpu, ComputeOptions options, KernelT
   element_bytes_ = cluster::storage_bytes(options_.dtype);
   precision_ = precision(gpu_, options_.dtype);
   overhead_ = options_.launch_overhead.value_or(kKernelOverhead);
-  memory_overhead_ = options_.launch_overhead.value_or(kMemoryKernelOverhead);
+  memory_overhead_ = options_.launch_overhead.value_or(tables_.memory_bound ? tables_.memory_bound->fixed : kMemoryKernelOverhead);
+  hbm_rate_ = tables_.memory_bound ? tables_.memory_bound->bytes_per_second : kHbmEfficiency * gpu_.hbm_bytes_per_second;
   // A scenario's attention efficiency sets the forward's; the backward keeps the measured ratio.
   attention_backward_efficiency_ = options_.attention_efficiency ? *options_.attention_efficiency * kAttentionBackwardToForward
                                    : gpu_.attention_backward_efficiency > 0
@@ -441,9 +442,13 @@ std::vector<std::pair<std::string, std::string>> ComputeModel::kernel_sources() 
                                  ? table(tables_.attention_source)
                                  : fmt::format("model: {:.0f} % of the {} peak", 100 * attention_backward_efficiency_,
                                                cluster::to_string(cluster::storage_dtype(options_.dtype)))},
-      {"memory_bound", fmt::format("model: a fixed cost and the bytes at {:.1f} % of the HBM bandwidth, fitted to "
-                                   "tests/data/measured/h100-memory-bound-kernels.json",
-                                   100 * kHbmEfficiency)},
+      {"memory_bound",
+       tables_.memory_bound
+           ? fmt::format("model, its line measured: {:.2f} us and the bytes at {:.0f} GB/s ({})",
+                         time_to_seconds(memory_overhead_) * 1e6, hbm_rate_ / 1e9, tables_.memory_bound_source)
+           : fmt::format("model: a fixed cost and the bytes at {:.1f} % of the HBM bandwidth, fitted to "
+                         "tests/data/measured/h100-memory-bound-kernels.json",
+                         100 * kHbmEfficiency)},
   };
 }
 

@@ -293,12 +293,21 @@ struct ComputeOptions {
 // times that: the fitter (calibrate/fit) and the GPU catalogue's measured kernels
 // (simulation::bind_catalogue_attention) turn measured times into FLOP/s with the same counts.
 // `window`: the keys each query sees under a causal sliding window (0: all).
-// `gemm_source`, `attention_source`: what each table is, as the binder that set it says (the report).
+// `memory_bound`: the memory-bound kernels' line measured (a profile's fixed cost and HBM rate):
+// they, and every kernel's HBM streaming, take it instead of kMemoryKernelOverhead and
+// kHbmEfficiency (the model's rule, its constants measured on the user's GPU).
+// `gemm_source`, `attention_source`, `memory_bound_source`: what each is, as the binder that set it
+// says (the report).
 struct KernelTables {
   std::function<double(double m, double n, double k)> gemm_flops;
   std::function<double(double seq, double head_dim, bool causal, double window)> attention_flops;
   std::function<double(double seq, double head_dim, bool causal, double window)> attention_backward_flops;
-  std::string gemm_source, attention_source;
+  struct MemoryBoundLine {
+    Time fixed = 0;
+    double bytes_per_second = 0;
+  };
+  std::optional<MemoryBoundLine> memory_bound;
+  std::string gemm_source, attention_source, memory_bound_source;
 };
 
 // The optimizer step of `params` parameters on a host CPU (ZeRO-Offload's CPU Adam): bytes-bound
@@ -413,7 +422,7 @@ class ComputeModel {
   // A kernel's fixed cost: the modelled kernels' and, before a prepared one, a memory-bound kernel's.
   double fixed_seconds(const Kernel& kernel) const;
   // Bytes per second a kernel streams through HBM (kHbmEfficiency of the datasheet's).
-  double hbm_rate() const { return kHbmEfficiency * gpu_.hbm_bytes_per_second; }
+  double hbm_rate() const { return hbm_rate_; }
   // GroupedGemmKernels::PerExpert: one GeMM kernel per group with rows, kernel i on stream
   // i mod kTransformerEngineGemmStreams, each stream's kernels one after another and each launched
   // a fixed cost after its predecessor ends; each kernel holds the whole GPU for its time alone
@@ -441,6 +450,7 @@ class ComputeModel {
   Precision precision_;   // GeMMs
   Time overhead_;         // modelled kernels' fixed cost
   Time memory_overhead_;  // memory-bound kernels' fixed cost
+  double hbm_rate_;       // kHbmEfficiency of the datasheet's, or a profile's measured rate
   double attention_backward_efficiency_;
   Time measured_overhead_;  // added to measured (table) kernels
   double ceiling_;

@@ -301,6 +301,15 @@ compute::KernelTables bind_kernels(const calibration::Profile& profile, const cl
   } else {
     report["gemm"] = fmt::format("roofline default: the profile has no {} GeMM table", dt);
   }
+  if (const auto& mb = profile.memory_bound) {
+    t.memory_bound = compute::KernelTables::MemoryBoundLine{seconds_to_time(mb->fixed_s), mb->bytes_per_second};
+    report["memory_bound"] = fmt::format("{:.2f} us + bytes at {:.0f} GB/s, fitted to {} kernels (leave-one-out error mean {:.1f}%, max {:.1f}%)",
+                                         mb->fixed_s * 1e6, mb->bytes_per_second / 1e9, mb->kernels, 100 * mb->error.mean,
+                                         100 * mb->error.max);
+    t.memory_bound_source = fmt::format("profile {}: {}", profile.name, report["memory_bound"].get<std::string>());
+  } else {
+    report["memory_bound"] = "roofline default: the profile has no memory-bound kernels";
+  }
   const auto* causal = profile.find_attention(dt, true);
   const auto* full = profile.find_attention(dt, false);
   if (causal || full) {

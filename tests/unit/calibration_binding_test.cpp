@@ -200,6 +200,27 @@ TEST(CalibrationBinding, GemmTableSetsTheComputeModel) {
   EXPECT_NE(roofline.gemm(4096, 4096, 4096), cm.gemm(4096, 4096, 4096));
 }
 
+TEST(CalibrationBinding, MemoryBoundLineSetsTheComputeModel) {
+  // A profile's memory-bound line (3 us + bytes at 2 TB/s) replaces the model's constants: a
+  // 20 MB kernel takes 3 us + 10 us; the report and the kernel sources say so.
+  calibration::Profile p;
+  p.name = "t";
+  p.provenance = {{"source", "test"}, {"gpu", "Test GPU"}};
+  p.memory_bound = calibration::MemoryBoundFit{3e-6, 2e12, 10, {0.05, 0.1}, "k.json"};
+  cluster::GpuSpec gpu = test::any_gpu();
+  gpu.name = "Test GPU";
+  schema::Json report;
+  const compute::ComputeModel cm(gpu, {}, simulation::bind_kernels(p, gpu, cluster::Dtype::bf16, report));
+  EXPECT_EQ(cm.memory_bound(20e6), 13 * kMicrosecond);
+  EXPECT_NE(report.at("memory_bound").get<std::string>().find("2000 GB/s"), std::string::npos);
+  const auto sources = cm.kernel_sources();
+  EXPECT_NE(sources.back().second.find("its line measured"), std::string::npos);
+  // Without the line: the model's constants.
+  const compute::ComputeModel model(gpu, {});
+  EXPECT_EQ(model.memory_bound(20e6), compute::kMemoryKernelOverhead +
+                                          seconds_to_time(20e6 / (compute::kHbmEfficiency * gpu.hbm_bytes_per_second)));
+}
+
 TEST(CalibrationBinding, RefusesATableFasterThanTheGpusPeak) {
   // XLA's f32 matmuls on H100 run on TF32 tensor cores: 402 TFLOP/s filed as fp32 is 6× the
   // 67 TFLOP/s fp32 peak. A scenario in fp32 must be told, with the profile file and the fix.
