@@ -50,11 +50,14 @@ TASKS = [("fwd", "attention", ["fwd.attention_qkv", "fwd.attention_core", "fwd.a
          ("bwd", "attention", ["bwd.attention_out", "bwd.attention_core", "bwd.attention_qkv"])]
 
 
-def moesim_tasks(moesim, scenario, gpu=None):
+def moesim_tasks(moesim, scenario, gpu=None, profile=None):
     with tempfile.TemporaryDirectory() as out:
-        if gpu:  # the scenario on another GPU kind, beside a copy of its routing trace
+        if gpu or profile:  # the scenario on another GPU kind or calibrated, beside a copy of its routing trace
             doc = json.load(open(scenario))
-            doc["cluster"]["gpu"] = gpu
+            if gpu:
+                doc["cluster"]["gpu"] = gpu
+            if profile:
+                doc["calibration"] = os.path.abspath(profile)
             trace_csv = doc["routing"]["trace"]
             with open(os.path.join(out, trace_csv), "w") as f:
                 f.write(open(os.path.join(os.path.dirname(scenario), trace_csv)).read())
@@ -84,6 +87,7 @@ def main():
     ap.add_argument("--scenarios", default=os.path.join(root, "tests/data/measured/scenarios"))
     ap.add_argument("--variant", default="none/scatter", help="host_sync/unpermute of the measured entry")
     ap.add_argument("--gpu", help="the catalogue's GPU kind the measurement ran on (default: the scenarios', an H100)")
+    ap.add_argument("--profile", help="a calibration profile (moesim calibrate fit) the scenarios run with")
     ap.add_argument("--check", action="store_true", help="exit 1 beyond --max-step-error or --max-expert-error")
     ap.add_argument("--max-step-error", type=float, default=0.15)
     ap.add_argument("--max-expert-error", type=float, default=0.30)
@@ -99,7 +103,8 @@ def main():
         if m["host_sync"] != sync or m["unpermute"] != unpermute:
             continue
         shape, layers = m["shape"], m["layers"]
-        results, tasks = moesim_tasks(args.moesim, os.path.join(args.scenarios, f"h100-layer-{shape}.json"), args.gpu)
+        results, tasks = moesim_tasks(args.moesim, os.path.join(args.scenarios, f"h100-layer-{shape}.json"), args.gpu,
+                                      args.profile)
         print(f"\n{shape} ({layers} layers, {m['tokens']} tokens; measured {m['attention']}, un-permute {unpermute}, "
               f"host sync {sync})")
         print(f"| part, per layer | measured us | moesim us | moesim error |")
