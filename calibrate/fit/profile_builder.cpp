@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <map>
-#include <ranges>
 #include <tuple>
 
 #include "calibrate/fit/gemm_table_csv.hpp"
@@ -226,9 +225,12 @@ calibration::Profile build_profile(const std::vector<Measurements>& inputs, cons
   std::map<std::string, std::pair<std::string, std::string>> implementations;  // implementation → file and place first seen
   for (const auto& m : inputs)
     for (const AttentionSample& a : m.attention) implementations.emplace(a.implementation, std::pair{m.file, a.where});
-  if (!o.attention_implementation.empty() && !implementations.contains(o.attention_implementation))
+  if (!o.attention_implementation.empty() && !implementations.contains(o.attention_implementation)) {
+    std::vector<std::string> names;
+    for (const auto& entry : implementations) names.push_back(entry.first);
     throw InputError("--attention", o.attention_implementation, "no input times this attention implementation",
-                     fmt::format("name one of: {}", fmt::join(std::views::keys(implementations), ", ")));
+                     fmt::format("name one of: {}", fmt::join(names, ", ")));
+  }
   if (o.attention_implementation.empty() && implementations.size() > 1) {
     std::vector<std::string> seen;
     for (const auto& [impl, where] : implementations)

@@ -382,7 +382,7 @@ class ComputeModel {
   bool attention_measured() const { return static_cast<bool>(tables_.attention_flops); }
   bool attention_backward_measured() const { return static_cast<bool>(tables_.attention_backward_flops); }
   // Where each kernel family's cost comes from, for the report: family → source, in a fixed order
-  // (gemm, grouped_gemm, attention, attention_backward, memory_bound, optimizer).
+  // (gemm, grouped_gemm, attention, attention_backward, memory_bound).
   std::vector<std::pair<std::string, std::string>> kernel_sources() const;
 
   const cluster::GpuSpec& gpu() const { return gpu_; }
@@ -421,7 +421,8 @@ class ComputeModel {
   double modelled_wgrad_seconds(std::span<const double> rows, double n, double k, double scale, const Kernel& kernel) const;
   // A kernel's fixed cost: the modelled kernels' and, before a prepared one, a memory-bound kernel's.
   double fixed_seconds(const Kernel& kernel) const;
-  // Bytes per second a kernel streams through HBM (kHbmEfficiency of the datasheet's).
+  // Bytes per second a kernel streams through HBM (kHbmEfficiency of the datasheet's, or the rate
+  // of a profile's memory-bound line: KernelTables::memory_bound).
   double hbm_rate() const { return hbm_rate_; }
   // GroupedGemmKernels::PerExpert: one GeMM kernel per group with rows, kernel i on stream
   // i mod kTransformerEngineGemmStreams, each stream's kernels one after another and each launched

@@ -25,7 +25,7 @@
 //
 // Compute: the GeMM table of the scenario's dtype and the attention tables replace the roofline
 // efficiencies of the GPU kinds the profile was measured on (its provenance "gpu"; every kind
-// when it names none).
+// when it names none), and its memory-bound line the compute model's memory constants there.
 //
 // Without a profile's attention tables, a GPU kind whose catalogue entry lists measured attention
 // kernels (GpuSpec::attention_kernels: cuDNN's fused attention in BF16) takes its attention tables
