@@ -452,7 +452,10 @@ void Simulation::run(const RunOptions& options) {
   results_.kernel_sources.assign(topology_.kinds().size(), {});
   for (std::size_t k = 0; k < results_.kernel_sources.size(); ++k) {
     auto& ks = results_.kernel_sources[k];
-    if (k < builder.kernel_time_by_kind().size()) ks.costed = builder.kernel_time_by_kind()[k].costed, ks.measured = builder.kernel_time_by_kind()[k].measured;
+    if (k < builder.kernel_time_by_kind().size()) {
+      ks.costed = builder.kernel_time_by_kind()[k].costed;
+      ks.measured = builder.kernel_time_by_kind()[k].measured;
+    }
     ks.families = compute_[k].kernel_sources();
   }
   run_alternatives();

@@ -1,6 +1,6 @@
-// ProgramBuilder's family cache: a run whose plans build their groups anew each iteration (adaptive
-// replication, seed 004) must not keep every iteration's families alive (issue 19: memory flat
-// over 1000 iterations).
+// ProgramBuilder: its family cache (a run whose plans build their groups anew each iteration,
+// adaptive replication, seed 004, must not keep every iteration's families alive: issue 19, memory
+// flat over 1000 iterations) and its count of the kernel time measured tables gave.
 #include <gtest/gtest.h>
 
 #include "sim/blocks/program_builder.hpp"
@@ -8,11 +8,16 @@
 namespace moesim {
 namespace {
 
+// A builder writing on one compute stream of `engine`.
+blocks::ProgramBuilder compute_only(engine::Engine& engine, network::CollectiveProgram& program) {
+  return blocks::ProgramBuilder(engine, program, std::make_shared<parallel::StreamSet>(
+                                                     std::initializer_list<parallel::StreamRole>{parallel::StreamRole::Compute}));
+}
+
 TEST(ProgramBuilder, ForgetsFamiliesNoPlanHoldsButKeepsTheirGroups) {
   engine::Engine engine(4, 1);
   network::CollectiveProgram program;
-  blocks::ProgramBuilder builder(engine, program, std::make_shared<parallel::StreamSet>(
-                                                      std::initializer_list<parallel::StreamRole>{parallel::StreamRole::Compute}));
+  blocks::ProgramBuilder builder = compute_only(engine, program);
   const parallel::FamilyPtr kept = parallel::family({{0, 1}, {2, 3}});
   const network::GroupId first = builder.groups(kept).front();
   for (int it = 0; it < 100; ++it) {
@@ -30,19 +35,12 @@ TEST(ProgramBuilder, ForgetsFamiliesNoPlanHoldsButKeepsTheirGroups) {
   EXPECT_EQ(builder.groups(parallel::family({{0, 1}})).front(), first);
 }
 
-}  // namespace
-}  // namespace moesim
-
-namespace moesim {
-namespace {
-
 TEST(ProgramBuilder, CountsTheKernelTimeMeasuredTablesGave) {
   // Three kernels on two GPUs, one of 30 us from a table and two of 10 and 20 us by the model
   // with 5 us of a table in the second: costed 60 us, measured 35 us (GPU kind 0 without a topology).
   engine::Engine engine(2, 1);
   network::CollectiveProgram program;
-  blocks::ProgramBuilder builder(engine, program, std::make_shared<parallel::StreamSet>(
-                                                      std::initializer_list<parallel::StreamRole>{parallel::StreamRole::Compute}));
+  blocks::ProgramBuilder builder = compute_only(engine, program);
   const engine::Label l = builder.label(engine::Phase::Forward, engine::WorkKind::Expert, "experts", 0, 0);
   builder.compute(0, compute::kernel(30 * kMicrosecond, true), l);
   builder.compute(0, compute::kernel(10 * kMicrosecond), l);
