@@ -7,7 +7,7 @@ packages=(
   libboost-graph-dev libboost-program-options-dev
   nlohmann-json3-dev libfmt-dev libeigen3-dev libtomlplusplus-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-matplotlib
+  python3-matplotlib python3-jsonschema
   libopenmpi-dev openmpi-bin
 )
 if [ "${1:-}" = "sanitize" ]; then

@@ -27,6 +27,7 @@
 #include "sim/core/error.hpp"
 #include "sim/core/output_file.hpp"
 #include "sim/core/parallel.hpp"
+#include "sim/scenario/scenario_schema.hpp"
 #include "sim/simulation/simulation.hpp"
 #include "sim/simulation/time_estimate.hpp"
 #include "sim/strategies/registry.hpp"
@@ -75,6 +76,9 @@ commands:
                                             out/NAME-search): DIR/ranked.csv, refused.csv,
                                             best.json; --dry-run counts and estimates only;
                                             under mpirun, as sweep, the ranks share the runs
+  schema [--out|-o FILE]                    the scenario file's JSON Schema (draft 2020-12), for
+                                            editors and Python tools (docs/scenario.schema.json
+                                            is this); printed, or written to FILE
   presets [--json]                          list models, topologies, GPU kinds, software and
                                             strategies (--json: one JSON array of {kind, name,
                                             description})
@@ -203,7 +207,8 @@ const std::map<std::string, std::set<std::string>> kCommandOptions{
     {"run", {"scenario", "out", "data", "trace", "trace-gpus", "quiet", "threads", "compare-uncalibrated", "point"}},
     {"validate", {"scenario", "data", "quiet"}},
     {"sweep", {"scenario", "out", "data", "jobs", "threads", "quiet", "stop-after"}},
-    {"presets", {"data", "json"}}};
+    {"presets", {"data", "json"}},
+    {"schema", {"out"}}};
 
 Common parse(const std::string& command, const std::vector<std::string>& args, bool needs_scenario) {
   Common c;
@@ -459,6 +464,15 @@ int cmd_presets(const Common& c) {
   return 0;
 }
 
+int cmd_schema(const Common& c) {
+  const std::string text = scenario::scenario_json_schema().dump(2) + "\n";
+  if (c.out.empty())
+    std::cout << text;
+  else
+    write_file(c.out, text);
+  return 0;
+}
+
 // The usage of one command: its lines of kUsage (from the line that names it to the next
 // command's) and the options it takes (those whose first line names it); empty for a command
 // kUsage does not name.
@@ -518,12 +532,13 @@ int main(int argc, char** argv) {
     if (command == "validate") return cmd_validate(parse(command, args, true));
     if (command == "sweep") return cmd_sweep(args);
     if (command == "presets") return cmd_presets(parse(command, args, false));
+    if (command == "schema") return cmd_schema(parse(command, args, false));
     if (command == "calibrate") return cli::cmd_calibrate(args);
     if (command == "collective") return cli::cmd_collective(args);
     if (command == "import") return cli::cmd_import(args);
     if (command == "search") return cli::cmd_search(args);
     std::cerr << "moesim: error: unknown command \"" << command
-              << "\"; use run, validate, sweep, search, presets, collective, calibrate or import (`moesim --help` shows the usage)\n";
+              << "\"; use run, validate, sweep, search, presets, schema, collective, calibrate or import (`moesim --help` shows the usage)\n";
     return 2;
   } catch (...) {
     return cli::exit_code(std::current_exception(), true);

@@ -98,11 +98,13 @@ Json validate_node(const Node& n, const Json& v, const std::string& file, const 
         }
         std::vector<std::string> keys;
         for (const Field& f : n.fields) keys.push_back(f.key);
-        // Another framework's name for one of these keys: say which it is.
-        const std::string* ours = moesim_name_of(it.key());
-        const bool here = ours && std::any_of(n.fields.begin(), n.fields.end(), [&](const Field& f) { return f.key == *ours; });
+        // Another framework's name for one of these keys (Field::synonyms): say which it is.
+        const auto ours = std::find_if(n.fields.begin(), n.fields.end(), [&](const Field& f) {
+          return std::find(f.synonyms.begin(), f.synonyms.end(), it.key()) != f.synonyms.end();
+        });
         throw InputError(file, path + "." + it.key(), fmt::format("unknown key \"{}\"", it.key()),
-                         here ? fmt::format("moesim calls it \"{}\" (allowed: {})", *ours, fmt::join(keys, ", "))
+                         ours != n.fields.end()
+                             ? fmt::format("moesim calls it \"{}\" (allowed: {})", ours->key, fmt::join(keys, ", "))
                          : nearest.empty()
                              ? fmt::format("remove it; allowed keys here: {}", fmt::join(keys, ", "))
                              : fmt::format("did you mean \"{}\"? (allowed: {})", nearest, fmt::join(keys, ", ")));
@@ -274,10 +276,10 @@ NodePtr flops() {
 NodePtr any() { return make(Type::Any); }
 
 Field required(std::string key, NodePtr node, std::string help) {
-  return Field{std::move(key), std::move(node), true, Json(), std::move(help)};
+  return Field{std::move(key), std::move(node), true, Json(), std::move(help), {}};
 }
 Field optional(std::string key, NodePtr node, Json default_value, std::string help) {
-  return Field{std::move(key), std::move(node), false, std::move(default_value), std::move(help)};
+  return Field{std::move(key), std::move(node), false, std::move(default_value), std::move(help), {}};
 }
 
 Json validate(const NodePtr& schema, const Json& doc, const std::string& file, const std::string& path) {
@@ -299,35 +301,6 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
     std::swap(prev, cur);
   }
   return prev[b.size()];
-}
-
-// Other frameworks' names for a scenario key, as users bring them from their own configurations:
-// Megatron-Core's arguments and TransformerConfig fields (megatron/training/arguments.py,
-// megatron/core/transformer/transformer_config.py), Hugging Face's config.json of the MoE models
-// (Mixtral, Qwen3-MoE, DeepSeek-V3) and torchtitan's model args (n_layers, dim, ...). An unknown key
-// that is one of these is refused with the key it means, where that key is allowed.
-const std::string* moesim_name_of(const std::string& key) {
-  static const std::map<std::string, std::string> names{
-      {"num_layers", "layers"}, {"num_hidden_layers", "layers"}, {"n_layers", "layers"},
-      {"hidden_size", "hidden"}, {"dim", "hidden"},
-      {"ffn_hidden_size", "ffn_hidden"}, {"intermediate_size", "ffn_hidden"}, {"moe_ffn_hidden_size", "ffn_hidden"},
-      {"moe_intermediate_size", "ffn_hidden"},
-      {"num_experts", "experts"}, {"num_moe_experts", "experts"}, {"num_local_experts", "experts"},
-      {"n_routed_experts", "experts"},
-      {"moe_router_topk", "top_k"}, {"num_experts_per_tok", "top_k"}, {"topk", "top_k"},
-      {"num_attention_heads", "heads"}, {"n_heads", "heads"},
-      {"num_query_groups", "kv_heads"}, {"num_key_value_heads", "kv_heads"}, {"n_kv_heads", "kv_heads"},
-      {"kv_channels", "head_dim"},
-      {"vocab_size", "vocab"}, {"padded_vocab_size", "vocab"},
-      {"seq_length", "sequence_length"}, {"seq_len", "sequence_length"},
-      {"tensor_model_parallel_size", "tp"}, {"pipeline_model_parallel_size", "pp"},
-      {"virtual_pipeline_model_parallel_size", "vp"}, {"context_parallel_size", "cp"},
-      {"expert_model_parallel_size", "ep"}, {"expert_tensor_parallel_size", "etp"},
-      {"recompute_granularity", "recompute"}, {"num_layers_in_first_pipeline_stage", "first_stage_layers"},
-      {"num_layers_in_last_pipeline_stage", "last_stage_layers"}, {"decoder_first_pipeline_num_layers", "first_stage_layers"},
-      {"decoder_last_pipeline_num_layers", "last_stage_layers"}};
-  const auto it = names.find(key);
-  return it == names.end() ? nullptr : &it->second;
 }
 
 }  // namespace moesim::schema

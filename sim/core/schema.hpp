@@ -27,6 +27,9 @@ struct Field {
   bool required = false;
   Json default_value;  // null: no default (the key stays absent)
   std::string help;
+  // Other frameworks' names for the key (schema::Option::also): an unknown key that is one of them
+  // is refused with this key.
+  std::vector<std::string> synonyms;
 };
 
 struct Node {
@@ -68,11 +71,6 @@ double as_flops(const Json& v);
 
 // Levenshtein distance, for "did you mean".
 std::size_t edit_distance(const std::string& a, const std::string& b);
-// The scenario key that another framework's name means (Megatron-Core's arguments and
-// TransformerConfig, Hugging Face's config.json, torchtitan's model args: "num_experts_per_tok" is
-// "top_k"), or nullptr: what an unknown key's refusal names, and what `moesim import megatron` maps.
-const std::string* moesim_name_of(const std::string& foreign);
-
 // For error messages: "an integer", "a string", … and the value itself, cut to 60 characters.
 std::string json_kind(const Json& v);
 std::string show(const Json& v);

@@ -115,6 +115,25 @@ std::optional<double> parse_flops(std::string_view text) {
   return split->first * *scale;
 }
 
+namespace {
+template <std::size_t N>
+std::vector<std::string> names_in(const std::array<std::pair<const char*, double>, N>& table) {
+  std::vector<std::string> out;
+  for (const auto& [name, scale] : table) out.emplace_back(name);
+  return out;
+}
+}  // namespace
+
+std::vector<std::string> unit_names(UnitKind kind) {
+  switch (kind) {
+    case UnitKind::Time: return names_in(kTimeUnits);
+    case UnitKind::Bandwidth: return names_in(kBandwidthUnits);
+    case UnitKind::Bytes: return names_in(kByteUnits);
+    case UnitKind::Flops: return names_in(kFlopsUnits);
+  }
+  return {};
+}
+
 std::string unit_help(UnitKind kind) {
   switch (kind) {
     case UnitKind::Time: return "a time with a unit, e.g. \"5us\" (ps, ns, us, ms, s)";

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace moesim {
 
@@ -50,6 +51,8 @@ std::optional<double> parse_number(std::string_view text);
 
 enum class UnitKind { Time, Bandwidth, Bytes, Flops };
 std::string unit_help(UnitKind kind);
+// The unit names the parser of `kind` accepts ("ps", "ns", ...), from its one table.
+std::vector<std::string> unit_names(UnitKind kind);
 
 // Human-readable forms used in tables and effective scenarios; exact for round values.
 std::string format_time(Time t);

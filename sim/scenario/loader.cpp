@@ -340,23 +340,8 @@ std::uint8_t read_offload_modules(const Json& t, const Scenario& s, const std::s
 software::Software read_software(const Json& doc, const Scenario& s, const std::string& file) {
   const Json& sw = doc.at("software");
   software::Software out;
-  out.name = sw.value("name", std::string());
-  const Json& h = sw.at("host");
-  out.host = {schema::as_time(h.at("launch")), schema::as_time(h.at("backward_launch")),
-              schema::as_time(h.at("graph_launch")), schema::as_time(h.at("sync"))};
+  software_options().read(sw, out);
   for (const Json& scope : sw.at("cuda_graphs")) software::parse_graph_scope(scope.get<std::string>(), out.graphs);
-  out.router_kernels = sw.at("router_kernels").get<int>();
-  out.grouped_gemm = read_name(compute::kGroupedGemmNames, sw.at("grouped_gemm").get<std::string>());
-  out.permute = read_name(compute::kPermuteNames, sw.at("permute").get<std::string>());
-  out.fused_activation = sw.at("activation_fusion").get<bool>();
-  out.dglu_dbias_slowdown = sw.at("dglu_dbias_slowdown").get<double>();
-  out.fused_rope = sw.at("rope_fusion").get<bool>();
-  out.fused_router = sw.at("router_fusion").get<bool>();
-  out.cross_entropy = read_name(compute::kCrossEntropyNames, sw.at("cross_entropy").get<std::string>());
-  out.optimizer = read_name(compute::kOptimizerKernelNames, sw.at("optimizer").get<std::string>());
-  out.ep_overlap = sw.at("ep_overlap").get<bool>();
-  out.shared_expert_overlap = sw.at("shared_expert_overlap").get<bool>();
-  out.delay_wgrad = sw.at("delay_wgrad").get<bool>();
   if (out.delay_wgrad && !out.ep_overlap)
     throw InputError(file, "$.software.delay_wgrad",
                      "delaying the experts' weight gradients needs EP overlap (Megatron-Core's delay_wgrad_compute "
@@ -376,19 +361,10 @@ software::Software read_software(const Json& doc, const Scenario& s, const std::
 parallel::ParallelConfig read_parallel(Json& doc, Scenario& s, const std::string& file, bool microbatches_given) {
   const Json& p = doc.at("parallel");
   parallel::ParallelConfig c;
-  c.sizes.tp = p.at("tp").get<int>();
-  c.sizes.cp = p.at("cp").get<int>();
-  c.sizes.pp = p.at("pp").get<int>();
-  c.sizes.vp = p.at("vp").get<int>();
-  c.sizes.ep = p.at("ep").get<int>();
-  c.sizes.etp = p.at("etp").get<int>();
-  c.sequence_parallel = p.at("sequence_parallel").get<bool>();
-  c.sharding = read_name(parallel::kShardingNames, p.at("sharding").get<std::string>());
+  parallel_options().read(p, c);
   c.schedule = p.contains("schedule")
                    ? read_name(parallel::kPipelineScheduleNames, p.at("schedule").get<std::string>())
                    : (c.sizes.vp > 1 ? parallel::PipelineSchedule::Interleaved : parallel::PipelineSchedule::OneFOneB);
-  c.first_stage_layers = p.value("first_stage_layers", -1);
-  c.last_stage_layers = p.value("last_stage_layers", -1);
   // The MTP modules follow the last stage's decoder layers there (Megatron-Core places them on
   // the last pipeline stage).
   if (c.last_stage_layers >= 0) c.last_stage_layers += s.model.mtp_layers;
@@ -521,20 +497,9 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   };
   for (const Json& l : c.at("levels")) {
     cluster::Level level;
-    level.name = l.at("name").get<std::string>();
-    level.count = l.at("count").get<std::uint32_t>();
-    level.fabric = read_name(cluster::kFabricNames, l.at("fabric").get<std::string>());
-    level.bandwidth = schema::as_bandwidth(l.at("bandwidth"));
-    level.latency = schema::as_time(l.at("latency"));
-    level.oversubscription = l.at("oversubscription").get<double>();
-    level.ports = l.at("ports").get<std::uint32_t>();
-    if (l.contains("domains")) {
-      level.domains.size = l.at("domains").at("size").get<std::uint32_t>();
-      level.domains.bandwidth = schema::as_bandwidth(l.at("domains").at("bandwidth"));
-      level.domains.latency = schema::as_time(l.at("domains").at("latency"));
-      if (l.at("domains").contains("link"))
-        level.domains.link = link_named(l.at("domains").at("link"), fmt::format("$.cluster.levels[{}].domains.link", s.levels.size()));
-    }
+    level_options().read(l, level);
+    if (l.contains("domains") && l.at("domains").contains("link"))
+      level.domains.link = link_named(l.at("domains").at("link"), fmt::format("$.cluster.levels[{}].domains.link", s.levels.size()));
     if (l.contains("link")) level.link = link_named(l.at("link"), fmt::format("$.cluster.levels[{}].link", s.levels.size()));
     s.levels.push_back(level);
     // Checked level by level: every count is below 2^31, so the product cannot wrap before it is refused.
@@ -631,25 +596,9 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   Json& m = doc.at("model");
   if (!m.contains("dense_ffn_hidden")) m["dense_ffn_hidden"] = m.at("ffn_hidden");
   if (!m.contains("kv_heads")) m["kv_heads"] = m.at("heads");
-  s.model.name = m.value("name", std::string("model"));
-  s.model.layers = m.at("layers").get<int>();
-  s.model.dense_layers = m.at("dense_layers").get<int>();
-  s.model.hidden = m.at("hidden").get<double>();
-  s.model.ffn_hidden = m.at("ffn_hidden").get<double>();
-  s.model.dense_ffn_hidden = m.at("dense_ffn_hidden").get<double>();
-  s.model.experts = m.at("experts").get<int>();
-  s.model.top_k = m.at("top_k").get<int>();
-  s.model.shared_experts = m.at("shared_experts").get<int>();
-  s.model.expert_kind = read_name(workload::kExpertKindNames, m.at("expert_kind").get<std::string>());
-  s.model.linear_bias = m.at("linear_bias").get<bool>();
-  s.model.rotary = m.at("rotary").get<bool>();
-  s.model.qk_norm = m.at("qk_norm").get<bool>();
-  s.model.heads = m.at("heads").get<int>();
-  s.model.kv_heads = m.at("kv_heads").get<int>();
-  s.model.vocab = m.at("vocab").get<double>();
-  s.model.attention = m.at("attention").get<bool>();
+  model_options().read(m, s.model);
+  if (!m.contains("name")) s.model.name = "model";
   // The MTP modules are layers after the decoder's (ModelShape::is_mtp).
-  s.model.mtp_layers = m.at("mtp_layers").get<int>();
   s.model.layers += s.model.mtp_layers;
   if (s.model.mtp_layers > 0 && (s.model.vocab <= 0 || !s.model.attention))
     throw InputError(file, "$.model.mtp_layers",
@@ -659,7 +608,6 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   if (s.model.top_k > s.model.experts)
     throw InputError(file, "$.model.top_k", fmt::format("top_k {} exceeds the {} experts", s.model.top_k, s.model.experts),
                      "use top_k <= experts");
-  if (m.contains("head_dim")) s.model.explicit_head_dim = m.at("head_dim").get<double>();
   if (m.contains("sliding_window")) {
     if (!s.model.attention)
       throw InputError(file, "$.model.sliding_window", "a model without attention has no attention window",
@@ -693,12 +641,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
 
   // Training, routing, compute, network.
   const Json& t = doc.at("training");
-  s.training.sequence_length = t.at("sequence_length").get<int>();
-  s.training.micro_batch_size = t.at("micro_batch_size").get<int>();
-  s.training.microbatches = t.at("microbatches").get<int>();
-  s.training.iterations = t.at("iterations").get<int>();
-  s.training.dtype = read_name(cluster::kDtypeNames, t.at("dtype").get<std::string>());
-  s.training.capacity_factor = t.at("capacity_factor").get<double>();
+  training_options().read(t, s.training);
   if (read_name(workload::kFp8ScalingNames, t.at("fp8_scaling").get<std::string>()) == workload::Fp8Scaling::Current) {
     if (s.training.dtype != cluster::Dtype::fp8)
       throw InputError(file, "$.training.fp8_scaling",
@@ -708,7 +651,6 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                        "set training.dtype to \"fp8\", or remove fp8_scaling");
     s.training.fp8_current_scaling = true;
   }
-  s.training.causal = t.at("causal").get<bool>();
   if (s.model.sliding_window > 0 && !s.training.causal)
     throw InputError(file, "$.training.causal",
                      fmt::format("model {} attends within a sliding window of its past tokens, which needs the causal mask",
@@ -725,7 +667,6 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
     st.exp_avg_sq = bytes(o.at("exp_avg_sq"));
     if (o.contains("main_grads")) st.main_grads = bytes(o.at("main_grads"));
   }
-  s.training.recompute = read_name(workload::kRecomputeNames, t.at("recompute").get<std::string>());
   if (t.contains("recompute_modules")) s.training.recompute_modules = read_recompute_modules(t, s, file);
   if (t.contains("offload_modules")) s.training.offload_modules = read_offload_modules(t, s, file);
   if (s.training.optimizer_on_host && !s.hosts)
@@ -741,11 +682,8 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                        "pick a dtype every GPU of the cluster supports (e.g. fp16 on V100)");
   s.parallel = read_parallel(doc, s, file, resolved.at("training").contains("microbatches"));
   const Json& r = doc.at("routing");
+  routing_options().read(r, s.routing);
   const std::string routing_kind = r.at("kind").get<std::string>();
-  s.routing.kind = read_name(workload::kRoutingKindNames, routing_kind);
-  const Json& pp = r.at("process");
-  s.routing.process = {pp.at("spread").get<double>(), pp.at("volatility").get<double>(), pp.at("reversion").get<double>(),
-                       pp.at("spike_probability").get<double>(), pp.at("spike_size").get<double>()};
   if (s.routing.kind == workload::RoutingKind::Trace) {
     if (!r.contains("trace"))
       throw InputError(file, "$.routing.trace", "routing kind \"trace\" names no trace file",
@@ -761,10 +699,6 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
     throw InputError(file, "$.routing.trace", fmt::format("a trace is given but routing.kind is \"{}\"", routing_kind),
                      "set routing.kind to \"trace\", or remove routing.trace");
   }
-  s.routing.zipf_exponent = r.at("zipf_exponent").get<double>();
-  s.routing.resample_each_iteration = r.at("resample_each_iteration").get<bool>();
-  s.routing.repeat_microbatches = r.at("repeat_microbatches").get<bool>();
-  s.routing.sampling = read_name(workload::kRoutingSamplingNames, r.at("sampling").get<std::string>());
   const Json& cp = doc.at("compute");
   s.compute.dtype = s.training.dtype;
   s.compute.fp8_current_scaling = s.training.fp8_current_scaling;
@@ -783,10 +717,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
     b.adam = 2 * ((master > 0 ? master : storage) + st.exp_avg + st.exp_avg_sq) + b.main_grad;
     b.master_copy = master > 0 ? master + storage : 0.0;
   }
-  if (cp.contains("launch_overhead")) s.compute.launch_overhead = schema::as_time(cp.at("launch_overhead"));
-  if (cp.contains("backward_factor")) s.compute.backward_factor = cp.at("backward_factor").get<double>();
-  if (cp.contains("gemm_efficiency")) s.compute.gemm_efficiency = cp.at("gemm_efficiency").get<double>();
-  if (cp.contains("attention_efficiency")) s.compute.attention_efficiency = cp.at("attention_efficiency").get<double>();
+  compute_options().read(cp, s.compute);
   s.software = read_software(doc, s, file);
   s.compute.grouped_gemm_kernels = s.software.grouped_gemm;
   s.compute.permute_kernels = s.software.permute;
@@ -797,8 +728,7 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
   s.compute.cross_entropy = s.software.cross_entropy;
   s.compute.optimizer_kernels = s.software.optimizer;
   s.training.logits_in_storage_dtype = s.software.cross_entropy == compute::CrossEntropyKernels::TransformerEngine;
-  s.network_model = doc.at("network").at("model").get<std::string>();
-  s.all_reduce = read_name(network::kAlgorithmNames, doc.at("network").at("all_reduce").get<std::string>());
+  network_options().read(doc.at("network"), s);
 
   if (doc.contains("calibration")) {
     const fs::path path = data_file(doc.at("calibration").get<std::string>(), file, "$.calibration",

@@ -21,6 +21,7 @@
 #include "sim/core/error.hpp"
 #include "sim/parallel/ep_backend.hpp"
 #include "sim/parallel/layout.hpp"
+#include "sim/scenario/scenario_schema.hpp"
 #include "sim/software/software.hpp"
 #include "sim/workload/model_shape.hpp"
 #include "sim/workload/routing.hpp"
@@ -344,10 +345,10 @@ MegatronImport from_fields(const Fields& fields, const std::string& source, cons
   const long long experts = shape.value("experts", 1LL), top_k = shape.value("top_k", 1LL);
 
   Json& p = out.parallel;
-  // The layout's sizes, each under the parallel key schema::moesim_name_of gives its field.
+  // The layout's sizes, each under the parallel key moesim_name_of gives its field.
   for (const char* field : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                             "expert_model_parallel_size", "expert_tensor_parallel_size", "virtual_pipeline_model_parallel_size"})
-    if (r.given(field)) p[*schema::moesim_name_of(field)] = r.count(field);
+    if (r.given(field)) p[*moesim_name_of(field)] = r.count(field);
   if (r.given("num_layers_per_virtual_pipeline_stage")) {
     const long long per = r.count("num_layers_per_virtual_pipeline_stage"), pp = p.value("pp", 1LL);
     if (layers % (per * pp))

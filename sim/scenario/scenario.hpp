@@ -39,7 +39,7 @@ struct Scenario {
   parallel::ParallelConfig parallel;
   compute::ComputeOptions compute;
   software::Software software;  // what trains the model (its grouped GeMM backend is also in `compute`)
-  network::Algorithm all_reduce = network::Algorithm::Ring;
+  network::Algorithm all_reduce = network::Algorithm::Auto;
   std::string network_model = "flow";  // or "analytic"
   const strategies::StrategyInfo* strategy = nullptr;
   schema::Json strategy_options;

@@ -1,9 +1,12 @@
 #include "sim/scenario/scenario_schema.hpp"
 
+#include <map>
+
 #include "sim/cluster/fabric.hpp"
 #include "sim/compute/compute_model.hpp"
 #include "sim/network/collective.hpp"
 #include "sim/parallel/layout.hpp"
+#include "sim/scenario/scenario.hpp"
 #include "sim/software/software.hpp"
 #include "sim/workload/model_shape.hpp"
 #include "sim/workload/popularity_process.hpp"
@@ -131,30 +134,41 @@ NodePtr link_schema() {
   return s;
 }
 
-NodePtr cluster_schema() {
-  static const NodePtr level = object({
-      required("name", string(), "a name for the level, e.g. \"dc\", \"node\", \"gpu\""),
-      required("count", integer(1, 1 << 20), "workers of this level inside one worker of the level above"),
-      optional("fabric", enumeration(names_of(cluster::kFabricNames)), "switch", "how the level's workers are joined"),
-      required("bandwidth", bandwidth(), "per-worker link bandwidth, e.g. \"10Gbps\" or \"450GB/s\""),
-      required("latency", latency(), "one-way GPU-to-GPU latency across this level, e.g. \"5us\""),
-      optional("oversubscription", number(1), 1.0, "switch oversubscription ratio (>= 1)"),
-      optional("link", string(), nullptr,
-               "the link technology from topologies/links.json (e.g. \"nvlink4\", \"ib-ndr\"): NCCL's protocols "
-               "and efficiencies over it; without it the level's links are ideal (line rate, its latency per step)"),
-      optional("ports", integer(1), 1,
-               "switch levels: links each worker's bandwidth is spread over (a node's NICs: 8 for 8 x 400Gbps "
-               "with \"bandwidth\": \"3200Gbps\"); the worker's GPUs spread evenly over them"),
-      optional("domains", object({
-                              required("size", integer(1), "consecutive workers of the level that share its fabric"),
-                              required("bandwidth", bandwidth(), "each GPU's own link between domains, per direction, "
-                                                                 "e.g. \"64GB/s\" for PCIe Gen5 x16"),
-                              required("latency", latency(), "one-way GPU-to-GPU latency between domains"),
-                              optional("link", string(), nullptr, "the link technology between domains (topologies/links.json)"),
-                          }),
-               nullptr, "NVLink domains smaller than the level: workers of different domains reach each other through "
-                        "each GPU's own link"),
+const Options<cluster::Level>& level_options() {
+  using D = cluster::Domains;
+  static const Options<D> domains({
+      required_option<D>("size", &D::size, integer(1), "consecutive workers of the level that share its fabric"),
+      required_option<D>("bandwidth", &D::bandwidth, bandwidth(),
+                         "each GPU's own link between domains, per direction, e.g. \"64GB/s\" for PCIe Gen5 x16"),
+      required_option<D>("latency", &D::latency, latency(), "one-way GPU-to-GPU latency between domains"),
+      declared<D>(optional("link", string(), nullptr, "the link technology between domains (topologies/links.json)")),
   });
+  using T = cluster::Level;
+  static const Options<T> o({
+      required_option<T>("name", &T::name, string(), "a name for the level, e.g. \"dc\", \"node\", \"gpu\""),
+      required_option<T>("count", &T::count, integer(1, 1 << 20), "workers of this level inside one worker of the level above"),
+      enum_option<T>("fabric", &T::fabric, cluster::kFabricNames, "how the level's workers are joined"),
+      required_option<T>("bandwidth", &T::bandwidth, bandwidth(), "per-worker link bandwidth, e.g. \"10Gbps\" or \"450GB/s\""),
+      required_option<T>("latency", &T::latency, latency(), "one-way GPU-to-GPU latency across this level, e.g. \"5us\""),
+      option<T>("oversubscription", &T::oversubscription, number(1), "switch oversubscription ratio (>= 1)"),
+      declared<T>(optional("link", string(), nullptr,
+                           "the link technology from topologies/links.json (e.g. \"nvlink4\", \"ib-ndr\"): NCCL's "
+                           "protocols and efficiencies over it; without it the level's links are ideal (line rate, its "
+                           "latency per step)")),
+      option<T>("ports", &T::ports, integer(1),
+                "switch levels: links each worker's bandwidth is spread over (a node's NICs: 8 for 8 x 400Gbps with "
+                "\"bandwidth\": \"3200Gbps\"); the worker's GPUs spread evenly over them"),
+      // Absent: the level is one domain (Domains' size 0).
+      section_option<T>("domains", &T::domains, domains,
+                        "NVLink domains smaller than the level: workers of different domains reach each other through "
+                        "each GPU's own link")
+          .no_default(),
+  });
+  return o;
+}
+
+NodePtr cluster_schema() {
+  static const NodePtr level = level_options().node();
   static const NodePtr group = object({
       required("gpu", string(), "a GPU kind from topologies/gpus.json or the scenario's \"gpus\""),
       required("count", integer(1), "how many consecutive GPUs are of this kind"),
@@ -185,7 +199,7 @@ NodePtr cluster_schema() {
   return s;
 }
 
-NodePtr model_schema() {
+const Options<workload::ModelShape>& model_options() {
   static const NodePtr mla = object({
       optional("q_lora_rank", integer(0, 1 << 20), 0, "rank of the query latent (0: queries straight from the hidden state)"),
       required("kv_lora_rank", integer(1, 1 << 20), "rank of the key/value latent"),
@@ -193,272 +207,338 @@ NodePtr model_schema() {
       required("qk_rope_head_dim", integer(0, 1 << 16), "per-head query/key width with rotary embedding (the key's shared by heads)"),
       required("v_head_dim", integer(1, 1 << 16), "per-head value width"),
   });
-  static const NodePtr s = object({
-      optional("name", string(), nullptr, "model name"),
-      optional("source", string(), nullptr, "where the shape comes from"),
-      required("layers", integer(1, 65536), "transformer blocks"),
-      optional("dense_layers", integer(0, 65536), 0, "leading blocks with a dense FFN instead of MoE"),
-      optional("mtp_layers", integer(0, 64), 0,
-               "multi-token prediction modules after the last block (DeepSeek-V3 section 2.2, Megatron-Core's "
-               "mtp_num_layers): each an MoE block with the embedding of the next tokens, two norms and a 2H x H "
-               "projection before it and a second pass of the LM head and loss after it, on the last pipeline "
-               "stage (strategy ep; not counted in layers)"),
-      required("hidden", integer(1, 1 << 20), "hidden size H"),
-      required("ffn_hidden", integer(1, 1 << 22), "expert FFN size M"),
-      optional("dense_ffn_hidden", integer(1, 1 << 22), nullptr, "FFN size of dense blocks (default: ffn_hidden)"),
-      required("experts", integer(1, 1 << 16), "routed experts per MoE layer E"),
-      required("top_k", integer(1, 1 << 16), "experts per token"),
-      optional("shared_experts", integer(0, 1 << 10), 0, "shared experts every token visits"),
-      optional("expert_kind", enumeration(names_of(workload::kExpertKindNames)), "mlp", "2-GeMM MLP, 3-GeMM SwiGLU, or 3-GeMM clamped quick-GeGLU (GPT-OSS) experts"),
-      required("heads", integer(1, 1 << 16), "attention heads"),
-      optional("kv_heads", integer(1, 1 << 16), nullptr, "key/value heads (default: heads)"),
-      optional("head_dim", integer(1, 1 << 16), nullptr, "width of one attention head (default: hidden / heads)"),
-      optional("mla", mla, nullptr,
-               "multi-head latent attention (DeepSeek-V2/V3) instead of multi-head attention; kv_heads = heads"),
-      optional("sliding_window",
-               object({required("tokens", integer(1, 1 << 24), "the keys each query attends to, itself included"),
-                       optional("every", integer(1, 65536), 1,
-                                "which layers: those whose index is a multiple of it (2: layers 0, 2, 4, ...; 1: all)")}),
-               nullptr,
-               "sliding-window (banded causal) attention, e.g. GPT-OSS's {\"tokens\": 128, \"every\": 2}; absent: full "
-               "attention in every layer"),
-      optional("linear_bias", boolean(), false,
-               "the linear layers carry biases (GPT-OSS; Megatron-Core's add_bias_linear): the routed experts' output "
-               "bias is added per expert in fp32 after fc2 (Megatron-Core's TEGroupedMLP._apply_bias), the others in "
-               "their GeMMs' epilogues"),
-      optional("rotary", boolean(), false,
-               "rotary position embeddings applied to the queries and keys after their projection in every layer "
-               "(Mixtral, Qwen3, GPT-OSS, DeepSeek-V3's rope dims); false: learned or absolute positions (GPT, BERT)"),
-      optional("qk_norm", boolean(), false,
-               "an RMSNorm over each query and key head before the attention (Qwen3's q_norm/k_norm, Megatron-Core's "
-               "qk_layernorm)"),
-      optional("vocab", integer(0, 1 << 26), 0, "vocabulary size (embedding and LM head)"),
-      optional("attention", boolean(), true,
-               "false: a bare MoE layer without attention and norms, as the layer benchmarks of Parm Table III"),
+  using T = workload::ModelShape;
+  static const Options<T> o({
+      option<T>("name", &T::name, string(), "model name").no_default(),
+      declared<T>(optional("source", string(), nullptr, "where the shape comes from")),
+      required_option<T>("layers", &T::layers, integer(1, 65536), "transformer blocks")
+          .also({"num_layers", "num_hidden_layers", "n_layers"}),
+      option<T>("dense_layers", &T::dense_layers, integer(0, 65536), "leading blocks with a dense FFN instead of MoE"),
+      option<T>("mtp_layers", &T::mtp_layers, integer(0, 64),
+                "multi-token prediction modules after the last block (DeepSeek-V3 section 2.2, Megatron-Core's "
+                "mtp_num_layers): each an MoE block with the embedding of the next tokens, two norms and a 2H x H "
+                "projection before it and a second pass of the LM head and loss after it, on the last pipeline "
+                "stage (strategy ep; not counted in layers)"),
+      required_option<T>("hidden", &T::hidden, integer(1, 1 << 20), "hidden size H").also({"hidden_size", "dim"}),
+      required_option<T>("ffn_hidden", &T::ffn_hidden, integer(1, 1 << 22), "expert FFN size M")
+          .also({"ffn_hidden_size", "intermediate_size", "moe_ffn_hidden_size", "moe_intermediate_size"}),
+      // Absent: ffn_hidden (the loader writes it in before reading).
+      option<T>("dense_ffn_hidden", &T::dense_ffn_hidden, integer(1, 1 << 22), "FFN size of dense blocks (default: ffn_hidden)")
+          .no_default(),
+      required_option<T>("experts", &T::experts, integer(1, 1 << 16), "routed experts per MoE layer E")
+          .also({"num_experts", "num_moe_experts", "num_local_experts", "n_routed_experts"}),
+      required_option<T>("top_k", &T::top_k, integer(1, 1 << 16), "experts per token")
+          .also({"moe_router_topk", "num_experts_per_tok", "topk"}),
+      option<T>("shared_experts", &T::shared_experts, integer(0, 1 << 10), "shared experts every token visits"),
+      enum_option<T>("expert_kind", &T::expert_kind, workload::kExpertKindNames,
+                     "2-GeMM MLP, 3-GeMM SwiGLU, or 3-GeMM clamped quick-GeGLU (GPT-OSS) experts"),
+      required_option<T>("heads", &T::heads, integer(1, 1 << 16), "attention heads").also({"num_attention_heads", "n_heads"}),
+      // Absent: heads (the loader writes it in before reading).
+      option<T>("kv_heads", &T::kv_heads, integer(1, 1 << 16), "key/value heads (default: heads)")
+          .no_default()
+          .also({"num_query_groups", "num_key_value_heads", "n_kv_heads"}),
+      option<T>("head_dim", &T::explicit_head_dim, integer(1, 1 << 16), "width of one attention head (default: hidden / heads)")
+          .no_default()
+          .also({"kv_channels"}),
+      declared<T>(optional("mla", mla, nullptr,
+                           "multi-head latent attention (DeepSeek-V2/V3) instead of multi-head attention; kv_heads = heads")),
+      declared<T>(optional("sliding_window",
+                           object({required("tokens", integer(1, 1 << 24), "the keys each query attends to, itself included"),
+                                   optional("every", integer(1, 65536), 1,
+                                            "which layers: those whose index is a multiple of it (2: layers 0, 2, 4, ...; "
+                                            "1: all)")}),
+                           nullptr,
+                           "sliding-window (banded causal) attention, e.g. GPT-OSS's {\"tokens\": 128, \"every\": 2}; "
+                           "absent: full attention in every layer")),
+      option<T>("linear_bias", &T::linear_bias, boolean(),
+                "the linear layers carry biases (GPT-OSS; Megatron-Core's add_bias_linear): the routed experts' output "
+                "bias is added per expert in fp32 after fc2 (Megatron-Core's TEGroupedMLP._apply_bias), the others in "
+                "their GeMMs' epilogues"),
+      option<T>("rotary", &T::rotary, boolean(),
+                "rotary position embeddings applied to the queries and keys after their projection in every layer "
+                "(Mixtral, Qwen3, GPT-OSS, DeepSeek-V3's rope dims); false: learned or absolute positions (GPT, BERT)"),
+      option<T>("qk_norm", &T::qk_norm, boolean(),
+                "an RMSNorm over each query and key head before the attention (Qwen3's q_norm/k_norm, Megatron-Core's "
+                "qk_layernorm)"),
+      option<T>("vocab", &T::vocab, integer(0, 1 << 26), "vocabulary size (embedding and LM head)")
+          .also({"vocab_size", "padded_vocab_size"}),
+      option<T>("attention", &T::attention, boolean(),
+                "false: a bare MoE layer without attention and norms, as the layer benchmarks of Parm Table III"),
   });
-  return s;
+  return o;
 }
 
-NodePtr software_schema() {
-  static const NodePtr host = object({
-      optional("launch", time(), "0us",
-               "host time per kernel launched eagerly in a forward, its recomputation and the optimizer step (the "
-               "framework's Python thread, PyTorch's dispatcher and the driver), on a DGX H100's Xeon host; the GPU "
-               "kind's host_launch_factor scales it"),
-      optional("backward_launch", time(), "0us", "host time per kernel launched eagerly in a backward (autograd's thread)"),
-      optional("graph_launch", time(), "0us", "host time per CUDA graph replay, whatever it holds"),
-      optional("sync", time(), "0us",
-               "after a device-to-host read returns (a blocking EP dispatch's split sizes), how long the host waits "
-               "before it launches anything more"),
+NodePtr model_schema() { return model_options().node(); }
+
+const Options<software::Software>& software_options() {
+  using H = software::HostCosts;
+  static const Options<H> host({
+      unit_option<H>("launch", &H::launch, time(), "0us",
+                     "host time per kernel launched eagerly in a forward, its recomputation and the optimizer step (the "
+                     "framework's Python thread, PyTorch's dispatcher and the driver), on a DGX H100's Xeon host; the GPU "
+                     "kind's host_launch_factor scales it"),
+      unit_option<H>("backward_launch", &H::backward_launch, time(), "0us",
+                     "host time per kernel launched eagerly in a backward (autograd's thread)"),
+      unit_option<H>("graph_launch", &H::graph_launch, time(), "0us", "host time per CUDA graph replay, whatever it holds"),
+      unit_option<H>("sync", &H::sync, time(), "0us",
+                     "after a device-to-host read returns (a blocking EP dispatch's split sizes), how long the host waits "
+                     "before it launches anything more"),
   });
-  static const NodePtr s = object({
-      optional("name", string(), nullptr, "what trains the model, e.g. \"Megatron-Bridge 26.04 (NeMo container)\""),
-      optional("source", string(), nullptr, "the recipe files and measurements the values come from"),
-      optional("host", host, Json::object(), "what driving each GPU costs its host's launch thread (0: not modelled)"),
-      optional("cuda_graphs", array_of(enumeration(names_of(software::kGraphScopeNames))),
-               Json::array(),
-               "Megatron-Core's cuda_graph_scope: the modules captured in a CUDA graph per layer, microbatch and "
-               "direction (attn, moe_router, moe_preprocess, moe, mlp), or full_iteration (the whole "
-               "forward-backward as one graph); empty: every kernel launched eagerly"),
-      optional("router_kernels", integer(1, 100000), 2,
-               "kernels the router launches per MoE layer and microbatch in a forward (Megatron-Core: 72, 31 with "
-               "moe_router_fusion; moesim's own model: the router GeMM and the top-k)"),
-      optional("ep_overlap", boolean(), false,
-               "Megatron-Core's overlap_moe_expert_parallel_comm: the steady state runs one microbatch's forward and "
-               "another's backward together, layer by layer, each one's EP all-to-alls beside the other's compute "
-               "(strategy ep; with one pipeline stage a second microbatch's forward starts before the first's "
-               "backward)"),
-      optional("delay_wgrad", boolean(), false,
-               "Megatron-Core's delay_wgrad_compute (needs ep_overlap): the experts' backward computes the data "
-               "gradients first, so that the all-to-all back leaves with them, and the weight gradients beside it"),
-      optional("shared_expert_overlap", boolean(), true,
-               "Megatron-Core's moe_shared_expert_overlap: the shared experts run beside the dispatch all-to-all on "
-               "a side stream; false (Megatron-Core's default, and its presets'): before the router, on the compute "
-               "stream, with nothing beside them"),
-      optional("grouped_gemm", enumeration(names_of(compute::kGroupedGemmNames)), "grouped",
-               "how the local experts' GeMMs run: one grouped kernel at cuBLAS's rate (moesim's idealised kernel), a "
-               "GeMM kernel per expert (Transformer Engine's GroupedLinear over cuBLAS), or PyTorch's "
-               "torch._grouped_mm (its preparation kernel and one CUTLASS grouped kernel: PyTorch's tile for the shape, no "
-               "split-K, 0.80 of cuBLAS's ceiling as measured)"),
-      optional("permute", enumeration(names_of(compute::kPermuteNames)), "fused",
-               "the kernels that permute token copies into expert order and un-permute and sum them: fused "
-               "(Transformer Engine's moe_permute/moe_unpermute, Megatron-Core's moe_permute_fusion), megatron "
-               "(Megatron-Core's unfused PyTorch path: argsort of the routing map, index_select, probabilities "
-               "multiplied, scatter_add) or torchtitan (argsort of the expert ids, a row gather; outputs scaled in "
-               "fp32 and summed by a sort-based deterministic scatter_add)"),
-      optional("router_fusion", boolean(), true,
-               "the router's softmax and top-k as one fused kernel (Megatron-Core's moe_router_fusion); false: "
-               "torch.topk after the softmax, at its measured rate (eager PyTorch, torchtitan)"),
-      optional("rope_fusion", boolean(), true,
-               "the rotary embedding as one kernel a tensor (Megatron-Core's apply_rope_fusion, Transformer Engine's "
-               "fused_rope); false: torchtitan's eager CosSinRoPE in fp32, seven kernels a tensor"),
-      optional("activation_fusion", boolean(), true,
-               "the gated experts' activation as one kernel (Megatron-Core's bias_activation_fusion); false: SiLU "
-               "and the product as two eager PyTorch kernels (torchtitan)"),
-      optional("dglu_dbias_slowdown", number(1), 1.0,
-               "for a model with linear biases whose experts run as one grouped kernel (grouped_gemm grouped): "
-               "the time of the fused dGLU backward kernel (fc2's data gradient and the activation's backward) "
-               "with fc1's bias gradient in its epilogue over the same kernel without it; 1: no cost (a "
-               "library release's measured ratio, e.g. cudnn-frontend 1.24-1.25 under CUTLASS DSL 4.5: 9.78)"),
-      optional("cross_entropy", enumeration(names_of(compute::kCrossEntropyNames)), "te",
-               "the loss's kernels: te (Transformer Engine's fused cross entropy, Megatron-Core's "
-               "cross_entropy_loss_fusion with cross_entropy_fusion_impl te), megatron (Megatron-Core's unfused "
-               "vocab_parallel_cross_entropy in fp32) or pytorch (F.cross_entropy over an fp32 copy, torchtitan)"),
-      optional("optimizer", enumeration(names_of(compute::kOptimizerKernelNames)), "fused",
-               "the optimizer step's kernels: fused (one pass of Adam over its state, moesim's idealised step), "
-               "megatron (Megatron-Core's distributed optimizer: the gradient norm, Transformer Engine's FusedAdam, "
-               "the master weights copied into the 16-bit weights, the whole gradient buffer zeroed) or torch "
-               "(clip_grad_norm_'s norm and scale, then AdamW(fused=True) over fp32 weights; torchtitan)"),
+  using T = software::Software;
+  static const Options<T> o({
+      option<T>("name", &T::name, string(), "what trains the model, e.g. \"Megatron-Bridge 26.04 (NeMo container)\"")
+          .no_default(),
+      declared<T>(optional("source", string(), nullptr, "the recipe files and measurements the values come from")),
+      section_option<T>("host", &T::host, host, "what driving each GPU costs its host's launch thread (0: not modelled)"),
+      declared<T>(optional("cuda_graphs", array_of(enumeration(names_of(software::kGraphScopeNames))), Json::array(),
+                           "Megatron-Core's cuda_graph_scope: the modules captured in a CUDA graph per layer, microbatch "
+                           "and direction (attn, moe_router, moe_preprocess, moe, mlp), or full_iteration (the whole "
+                           "forward-backward as one graph); empty: every kernel launched eagerly")),
+      option<T>("router_kernels", &T::router_kernels, integer(1, 100000),
+                "kernels the router launches per MoE layer and microbatch in a forward (Megatron-Core: 72, 31 with "
+                "moe_router_fusion; moesim's own model: the router GeMM and the top-k)"),
+      option<T>("ep_overlap", &T::ep_overlap, boolean(),
+                "Megatron-Core's overlap_moe_expert_parallel_comm: the steady state runs one microbatch's forward and "
+                "another's backward together, layer by layer, each one's EP all-to-alls beside the other's compute "
+                "(strategy ep; with one pipeline stage a second microbatch's forward starts before the first's "
+                "backward)"),
+      option<T>("delay_wgrad", &T::delay_wgrad, boolean(),
+                "Megatron-Core's delay_wgrad_compute (needs ep_overlap): the experts' backward computes the data "
+                "gradients first, so that the all-to-all back leaves with them, and the weight gradients beside it"),
+      option<T>("shared_expert_overlap", &T::shared_expert_overlap, boolean(),
+                "Megatron-Core's moe_shared_expert_overlap: the shared experts run beside the dispatch all-to-all on "
+                "a side stream; false (Megatron-Core's default, and its presets'): before the router, on the compute "
+                "stream, with nothing beside them"),
+      enum_option<T>("grouped_gemm", &T::grouped_gemm, compute::kGroupedGemmNames,
+                     "how the local experts' GeMMs run: one grouped kernel at cuBLAS's rate (moesim's idealised kernel), a "
+                     "GeMM kernel per expert (Transformer Engine's GroupedLinear over cuBLAS), or PyTorch's "
+                     "torch._grouped_mm (its preparation kernel and one CUTLASS grouped kernel: PyTorch's tile for the "
+                     "shape, no split-K, 0.80 of cuBLAS's ceiling as measured)"),
+      enum_option<T>("permute", &T::permute, compute::kPermuteNames,
+                     "the kernels that permute token copies into expert order and un-permute and sum them: fused "
+                     "(Transformer Engine's moe_permute/moe_unpermute, Megatron-Core's moe_permute_fusion), megatron "
+                     "(Megatron-Core's unfused PyTorch path: argsort of the routing map, index_select, probabilities "
+                     "multiplied, scatter_add) or torchtitan (argsort of the expert ids, a row gather; outputs scaled in "
+                     "fp32 and summed by a sort-based deterministic scatter_add)"),
+      option<T>("router_fusion", &T::fused_router, boolean(),
+                "the router's softmax and top-k as one fused kernel (Megatron-Core's moe_router_fusion); false: "
+                "torch.topk after the softmax, at its measured rate (eager PyTorch, torchtitan)"),
+      option<T>("rope_fusion", &T::fused_rope, boolean(),
+                "the rotary embedding as one kernel a tensor (Megatron-Core's apply_rope_fusion, Transformer Engine's "
+                "fused_rope); false: torchtitan's eager CosSinRoPE in fp32, seven kernels a tensor"),
+      option<T>("activation_fusion", &T::fused_activation, boolean(),
+                "the gated experts' activation as one kernel (Megatron-Core's bias_activation_fusion); false: SiLU "
+                "and the product as two eager PyTorch kernels (torchtitan)"),
+      option<T>("dglu_dbias_slowdown", &T::dglu_dbias_slowdown, number(1),
+                "for a model with linear biases whose experts run as one grouped kernel (grouped_gemm grouped): "
+                "the time of the fused dGLU backward kernel (fc2's data gradient and the activation's backward) "
+                "with fc1's bias gradient in its epilogue over the same kernel without it; 1: no cost (a "
+                "library release's measured ratio, e.g. cudnn-frontend 1.24-1.25 under CUTLASS DSL 4.5: 9.78)"),
+      enum_option<T>("cross_entropy", &T::cross_entropy, compute::kCrossEntropyNames,
+                     "the loss's kernels: te (Transformer Engine's fused cross entropy, Megatron-Core's "
+                     "cross_entropy_loss_fusion with cross_entropy_fusion_impl te), megatron (Megatron-Core's unfused "
+                     "vocab_parallel_cross_entropy in fp32) or pytorch (F.cross_entropy over an fp32 copy, torchtitan)"),
+      enum_option<T>("optimizer", &T::optimizer, compute::kOptimizerKernelNames,
+                     "the optimizer step's kernels: fused (one pass of Adam over its state, moesim's idealised step), "
+                     "megatron (Megatron-Core's distributed optimizer: the gradient norm, Transformer Engine's FusedAdam, "
+                     "the master weights copied into the 16-bit weights, the whole gradient buffer zeroed) or torch "
+                     "(clip_grad_norm_'s norm and scale, then AdamW(fused=True) over fp32 weights; torchtitan)"),
   });
-  return s;
+  return o;
 }
 
-NodePtr scenario_schema() {
+NodePtr software_schema() { return software_options().node(); }
+
+const Options<workload::TrainingConfig>& training_options() {
+  using T = workload::TrainingConfig;
   // The optimizer's state dtypes: some of the training dtypes (Megatron-Core's precision-aware
   // optimizer takes these).
   using cluster::Dtype;
   const std::string fp32 = name_string(cluster::kDtypeNames, Dtype::fp32);
   const std::vector<std::string> moment_dtypes = names_of(cluster::kDtypeNames, {Dtype::fp32, Dtype::bf16, Dtype::fp16, Dtype::fp8});
-  static const NodePtr training = object({
-      required("sequence_length", integer(1, 1 << 24), "tokens per sequence"),
-      optional("micro_batch_size", integer(1, 1 << 16), 1, "sequences per GPU per microbatch"),
-      optional("microbatches", integer(1, 1 << 16), 1, "gradient-accumulation microbatches per iteration"),
-      optional("global_batch_size", integer(1), nullptr,
-               "sequences per iteration over all data-parallel ranks; sets microbatches = global_batch_size / "
-               "(micro_batch_size x dp)"),
-      optional("iterations", integer(1, 65535), 1, "training iterations to simulate"),
-      optional("dtype", enumeration(names_of(cluster::kDtypeNames)), "bf16", "training data type"),
-      optional("fp8_scaling", enumeration(names_of(workload::kFp8ScalingNames)),
-               name_string(workload::kFp8ScalingNames, workload::Fp8Scaling::Delayed),
-               "how FP8 (dtype fp8) tensors get their scale: delayed (from the amax history of earlier iterations, "
-               "Transformer Engine's DelayedScaling) or current (per-tensor current scaling, Megatron-Core's "
-               "fp8_recipe tensorwise: each cast first reads its tensor for the amax)"),
-      optional("capacity_factor", number(0), 0.0, "expert capacity factor f (0: no capacity limit, no drops)"),
-      optional("causal", boolean(), true, "causal attention mask"),
-      optional("recompute", enumeration(names_of(workload::kRecomputeNames)), "none",
-               "activation recomputation: none; selective (the attention core, Korthikanti et al. 2022; free with "
-               "FlashAttention, which recomputes it anyway); full (each layer's forward, its all-to-alls included, "
-               "run again before its backward; only layer inputs kept)"),
-      optional("recompute_modules",
-               array_of(enumeration(recompute_module_choices())),
-               nullptr,
-               "under selective recomputation, the modules recomputed, as Megatron-Core's recompute_modules (default "
-               "[\"core_attn\"]): each frees the activations its forward keeps and runs that forward again before "
-               "its backward; \"moe\" (the whole MoE layer) is not modelled"),
-      optional("offload_modules",
-               array_of(enumeration(names_of(workload::kOffloadModuleNames))),
-               nullptr,
-               "fine-grained activation offloading, as Megatron-Core's offload_modules (with "
-               "fine_grained_activation_offloading): each module's saved activations copy to host memory over PCIe "
-               "after its forward and come back before its backward (default: none)"),
-      optional("optimizer_states",
-               object({
-                   optional("main_params", enumeration(names_of(cluster::kDtypeNames, {Dtype::fp32, Dtype::bf16, Dtype::fp16})),
-                            fp32, "the master copy of the weights (16-bit training)"),
-                   optional("exp_avg", enumeration(moment_dtypes), fp32, "Adam's first moment"),
-                   optional("exp_avg_sq", enumeration(moment_dtypes), fp32, "Adam's second moment"),
-                   optional("main_grads", enumeration(names_of(cluster::kDtypeNames, {Dtype::fp32, Dtype::bf16})), nullptr,
-                            "the main gradients accumulated over the microbatches (default: the training's dtype)"),
-               }),
-               nullptr,
-               "Megatron-Core's precision-aware optimizer (use_precision_aware_optimizer with main_params_dtype, "
-               "exp_avg_dtype, exp_avg_sq_dtype, main_grads_dtype): the dtypes the optimizer keeps its state in; "
-               "absent: FP32 master weights and moments"),
-      optional("optimizer", enumeration({"gpu", "host"}), "gpu",
-               "where the optimizer state lives and steps: on each GPU, or on its host's CPU (ZeRO-Offload: "
-               "gradients copied over PCIe, CPU Adam, weights copied back; needs cluster.hosts)"),
+  static const Options<T> o({
+      required_option<T>("sequence_length", &T::sequence_length, integer(1, 1 << 24), "tokens per sequence")
+          .also({"seq_length", "seq_len"}),
+      option<T>("micro_batch_size", &T::micro_batch_size, integer(1, 1 << 16), "sequences per GPU per microbatch"),
+      option<T>("microbatches", &T::microbatches, integer(1, 1 << 16), "gradient-accumulation microbatches per iteration"),
+      declared<T>(optional("global_batch_size", integer(1), nullptr,
+                           "sequences per iteration over all data-parallel ranks; sets microbatches = global_batch_size / "
+                           "(micro_batch_size x dp)")),
+      option<T>("iterations", &T::iterations, integer(1, 65535), "training iterations to simulate"),
+      enum_option<T>("dtype", &T::dtype, cluster::kDtypeNames, "training data type"),
+      declared<T>(optional("fp8_scaling", enumeration(names_of(workload::kFp8ScalingNames)),
+                           name_string(workload::kFp8ScalingNames, workload::Fp8Scaling::Delayed),
+                           "how FP8 (dtype fp8) tensors get their scale: delayed (from the amax history of earlier "
+                           "iterations, Transformer Engine's DelayedScaling) or current (per-tensor current scaling, "
+                           "Megatron-Core's fp8_recipe tensorwise: each cast first reads its tensor for the amax)")),
+      option<T>("capacity_factor", &T::capacity_factor, number(0), "expert capacity factor f (0: no capacity limit, no drops)"),
+      option<T>("causal", &T::causal, boolean(), "causal attention mask"),
+      enum_option<T>("recompute", &T::recompute, workload::kRecomputeNames,
+                     "activation recomputation: none; selective (the attention core, Korthikanti et al. 2022; free with "
+                     "FlashAttention, which recomputes it anyway); full (each layer's forward, its all-to-alls included, "
+                     "run again before its backward; only layer inputs kept)")
+          .also({"recompute_granularity"}),
+      declared<T>(optional("recompute_modules", array_of(enumeration(recompute_module_choices())), nullptr,
+                           "under selective recomputation, the modules recomputed, as Megatron-Core's recompute_modules "
+                           "(default [\"core_attn\"]): each frees the activations its forward keeps and runs that forward "
+                           "again before its backward; \"moe\" (the whole MoE layer) is not modelled")),
+      declared<T>(optional("offload_modules", array_of(enumeration(names_of(workload::kOffloadModuleNames))), nullptr,
+                           "fine-grained activation offloading, as Megatron-Core's offload_modules (with "
+                           "fine_grained_activation_offloading): each module's saved activations copy to host memory over "
+                           "PCIe after its forward and come back before its backward (default: none)")),
+      declared<T>(optional(
+          "optimizer_states",
+          object({
+              optional("main_params", enumeration(names_of(cluster::kDtypeNames, {Dtype::fp32, Dtype::bf16, Dtype::fp16})),
+                       fp32, "the master copy of the weights (16-bit training)"),
+              optional("exp_avg", enumeration(moment_dtypes), fp32, "Adam's first moment"),
+              optional("exp_avg_sq", enumeration(moment_dtypes), fp32, "Adam's second moment"),
+              optional("main_grads", enumeration(names_of(cluster::kDtypeNames, {Dtype::fp32, Dtype::bf16})), nullptr,
+                       "the main gradients accumulated over the microbatches (default: the training's dtype)"),
+          }),
+          nullptr,
+          "Megatron-Core's precision-aware optimizer (use_precision_aware_optimizer with main_params_dtype, "
+          "exp_avg_dtype, exp_avg_sq_dtype, main_grads_dtype): the dtypes the optimizer keeps its state in; "
+          "absent: FP32 master weights and moments")),
+      declared<T>(optional("optimizer", enumeration({"gpu", "host"}), "gpu",
+                           "where the optimizer state lives and steps: on each GPU, or on its host's CPU (ZeRO-Offload: "
+                           "gradients copied over PCIe, CPU Adam, weights copied back; needs cluster.hosts)")),
   });
-  static const NodePtr parallel = object({
-      optional("tp", integer(1, 1 << 16), 1, "tensor-parallel size: attention heads, projections, dense FFN and LM head split"),
-      optional("cp", integer(1, 1 << 16), 1, "context-parallel size: each sequence split over this many GPUs (ring K/V exchange)"),
-      optional("pp", integer(1, 1 << 16), 1, "pipeline-parallel stages"),
-      optional("vp", integer(1, 1 << 10), 1,
-               "virtual stages (model chunks) per pipeline rank; above 1 runs the interleaved 1F1B schedule"),
-      optional("ep", integer(0, 1 << 16), 0,
-               "expert-parallel size of the MoE blocks, folded over the GPUs of a stage (0: the strategy's, e.g. "
-               "strategy.ep_size, else every GPU of a stage)"),
-      optional("etp", integer(1, 1 << 16), 1, "expert tensor-parallel size (each expert's FFN columns split)"),
-      optional("sequence_parallel", boolean(), true,
-               "with tp > 1: all-gather / reduce-scatter around the TP blocks with the norms and MoE on s/tp tokens "
-               "(Megatron-Core requires it for MoE with TP, so false is refused with tp > 1)"),
-      optional("schedule", enumeration(names_of(parallel::kPipelineScheduleNames)), nullptr,
-               "pipeline schedule (default: interleaved_1f1b when vp > 1, else 1f1b); dualpipev: DeepSeek's "
-               "DualPipe cut in half (deepseek-ai/DualPipe dualpipev.py), vp 2 in a V, each forward of one chunk "
-               "written with a backward of the other, at least 2 x pp microbatches"),
-      optional("sharding", enumeration(names_of(parallel::kShardingNames)), "none",
-               "none: parameters, gradients and optimizer state replicated over dp (gradients all-reduced); "
-               "distributed_optimizer: Megatron-Core's distributed optimizer / ZeRO-1 (gradients reduce-scattered, "
-               "optimizer state split over dp, and over edp for experts; parameters all-gathered before each layer's "
-               "first forward)"),
-      optional("first_stage_layers", integer(0, 65536), nullptr,
-               "layers of the first (virtual) pipeline stage; the rest split evenly (Megatron's "
-               "decoder_first_pipeline_num_layers)"),
-      optional("last_stage_layers", integer(0, 65536), nullptr,
-               "layers of the last (virtual) pipeline stage (Megatron's decoder_last_pipeline_num_layers)"),
-      optional("ep_backend", enumeration(names_of(parallel::kEpBackendNames)), "nccl",
-               "the MoE blocks' dispatch/combine: nccl (all-to-all with separate permute and un-permute kernels), "
-               "deepep or hybridep (fused dispatch+permute and un-permute+combine, tokens de-duplicated per rank, "
-               "kernels holding their SMs, an all-to-all buffer and permuted buffers in memory)"),
-      optional("ep_non_blocking", boolean(), false,
-               "hybridep only: no device-to-host sync; the permuted buffer is sized by ep_capacity_factor and "
-               "rows beyond it are dropped"),
-      optional("ep_capacity_factor", number(0, 1, true), nullptr,
-               "with ep_non_blocking: the permuted buffer is roundup(N x EP x min(K, local experts) x this) rows "
-               "(Megatron's moe_expert_capacity_factor, in (0, 1])"),
-      optional("ep_sms", integer(1, 1024), nullptr,
-               "SMs each fused dispatch and combine kernel holds (default: 16 for hybridep, 20 for deepep)"),
-      optional("ep_host_sync", time(), nullptr,
-               "how long the host waits after the device-to-host read of a blocking dispatch (nccl, deepep, blocking "
-               "hybridep) returns, in the forward and its recomputation, before it launches what follows (default: "
-               "the software's host.sync)"),
+  return o;
+}
+
+const Options<parallel::ParallelConfig>& parallel_options() {
+  using T = parallel::ParallelConfig;
+  static const Options<T> o({
+      option<T>("tp", [](T& c) -> int& { return c.sizes.tp; }, integer(1, 1 << 16),
+                "tensor-parallel size: attention heads, projections, dense FFN and LM head split")
+          .also({"tensor_model_parallel_size"}),
+      option<T>("cp", [](T& c) -> int& { return c.sizes.cp; }, integer(1, 1 << 16),
+                "context-parallel size: each sequence split over this many GPUs (ring K/V exchange)")
+          .also({"context_parallel_size"}),
+      option<T>("pp", [](T& c) -> int& { return c.sizes.pp; }, integer(1, 1 << 16), "pipeline-parallel stages")
+          .also({"pipeline_model_parallel_size"}),
+      option<T>("vp", [](T& c) -> int& { return c.sizes.vp; }, integer(1, 1 << 10),
+                "virtual stages (model chunks) per pipeline rank; above 1 runs the interleaved 1F1B schedule")
+          .also({"virtual_pipeline_model_parallel_size"}),
+      // 0, not LayoutSizes' 1: a scenario that leaves ep out takes the strategy's size.
+      option<T>("ep", [](T& c) -> int& { return c.sizes.ep; }, integer(0, 1 << 16),
+                "expert-parallel size of the MoE blocks, folded over the GPUs of a stage (0: the strategy's, e.g. "
+                "strategy.ep_size, else every GPU of a stage)")
+          .defaults_to(0)
+          .also({"expert_model_parallel_size"}),
+      option<T>("etp", [](T& c) -> int& { return c.sizes.etp; }, integer(1, 1 << 16),
+                "expert tensor-parallel size (each expert's FFN columns split)")
+          .also({"expert_tensor_parallel_size"}),
+      option<T>("sequence_parallel", &T::sequence_parallel, boolean(),
+                "with tp > 1: all-gather / reduce-scatter around the TP blocks with the norms and MoE on s/tp tokens "
+                "(Megatron-Core requires it for MoE with TP, so false is refused with tp > 1)"),
+      declared<T>(optional("schedule", enumeration(names_of(parallel::kPipelineScheduleNames)), nullptr,
+                           "pipeline schedule (default: interleaved_1f1b when vp > 1, else 1f1b); dualpipev: DeepSeek's "
+                           "DualPipe cut in half (deepseek-ai/DualPipe dualpipev.py), vp 2 in a V, each forward of one "
+                           "chunk written with a backward of the other, at least 2 x pp microbatches")),
+      enum_option<T>("sharding", &T::sharding, parallel::kShardingNames,
+                     "none: parameters, gradients and optimizer state replicated over dp (gradients all-reduced); "
+                     "distributed_optimizer: Megatron-Core's distributed optimizer / ZeRO-1 (gradients reduce-scattered, "
+                     "optimizer state split over dp, and over edp for experts; parameters all-gathered before each "
+                     "layer's first forward)"),
+      option<T>("first_stage_layers", &T::first_stage_layers, integer(0, 65536),
+                "layers of the first (virtual) pipeline stage; the rest split evenly (Megatron's "
+                "decoder_first_pipeline_num_layers)")
+          .no_default()
+          .also({"num_layers_in_first_pipeline_stage", "decoder_first_pipeline_num_layers"}),
+      option<T>("last_stage_layers", &T::last_stage_layers, integer(0, 65536),
+                "layers of the last (virtual) pipeline stage (Megatron's decoder_last_pipeline_num_layers)")
+          .no_default()
+          .also({"num_layers_in_last_pipeline_stage", "decoder_last_pipeline_num_layers"}),
+      declared<T>(optional("ep_backend", enumeration(names_of(parallel::kEpBackendNames)), "nccl",
+                           "the MoE blocks' dispatch/combine: nccl (all-to-all with separate permute and un-permute "
+                           "kernels), deepep or hybridep (fused dispatch+permute and un-permute+combine, tokens "
+                           "de-duplicated per rank, kernels holding their SMs, an all-to-all buffer and permuted buffers "
+                           "in memory)")),
+      declared<T>(optional("ep_non_blocking", boolean(), false,
+                           "hybridep only: no device-to-host sync; the permuted buffer is sized by ep_capacity_factor and "
+                           "rows beyond it are dropped")),
+      declared<T>(optional("ep_capacity_factor", number(0, 1, true), nullptr,
+                           "with ep_non_blocking: the permuted buffer is roundup(N x EP x min(K, local experts) x this) "
+                           "rows (Megatron's moe_expert_capacity_factor, in (0, 1])")),
+      declared<T>(optional("ep_sms", integer(1, 1024), nullptr,
+                           "SMs each fused dispatch and combine kernel holds (default: 16 for hybridep, 20 for deepep)")),
+      declared<T>(optional("ep_host_sync", time(), nullptr,
+                           "how long the host waits after the device-to-host read of a blocking dispatch (nccl, deepep, "
+                           "blocking hybridep) returns, in the forward and its recomputation, before it launches what "
+                           "follows (default: the software's host.sync)")),
   });
-  static const workload::PopularityProcessParams process_defaults;
-  static const NodePtr process = object({
-      optional("spread", number(0), process_defaults.spread,
-               "long-run gate logits: spread x the standard normal quantiles (the static skew)"),
-      optional("volatility", number(0), process_defaults.volatility, "standard deviation of a logit's step per iteration"),
-      optional("reversion", number(0, 1, true), process_defaults.reversion,
-               "share of a logit's gap to its long-run level closed per iteration"),
-      optional("spike_probability", number(0, 1), process_defaults.spike_probability,
-               "chance per expert and iteration that its logit jumps"),
-      optional("spike_size", number(0), process_defaults.spike_size, "logit a spike adds"),
+  return o;
+}
+
+const Options<workload::RoutingConfig>& routing_options() {
+  using P = workload::PopularityProcessParams;
+  static const Options<P> process({
+      option<P>("spread", &P::spread, number(0), "long-run gate logits: spread x the standard normal quantiles (the static skew)"),
+      option<P>("volatility", &P::volatility, number(0), "standard deviation of a logit's step per iteration"),
+      option<P>("reversion", &P::reversion, number(0, 1, true), "share of a logit's gap to its long-run level closed per iteration"),
+      option<P>("spike_probability", &P::spike_probability, number(0, 1), "chance per expert and iteration that its logit jumps"),
+      option<P>("spike_size", &P::spike_size, number(0), "logit a spike adds"),
   });
-  static const NodePtr routing = object({
-      optional("kind", enumeration(names_of(workload::kRoutingKindNames)), "uniform",
-               "token routing: uniform, skewed (Zipf), a popularity process that moves every iteration (adaptive expert replication, Table 1), "
-               "or a trace of a real run's gate counts"),
-      optional("process", process, Json::object(), "the popularity process (kind process; defaults fitted to the adaptive expert replication paper's Table 1)"),
-      optional("trace", string(), nullptr,
-               "kind trace: a CSV with columns iteration,layer,expert,tokens (found in the data folder, else next to "
-               "the scenario)"),
-      optional("zipf_exponent", number(0), 1.0, "Zipf exponent s of expert popularity (zipf only)"),
-      optional("resample_each_iteration", boolean(), true, "draw a new hot-expert ranking every iteration"),
-      optional("sampling", enumeration(names_of(workload::kRoutingSamplingNames)), "sampled",
-               "per-source multinomial draws at every scale (sampled), or every source sending its expected "
-               "shares (expected); auto is sampled (older scenarios)"),
-      optional("repeat_microbatches", boolean(), false,
-               "every microbatch of an iteration routes as its first does (sampled: one draw and one matrix per "
-               "layer, reused; the routing cost grows with layers, not microbatches)"),
+  using T = workload::RoutingConfig;
+  static const Options<T> o({
+      enum_option<T>("kind", &T::kind, workload::kRoutingKindNames,
+                     "token routing: uniform, skewed (Zipf), a popularity process that moves every iteration (adaptive "
+                     "expert replication, Table 1), or a trace of a real run's gate counts"),
+      section_option<T>("process", &T::process, process,
+                        "the popularity process (kind process; defaults fitted to the adaptive expert replication paper's "
+                        "Table 1)"),
+      declared<T>(optional("trace", string(), nullptr,
+                           "kind trace: a CSV with columns iteration,layer,expert,tokens (found in the data folder, else "
+                           "next to the scenario)")),
+      option<T>("zipf_exponent", &T::zipf_exponent, number(0), "Zipf exponent s of expert popularity (zipf only)"),
+      option<T>("resample_each_iteration", &T::resample_each_iteration, boolean(), "draw a new hot-expert ranking every iteration"),
+      enum_option<T>("sampling", &T::sampling, workload::kRoutingSamplingNames,
+                     "per-source multinomial draws at every scale (sampled), or every source sending its expected shares "
+                     "(expected); auto is sampled (older scenarios)"),
+      option<T>("repeat_microbatches", &T::repeat_microbatches, boolean(),
+                "every microbatch of an iteration routes as its first does (sampled: one draw and one matrix per layer, "
+                "reused; the routing cost grows with layers, not microbatches)"),
   });
-  static const NodePtr network = object({
-      optional("model", enumeration({"flow", "analytic"}), "flow",
-               "communication model: analytic α-β, or flow (links shared max-min fairly: contention)"),
-      optional("all_reduce", enumeration(names_of(network::kAlgorithmNames)), "auto",
-               "gradient all-reduce algorithm: auto (as NCCL's tuner: the cheapest of ring, hierarchical and NVLS); "
-               "ring; hierarchical (reduce-scatter inside nodes, all-reduce across, all-gather inside, pipelined; "
-               "NVLS inside nodes whose links have it); tree (as hierarchical, with NCCL-like trees across nodes: "
-               "2*ceil(log2 n) latency steps); nvls (NVLink SHARP inside one NVSwitch, else ring); direct"),
+  return o;
+}
+
+const Options<Scenario>& network_options() {
+  using T = Scenario;
+  static const Options<T> o({
+      option<T>("model", &T::network_model, enumeration({"flow", "analytic"}),
+                "communication model: analytic α-β, or flow (links shared max-min fairly: contention)"),
+      enum_option<T>("all_reduce", &T::all_reduce, network::kAlgorithmNames,
+                     "gradient all-reduce algorithm: auto (as NCCL's tuner: the cheapest of ring, hierarchical and NVLS); "
+                     "ring; hierarchical (reduce-scatter inside nodes, all-reduce across, all-gather inside, pipelined; "
+                     "NVLS inside nodes whose links have it); tree (as hierarchical, with NCCL-like trees across nodes: "
+                     "2*ceil(log2 n) latency steps); nvls (NVLink SHARP inside one NVSwitch, else ring); direct"),
   });
-  static const NodePtr compute = object({
-      optional("launch_overhead", time(), nullptr,
-               "fixed cost of every kernel (default: 5.3us for modelled GeMM and attention kernels, 2.34us for "
-               "memory-bound ones, none added to a calibration profile's measured times)"),
-      optional("backward_factor", number(0, std::nullopt, true), nullptr,
-               "backward compute / forward compute of every kernel (absent: 2, and the experts' grouped GeMMs "
-               "costed by the shapes of their data and weight gradients)"),
-      optional("gemm_efficiency", number(0, 1, true), nullptr, "override every GPU's GeMM ceiling"),
-      optional("attention_efficiency", number(0, 1, true), nullptr, "override every GPU's attention efficiency"),
+  return o;
+}
+
+const Options<compute::ComputeOptions>& compute_options() {
+  using T = compute::ComputeOptions;
+  static const Options<T> o({
+      option<T>("launch_overhead", &T::launch_overhead, time(),
+                "fixed cost of every kernel (default: 5.3us for modelled GeMM and attention kernels, 2.34us for "
+                "memory-bound ones, none added to a calibration profile's measured times)"),
+      option<T>("backward_factor", &T::backward_factor, number(0, std::nullopt, true),
+                "backward compute / forward compute of every kernel (absent: 2, and the experts' grouped GeMMs "
+                "costed by the shapes of their data and weight gradients)"),
+      option<T>("gemm_efficiency", &T::gemm_efficiency, number(0, 1, true), "override every GPU's GeMM ceiling"),
+      option<T>("attention_efficiency", &T::attention_efficiency, number(0, 1, true), "override every GPU's attention efficiency"),
   });
+  return o;
+}
+
+NodePtr scenario_schema() {
+  static const NodePtr training = training_options().node();
+  static const NodePtr parallel = parallel_options().node();
+  static const NodePtr routing = routing_options().node();
+  static const NodePtr network = network_options().node();
+  static const NodePtr compute = compute_options().node();
   // An axis has exactly one of "path" and "paths" and, with "paths", values that are arrays of one
   // entry per path: the DSL has no "one of two shapes" node, so sweep::parse_axes checks those.
   static const NodePtr axis = object({
@@ -495,6 +575,64 @@ NodePtr scenario_schema() {
                "else next to the scenario)"),
   });
   return s;
+}
+
+Json scenario_json_schema() {
+  Json out = Json::object();
+  out["$schema"] = "https://json-schema.org/draft/2020-12/schema";
+  out["title"] = "moesim scenario";
+  out["description"] =
+      "A moesim scenario (docs/scenario.md). Generated from moesim's declared schema by `moesim schema`; "
+      "`moesim validate` checks what a schema cannot (rules across keys, the bounds of unit values).";
+  Json body = to_json_schema(*scenario_schema());
+  for (auto& [key, p] : body.at("properties").items()) {
+    if (key == "cluster" || key == "model" || key == "software") {
+      // A preset section: written whole, named ("NAME"), or a preset with overrides merged on top.
+      Json whole = p;
+      whole.erase("description");
+      whole.erase("default");
+      Json named = Json::object();
+      named["anyOf"] = Json::array(
+          {whole, Json{{"type", "string"}, {"description", "a preset's name (`moesim presets`)"}},
+           Json{{"type", "object"},
+                {"required", Json::array({"preset"})},
+                {"properties", Json{{"preset", Json{{"type", "string"}, {"description", "a preset's name (`moesim presets`)"}}}}},
+                {"description", "a preset, its keys overridden by the others (a JSON merge patch, RFC 7396)"}}});
+      named["description"] = p.at("description");
+      if (p.contains("default")) named["default"] = p.at("default");
+      p = std::move(named);
+    } else if (key == "strategy") {
+      Json one_of = Json::array();
+      for (const auto& info : strategies::registry()) {
+        Json o = to_json_schema(*info.options);
+        o["description"] = info.description;
+        one_of.push_back(std::move(o));
+      }
+      p["oneOf"] = std::move(one_of);
+    }
+  }
+  for (auto& [key, v] : body.items()) out[key] = std::move(v);
+  return out;
+}
+
+namespace {
+void collect_synonyms(const Node& n, std::map<std::string, std::string>& out) {
+  for (const Field& f : n.fields) {
+    for (const auto& name : f.synonyms) out.emplace(name, f.key);
+    if (f.node) collect_synonyms(*f.node, out);
+  }
+  if (n.items) collect_synonyms(*n.items, out);
+}
+}  // namespace
+
+const std::string* moesim_name_of(const std::string& foreign) {
+  static const std::map<std::string, std::string> names = [] {
+    std::map<std::string, std::string> m;
+    collect_synonyms(*scenario_schema(), m);
+    return m;
+  }();
+  const auto it = names.find(foreign);
+  return it == names.end() ? nullptr : &it->second;
 }
 
 }  // namespace moesim::scenario

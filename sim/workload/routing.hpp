@@ -47,7 +47,7 @@ struct RoutingConfig {
   // Every microbatch of an iteration routes as its first does: the writer draws each layer once per
   // iteration and reuses its matrices (schedule/iteration_program.cpp).
   bool repeat_microbatches = false;
-  RoutingSampling sampling = RoutingSampling::Auto;
+  RoutingSampling sampling = RoutingSampling::Sampled;
   PopularityProcessParams process;                // kind Process
   std::shared_ptr<const PopularityTable> trace;   // kind Trace: read by the scenario loader
 };

@@ -1,4 +1,6 @@
 // The command line itself: usage, unknown commands, `presets`, `--version`.
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <regex>
 
@@ -254,6 +256,26 @@ TEST_F(Commands, ImportTorchtitanWritesAScenarioThatRuns) {
   EXPECT_FALSE(fs::exists(work_ / "never.json"));
 }
 
+TEST_F(Commands, SchemaPrintsOrWritesTheScenarioJsonSchema) {
+  // `moesim schema`: the scenario file's JSON Schema on stdout, or in FILE with -o (and nothing
+  // printed); a scenario argument is refused with exit code 2 and nothing written.
+  const Result printed = moesim({"schema"});
+  ASSERT_EQ(printed.code, 0) << describe(printed);
+  const auto s = nlohmann::json::parse(printed.out);
+  EXPECT_EQ(s.at("$schema"), "https://json-schema.org/draft/2020-12/schema");
+  EXPECT_EQ(s.at("required"), nlohmann::json::array({"name", "cluster", "model", "training", "strategy"}));
+  EXPECT_EQ(s.at("properties").at("training").at("properties").at("micro_batch_size").at("default"), 1);
+  const fs::path file = work_ / "scenario.schema.json";
+  const Result written = moesim({"schema", "-o", file.string()});
+  ASSERT_EQ(written.code, 0) << describe(written);
+  EXPECT_EQ(written.out, "");
+  std::ifstream in(file);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), printed.out);
+  const Result bad = moesim({"schema", "scenarios/quickstart.json", "-o", (work_ / "never.json").string()});
+  EXPECT_EQ(bad.code, 2) << describe(bad);
+  EXPECT_FALSE(fs::exists(work_ / "never.json"));
+}
+
 TEST_F(Commands, PresetsAsJson) {
   // `moesim presets --json`: one array of {kind, name, description}, the listing's entries.
   const Result r = moesim({"presets", "--json"});
@@ -282,7 +304,7 @@ TEST_F(Commands, UnknownCommandExits2) {
   const Result r = moesim({"frobnicate"});
   EXPECT_EQ(r.code, 2) << describe(r);
   EXPECT_EQ(r.out, "") << describe(r);
-  EXPECT_EQ(r.err, "moesim: error: unknown command \"frobnicate\"; use run, validate, sweep, search, presets, collective, calibrate or import "
+  EXPECT_EQ(r.err, "moesim: error: unknown command \"frobnicate\"; use run, validate, sweep, search, presets, schema, collective, calibrate or import "
                    "(`moesim --help` shows the usage)\n");
   EXPECT_TRUE(listing(work_).empty());
 }
