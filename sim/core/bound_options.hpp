@@ -37,9 +37,9 @@ struct Option {
     for (const char* n : names) field.synonyms.emplace_back(n);
     return std::move(*this);
   }
-  // No default: the key stays absent unless written, and the member keeps its initializer (a
-  // "not given" value such as -1) or the section's reader derives it from other keys.
-  Option no_default() && {
+  // Required: the key must be written (a nested section's, which has no default then).
+  Option required() && {
+    field.required = true;
     field.default_value = Json();
     return std::move(*this);
   }
@@ -146,6 +146,13 @@ Option<T> option(std::string key, Access access, NodePtr node, std::string help)
   return bound::make<T>(std::move(key), access, std::move(node), false, std::move(def), std::move(help));
 }
 
+// An optional key without a default: absent, the member keeps its initializer (a "not given"
+// value such as -1 or 0), or the section's reader derives it from other keys.
+template <class T, class Access>
+Option<T> given_option(std::string key, Access access, NodePtr node, std::string help) {
+  return bound::make<T>(std::move(key), access, std::move(node), false, Json(), std::move(help));
+}
+
 // An optional unit value whose default is spelled as the user writes it ("0us", "45GB/s"),
 // checked here to be the member's initializer.
 template <class T, class Access>
@@ -182,13 +189,15 @@ Option<T> enum_option(std::string key, Access access, const std::array<EnumName<
 template <class T>
 class Options;
 
-// A nested object of options filling a member struct (its defaults written in when the key is
-// absent, as an object's).
+// A nested object of options filling a member struct (by default its defaults written in when the
+// key is absent, as an object's).
+// `default_value` null: absent, the member keeps its initializer.
 template <class T, class Access, class U>
-Option<T> section_option(std::string key, Access access, const Options<U>& section, std::string help) {
+Option<T> section_option(std::string key, Access access, const Options<U>& section, std::string help,
+                         Json default_value = Json::object()) {
   static_assert(std::is_same_v<bound::member_t<T, Access>, U>, "the member is the section's struct");
   const Options<U>* from = &section;
-  return Option<T>{Field{std::move(key), section.node(), false, Json::object(), std::move(help), {}},
+  return Option<T>{Field{std::move(key), section.node(), false, std::move(default_value), std::move(help), {}},
                    [access, from](const Json& v, T& out) { from->read(v, std::invoke(access, out)); }};
 }
 

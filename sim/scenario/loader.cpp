@@ -131,26 +131,12 @@ namespace {
 cluster::GpuSpec gpu_from(const std::string& key, const Json& g, const std::string& file) {
   cluster::GpuSpec s;
   s.key = key;
-  s.name = g.at("name").get<std::string>();
+  gpu_options().read(g, s);
   for (const auto& [d, name] : cluster::kDtypeNames) {
     const std::string n(name);
     if (g.at("peak_flops").contains(n)) s.peak_flops[static_cast<std::size_t>(d)] = schema::as_flops(g.at("peak_flops").at(n));
+    if (g.contains("mamf") && g.at("mamf").contains(n)) matmul_options().read(g.at("mamf").at(n), s.mamf[static_cast<std::size_t>(d)]);
   }
-  s.hbm_bytes_per_second = schema::as_bandwidth(g.at("hbm_bandwidth")).bytes_per_second;
-  s.memory_bytes = schema::as_bytes(g.at("memory"));
-  if (g.contains("sms")) s.sms = g.at("sms").get<int>();
-  s.gemm_efficiency = g.at("gemm_efficiency").get<double>();
-  if (g.contains("mamf"))
-    for (const auto& [d, name] : cluster::kDtypeNames) {
-      const std::string n(name);
-      if (!g.at("mamf").contains(n)) continue;
-      const Json& e = g.at("mamf").at(n);
-      s.mamf[static_cast<std::size_t>(d)] = {schema::as_flops(e.at("flops")), e.at("m").get<double>(), e.at("n").get<double>(),
-                                             e.at("k").get<double>()};
-    }
-  s.attention_efficiency = g.at("attention_efficiency").get<double>();
-  if (g.contains("attention_backward_efficiency")) s.attention_backward_efficiency = g.at("attention_backward_efficiency").get<double>();
-  s.flash_attention = g.at("flash_attention").get<bool>();
   if (g.contains("attention_kernels")) {
     const Json& a = g.at("attention_kernels");
     s.attention_kernels_source = a.at("source").get<std::string>();
@@ -158,15 +144,8 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g, const std::stri
       const Json& k = a.at("kernels").at(i);
       const std::string at = fmt::format("$.gpus.{}.attention_kernels.kernels[{}]", key, i);
       cluster::AttentionMeasurement m;
-      m.batch = k.at("batch").get<double>();
-      m.heads = k.at("heads").get<double>();
-      m.seq = k.at("seq").get<double>();
-      m.head_dim = k.at("head_dim").get<double>();
-      m.head_dim_v = k.value("head_dim_v", m.head_dim);
-      m.causal = k.at("causal").get<bool>();
-      m.window = k.value("window", 0.0);
-      m.forward = schema::as_time(k.at("forward"));
-      m.backward = schema::as_time(k.at("backward"));
+      attention_kernel_options().read(k, m);
+      if (!k.contains("head_dim_v")) m.head_dim_v = m.head_dim;
       if (m.forward <= 0 || m.backward <= 0)
         throw InputError(file, at + (m.forward <= 0 ? ".forward" : ".backward"), "a measured kernel takes no time",
                          "give the kernel's measured time, e.g. \"0.323ms\"");
@@ -182,13 +161,10 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g, const std::stri
     s.host_bandwidth = schema::as_bandwidth(g.at("host_link").at("bandwidth"));
     s.host_latency = schema::as_time(g.at("host_link").at("latency"));
   }
-  if (g.contains("nvlink")) s.nvlink = schema::as_bandwidth(g.at("nvlink"));
-  s.host_launch_factor = g.at("host_launch_factor").get<double>();
   if (g.contains("sustained_clock")) {
     s.sustained_clock = g.at("sustained_clock").at("factor").get<double>();
     s.sustained_clock_time_constant = schema::as_time(g.at("sustained_clock").at("time_constant"));
   }
-  if (g.contains("source")) s.source = g.at("source").get<std::string>();
   return s;
 }
 
@@ -196,19 +172,9 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g, const std::stri
 // exchange factor that would have an all-to-all move more than the line rate is refused here.
 cluster::LinkTechPtr link_from(const std::string& key, const Json& l, const std::string& file) {
   auto t = std::make_shared<cluster::LinkTech>();
+  link_options().read(l, *t);
   t->name = key;
-  for (cluster::Protocol p : cluster::kAllProtocols) {
-    const Json& e = l.at(p == cluster::Protocol::LL ? "ll" : "simple");
-    auto& c = t->protocols[static_cast<std::size_t>(p)];
-    c.base = schema::as_time(e.at("base_latency"));
-    c.hop = schema::as_time(e.at("hop_latency"));
-    c.efficiency = e.at("efficiency").get<double>();
-  }
-  if (l.contains("nvls"))
-    t->nvls = cluster::InSwitchReduction{schema::as_time(l.at("nvls").at("latency")), l.at("nvls").at("efficiency").get<double>(),
-                                         l.at("nvls").at("tree_efficiency").get<double>(),
-                                         l.at("nvls").at("beyond_two_domains").get<double>()};
-  t->exchange_factor = l.at("exchange_factor").get<double>();
+  if (l.contains("nvls")) nvls_options().read(l.at("nvls"), t->nvls.emplace());
   for (cluster::Protocol p : cluster::kAllProtocols)
     if (t->protocol(p).efficiency * t->exchange_factor > 1.0)
       throw InputError(file, fmt::format("$.links.{}.exchange_factor", key),
@@ -216,7 +182,6 @@ cluster::LinkTechPtr link_from(const std::string& key, const Json& l, const std:
                                    t->protocol(p).efficiency * t->exchange_factor,
                                    cluster::to_string(p), t->protocol(p).efficiency, t->exchange_factor),
                        fmt::format("lower it to at most {:.3g}", 1.0 / t->protocol(p).efficiency));
-  t->source = l.at("source").get<std::string>();
   return t;
 }
 
@@ -575,13 +540,9 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
     // By default a host is a worker of the level above the GPUs (a node); one level: every GPU.
     const std::uint64_t node = s.levels.size() > 1 ? s.levels.back().count : gpus;
     if (!h.contains("gpus")) h["gpus"] = node;
-    spec.gpus = h.at("gpus").get<std::uint32_t>();
-    spec.memory_bytes = schema::as_bytes(h.at("memory"));
-    spec.optimizer_bytes_per_second = schema::as_bandwidth(h.at("optimizer_bandwidth")).bytes_per_second;
-    spec.pcie_switches = h.at("pcie_switches").get<std::uint32_t>();
+    host_options().read(h, spec);
     spec.switch_uplink = schema::as_bandwidth(h.at("switch_uplink").at("bandwidth"));
     spec.switch_latency = schema::as_time(h.at("switch_uplink").at("latency"));
-    if (h.contains("source")) spec.source = h.at("source").get<std::string>();
     if (gpus % spec.gpus != 0)
       throw InputError(file, "$.cluster.hosts.gpus", fmt::format("{} GPUs do not split into hosts of {}", gpus, spec.gpus),
                        fmt::format("use a number of GPUs per host that divides {} (e.g. {})", gpus, node));

@@ -26,113 +26,146 @@ std::vector<std::string> recompute_module_choices() {
 }
 }  // namespace
 
-NodePtr gpu_schema() {
-  static const NodePtr measurement = object({
-      required("flops", flops(), "the best FLOP/s measured, e.g. \"794.5TFLOPS\""),
-      required("m", integer(1), "M of the shape that reached it"),
-      required("n", integer(1), "N of the shape that reached it"),
-      required("k", integer(1), "K of the shape that reached it"),
+const Options<cluster::MatmulMeasurement>& matmul_options() {
+  using T = cluster::MatmulMeasurement;
+  static const Options<T> o({
+      required_option<T>("flops", &T::flops, flops(), "the best FLOP/s measured, e.g. \"794.5TFLOPS\""),
+      required_option<T>("m", &T::m, integer(1), "M of the shape that reached it"),
+      required_option<T>("n", &T::n, integer(1), "N of the shape that reached it"),
+      required_option<T>("k", &T::k, integer(1), "K of the shape that reached it"),
   });
-  static const NodePtr mamf = object({
-      optional("fp32", measurement, nullptr, "FP32 measurement"),
-      optional("tf32", measurement, nullptr, "TF32 measurement"),
-      optional("fp16", measurement, nullptr, "FP16 measurement"),
-      optional("bf16", measurement, nullptr, "BF16 measurement"),
-      optional("fp8", measurement, nullptr, "FP8 measurement"),
-      optional("mxfp8", measurement, nullptr, "MXFP8 measurement (else FP8's)"),
-  });
-  static const NodePtr attention_kernel = object({
-      required("batch", integer(1), "sequences"),
-      required("heads", integer(1), "query heads"),
-      required("seq", integer(1), "sequence length (queries = keys)"),
-      required("head_dim", integer(1), "head size of Q and K"),
-      optional("head_dim_v", integer(1), nullptr, "head size of V and the output (default: head_dim)"),
-      required("causal", boolean(), "causal mask (else none)"),
-      optional("window", integer(1), nullptr, "keys each query sees (a causal sliding window); absent: all"),
-      required("forward", time(), "the forward kernel's measured time, e.g. \"0.323ms\""),
-      required("backward", time(), "the backward kernel's measured time"),
-  });
-  static const NodePtr attention_kernels = object({
-      required("source", string(), "where the times were measured (kernel library and version, GPU, benchmark)"),
-      required("kernels", array_of(attention_kernel, 1), "measured BF16 fused attention kernels"),
-  });
-  static const NodePtr s = object({
-      required("name", string(), "the vendor's name of the GPU"),
-      required("peak_flops", object({
-                                 optional("fp32", flops(), nullptr, "dense FP32 peak"),
-                                 optional("tf32", flops(), nullptr, "dense TF32 tensor-core peak"),
-                                 optional("fp16", flops(), nullptr, "dense FP16 tensor-core peak"),
-                                 optional("bf16", flops(), nullptr, "dense BF16 tensor-core peak"),
-                                 optional("fp8", flops(), nullptr, "dense FP8 tensor-core peak"),
-                                 optional("mxfp8", flops(), nullptr,
-                                          "dense MXFP8 (block-scaled FP8) tensor-core peak; absent: no MXFP8"),
-                             }),
-               "dense peak per dtype, e.g. {\"bf16\": \"989TFLOPS\"}"),
-      required("hbm_bandwidth", bandwidth(), "memory bandwidth, e.g. \"3.35TB/s\""),
-      required("memory", bytes(), "memory capacity, e.g. \"80GiB\""),
-      optional("sms", integer(1), nullptr, "streaming multiprocessors (enables GeMM wave quantization)"),
-      optional("gemm_efficiency", number(0, 1, true), 0.7,
-               "GeMM ceiling: fraction of peak a tile's main loop sustains, for dtypes without a \"mamf\" measurement"),
-      optional("mamf", mamf, nullptr,
-               "published maximum achievable matmul FLOPS per dtype and the shape that reached them, e.g. "
-               "{\"bf16\": {\"flops\": \"794.5TFLOPS\", \"m\": 2048, \"n\": 2048, \"k\": 13312}}: the GeMM "
-               "ceiling is derived from them"),
-      optional("attention_kernels", attention_kernels, nullptr,
-               "measured BF16 fused attention kernels, forward and backward: the attention FLOP/s by sequence length, "
-               "head size and window where no calibration profile gives them (else the efficiencies below)"),
-      optional("attention_efficiency", number(0, 1, true), 0.5, "fraction of peak the fused attention forward reaches"),
-      optional("attention_backward_efficiency", number(0, 1, true), nullptr,
-               "fraction of peak its backward reaches (default: 0.80 × the forward's, as measured on an H100)"),
-      optional("flash_attention", boolean(), true, "whether FlashAttention runs on this GPU"),
-      optional("host_link", object({required("bandwidth", bandwidth(), "per direction, e.g. \"32GB/s\""),
-                                    required("latency", latency(), "e.g. \"2us\"")}),
-               nullptr, "the PCIe link to the host"),
-      optional("host_launch_factor", number(0, std::nullopt, true), 1.0,
-               "host time to issue a kernel on this GPU's system relative to a DGX H100's Xeon Platinum 8480C "
-               "(software host costs are given for that host)"),
-      optional("sustained_clock",
-               object({required("factor", number(0, 1, true), "the rate a GPU kept busy settles at, over the rate its kernels were "
-                                                         "measured at in short bursts"),
-                       required("time_constant", time(), "how fast it settles there when busy and recovers when idle, "
-                                                         "e.g. \"5ms\""),
-                       optional("source", string(), nullptr, "where the figures come from")}),
-               nullptr,
-               "the GPU's clock under sustained load, simulated in a run with a software section (a power limit pulls "
-               "a busy GPU's clock down; absent: its kernels keep their measured rates)"),
-      optional("nvlink", bandwidth(), nullptr,
-               "the GPU's NVLink bandwidth per direction (datasheet total / 2), e.g. \"450GB/s\"; used to catch an "
-               "NVLink level written in Gbps"),
-      optional("source", string(), nullptr, "where the figures come from"),
-  });
-  return s;
+  return o;
 }
 
-NodePtr link_schema() {
-  static const NodePtr protocol = object({
-      required("base_latency", latency(), "once per collective, e.g. \"8.4us\""),
-      required("hop_latency", latency(), "per step of the algorithm over the link, e.g. \"3.4us\""),
-      required("efficiency", number(0, 1, true), "fraction of the line rate the protocol moves"),
+const Options<cluster::AttentionMeasurement>& attention_kernel_options() {
+  using T = cluster::AttentionMeasurement;
+  static const Options<T> o({
+      required_option<T>("batch", &T::batch, integer(1), "sequences"),
+      required_option<T>("heads", &T::heads, integer(1), "query heads"),
+      required_option<T>("seq", &T::seq, integer(1), "sequence length (queries = keys)"),
+      required_option<T>("head_dim", &T::head_dim, integer(1), "head size of Q and K"),
+      // Absent: head_dim (the loader sets it).
+      given_option<T>("head_dim_v", &T::head_dim_v, integer(1), "head size of V and the output (default: head_dim)"),
+      required_option<T>("causal", &T::causal, boolean(), "causal mask (else none)"),
+      given_option<T>("window", &T::window, integer(1),
+                      "keys each query sees (a causal sliding window); absent: all"),
+      required_option<T>("forward", &T::forward, time(), "the forward kernel's measured time, e.g. \"0.323ms\""),
+      required_option<T>("backward", &T::backward, time(), "the backward kernel's measured time"),
   });
-  static const NodePtr s = object({
-      required("name", string(), "what the link is, e.g. \"NVLink 4 through NVSwitch 3\""),
-      required("ll", protocol, "NCCL's LL protocol over the link"),
-      required("simple", protocol, "NCCL's Simple protocol over the link"),
-      optional("nvls", object({required("latency", latency(), "once per all-reduce"),
-                               required("efficiency", number(0, 1, true), "fraction of the line rate"),
-                               optional("tree_efficiency", number(0, 1, true), 1.0,
-                                        "NCCL's NVLS-tree: the efficiency's share left when the all-reduce spans two "
-                                        "NVLink domains (racks, nodes), pipelined with a tree of their NICs"),
-                               optional("beyond_two_domains", number(0, 1, true), 1.0,
-                                        "NVLS-tree beyond two domains: tree_efficiency scaled again by this (NCCL's "
-                                        "perChMaxNVLSTreeBws, more than two nodes against two)")}),
-               nullptr, "NVLink SHARP all-reduce in the NVSwitch (NVSwitch 3 and later)"),
-      optional("exchange_factor", number(0, 2, true), 1.0,
-               "what an all-to-all moves relative to the protocols' efficiency (many peers at once; above 1 where "
-               "an all-to-all keeps more of the line rate busy than a ring; times each efficiency at most 1)"),
-      required("source", string(), "where the figures come from"),
-  });
-  return s;
+  return o;
 }
+
+const Options<cluster::GpuSpec>& gpu_options() {
+  // One object of optional per-dtype entries, in the dtype table's order.
+  const auto per_dtype = [](const NodePtr& entry, const std::map<cluster::Dtype, std::string>& help) {
+    std::vector<Field> fields;
+    for (const auto& [d, name] : cluster::kDtypeNames) fields.push_back(optional(std::string(name), entry, nullptr, help.at(d)));
+    return object(std::move(fields));
+  };
+  using cluster::Dtype;
+  static const NodePtr peak = per_dtype(
+      flops(), {{Dtype::fp32, "dense FP32 peak"},
+                {Dtype::tf32, "dense TF32 tensor-core peak"},
+                {Dtype::fp16, "dense FP16 tensor-core peak"},
+                {Dtype::bf16, "dense BF16 tensor-core peak"},
+                {Dtype::fp8, "dense FP8 tensor-core peak"},
+                {Dtype::mxfp8, "dense MXFP8 (block-scaled FP8) tensor-core peak; absent: no MXFP8"}});
+  static const NodePtr mamf = per_dtype(matmul_options().node(), {{Dtype::fp32, "FP32 measurement"},
+                                                                  {Dtype::tf32, "TF32 measurement"},
+                                                                  {Dtype::fp16, "FP16 measurement"},
+                                                                  {Dtype::bf16, "BF16 measurement"},
+                                                                  {Dtype::fp8, "FP8 measurement"},
+                                                                  {Dtype::mxfp8, "MXFP8 measurement (else FP8's)"}});
+  static const NodePtr attention_kernels = object({
+      required("source", string(), "where the times were measured (kernel library and version, GPU, benchmark)"),
+      required("kernels", array_of(attention_kernel_options().node(), 1), "measured BF16 fused attention kernels"),
+  });
+  using T = cluster::GpuSpec;
+  static const Options<T> o({
+      required_option<T>("name", &T::name, string(), "the vendor's name of the GPU"),
+      declared<T>(required("peak_flops", peak, "dense peak per dtype, e.g. {\"bf16\": \"989TFLOPS\"}")),
+      required_option<T>("hbm_bandwidth", &T::hbm_bytes_per_second, bandwidth(), "memory bandwidth, e.g. \"3.35TB/s\""),
+      required_option<T>("memory", &T::memory_bytes, bytes(), "memory capacity, e.g. \"80GiB\""),
+      given_option<T>("sms", &T::sms, integer(1), "streaming multiprocessors (enables GeMM wave quantization)"),
+      option<T>("gemm_efficiency", &T::gemm_efficiency, number(0, 1, true),
+                "GeMM ceiling: fraction of peak a tile's main loop sustains, for dtypes without a \"mamf\" measurement"),
+      declared<T>(optional("mamf", mamf, nullptr,
+                           "published maximum achievable matmul FLOPS per dtype and the shape that reached them, e.g. "
+                           "{\"bf16\": {\"flops\": \"794.5TFLOPS\", \"m\": 2048, \"n\": 2048, \"k\": 13312}}: the GeMM "
+                           "ceiling is derived from them")),
+      declared<T>(optional("attention_kernels", attention_kernels, nullptr,
+                           "measured BF16 fused attention kernels, forward and backward: the attention FLOP/s by sequence "
+                           "length, head size and window where no calibration profile gives them (else the efficiencies "
+                           "below)")),
+      option<T>("attention_efficiency", &T::attention_efficiency, number(0, 1, true),
+                "fraction of peak the fused attention forward reaches"),
+      given_option<T>("attention_backward_efficiency", &T::attention_backward_efficiency, number(0, 1, true),
+                      "fraction of peak its backward reaches (default: 0.80 × the forward's, as measured on an H100)"),
+      option<T>("flash_attention", &T::flash_attention, boolean(), "whether FlashAttention runs on this GPU"),
+      declared<T>(optional("host_link", object({required("bandwidth", bandwidth(), "per direction, e.g. \"32GB/s\""),
+                                                required("latency", latency(), "e.g. \"2us\"")}),
+                           nullptr, "the PCIe link to the host")),
+      option<T>("host_launch_factor", &T::host_launch_factor, number(0, std::nullopt, true),
+                "host time to issue a kernel on this GPU's system relative to a DGX H100's Xeon Platinum 8480C "
+                "(software host costs are given for that host)"),
+      declared<T>(optional(
+          "sustained_clock",
+          object({required("factor", number(0, 1, true),
+                           "the rate a GPU kept busy settles at, over the rate its kernels were measured at in short bursts"),
+                  required("time_constant", time(), "how fast it settles there when busy and recovers when idle, e.g. \"5ms\""),
+                  optional("source", string(), nullptr, "where the figures come from")}),
+          nullptr,
+          "the GPU's clock under sustained load, simulated in a run with a software section (a power limit pulls a busy "
+          "GPU's clock down; absent: its kernels keep their measured rates)")),
+      given_option<T>("nvlink", &T::nvlink, bandwidth(),
+                      "the GPU's NVLink bandwidth per direction (datasheet total / 2), e.g. \"450GB/s\"; used to catch an "
+                      "NVLink level written in Gbps"),
+      given_option<T>("source", &T::source, string(), "where the figures come from"),
+  });
+  return o;
+}
+
+NodePtr gpu_schema() { return gpu_options().node(); }
+
+const Options<cluster::LinkTech>& link_options() {
+  using P = cluster::ProtocolCost;
+  static const Options<P> protocol({
+      required_option<P>("base_latency", &P::base, latency(), "once per collective, e.g. \"8.4us\""),
+      required_option<P>("hop_latency", &P::hop, latency(), "per step of the algorithm over the link, e.g. \"3.4us\""),
+      required_option<P>("efficiency", &P::efficiency, number(0, 1, true), "fraction of the line rate the protocol moves"),
+  });
+  using T = cluster::LinkTech;
+  const auto of = [](cluster::Protocol p) { return [p](T& t) -> P& { return t.protocols[static_cast<std::size_t>(p)]; }; };
+  static const Options<T> o({
+      // The link's name is its key in links.json (LinkTech::name); this is its description.
+      declared<T>(required("name", string(), "what the link is, e.g. \"NVLink 4 through NVSwitch 3\"")),
+      section_option<T>("ll", of(cluster::Protocol::LL), protocol, "NCCL's LL protocol over the link").required(),
+      section_option<T>("simple", of(cluster::Protocol::Simple), protocol, "NCCL's Simple protocol over the link").required(),
+      declared<T>(optional("nvls", nvls_options().node(), nullptr, "NVLink SHARP all-reduce in the NVSwitch (NVSwitch 3 and later)")),
+      option<T>("exchange_factor", &T::exchange_factor, number(0, 2, true),
+                "what an all-to-all moves relative to the protocols' efficiency (many peers at once; above 1 where "
+                "an all-to-all keeps more of the line rate busy than a ring; times each efficiency at most 1)"),
+      required_option<T>("source", &T::source, string(), "where the figures come from"),
+  });
+  return o;
+}
+
+const Options<cluster::InSwitchReduction>& nvls_options() {
+  using T = cluster::InSwitchReduction;
+  static const Options<T> o({
+      required_option<T>("latency", &T::latency, latency(), "once per all-reduce"),
+      required_option<T>("efficiency", &T::efficiency, number(0, 1, true), "fraction of the line rate"),
+      option<T>("tree_efficiency", &T::tree_efficiency, number(0, 1, true),
+                "NCCL's NVLS-tree: the efficiency's share left when the all-reduce spans two NVLink domains (racks, "
+                "nodes), pipelined with a tree of their NICs"),
+      option<T>("beyond_two_domains", &T::beyond_two_domains, number(0, 1, true),
+                "NVLS-tree beyond two domains: tree_efficiency scaled again by this (NCCL's perChMaxNVLSTreeBws, more "
+                "than two nodes against two)"),
+  });
+  return o;
+}
+
+NodePtr link_schema() { return link_options().node(); }
 
 const Options<cluster::Level>& level_options() {
   using D = cluster::Domains;
@@ -161,8 +194,27 @@ const Options<cluster::Level>& level_options() {
       // Absent: the level is one domain (Domains' size 0).
       section_option<T>("domains", &T::domains, domains,
                         "NVLink domains smaller than the level: workers of different domains reach each other through "
-                        "each GPU's own link")
-          .no_default(),
+                        "each GPU's own link",
+                        nullptr),
+  });
+  return o;
+}
+
+const Options<cluster::HostSpec>& host_options() {
+  using T = cluster::HostSpec;
+  static const Options<T> o({
+      // Absent: the GPUs of one worker of the level above the GPUs (the loader writes it in).
+      given_option<T>("gpus", &T::gpus, integer(1),
+                      "consecutive GPUs per host (default: the GPUs of one worker of the level above the GPUs)"),
+      required_option<T>("memory", &T::memory_bytes, bytes(), "host memory, e.g. \"2TiB\""),
+      unit_option<T>("optimizer_bandwidth", &T::optimizer_bytes_per_second, bandwidth(), "45GB/s",
+                     "bytes per second the CPU optimizer streams (Adam: 32 B per parameter); default from DeepSpeed's "
+                     "CPU-Adam stepping an 11.6B-parameter GPT-2 in 8.2 s (deepspeedai/DeepSpeed PR #735)"),
+      option<T>("pcie_switches", &T::pcie_switches, integer(1), "PCIe switches per host; its GPUs (and NICs) spread evenly over them"),
+      declared<T>(required("switch_uplink", object({required("bandwidth", bandwidth(), "per direction, e.g. \"64GB/s\""),
+                                                    required("latency", latency(), "e.g. \"1us\"")}),
+                           "each PCIe switch's link to the CPU")),
+      given_option<T>("source", &T::source, string(), "where the figures come from"),
   });
   return o;
 }
@@ -173,19 +225,7 @@ NodePtr cluster_schema() {
       required("gpu", string(), "a GPU kind from topologies/gpus.json or the scenario's \"gpus\""),
       required("count", integer(1), "how many consecutive GPUs are of this kind"),
   });
-  static const NodePtr hosts = object({
-      optional("gpus", integer(1), nullptr,
-               "consecutive GPUs per host (default: the GPUs of one worker of the level above the GPUs)"),
-      required("memory", bytes(), "host memory, e.g. \"2TiB\""),
-      optional("optimizer_bandwidth", bandwidth(), "45GB/s",
-               "bytes per second the CPU optimizer streams (Adam: 32 B per parameter); default from DeepSpeed's "
-               "CPU-Adam stepping an 11.6B-parameter GPT-2 in 8.2 s (deepspeedai/DeepSpeed PR #735)"),
-      optional("pcie_switches", integer(1), 1, "PCIe switches per host; its GPUs (and NICs) spread evenly over them"),
-      required("switch_uplink", object({required("bandwidth", bandwidth(), "per direction, e.g. \"64GB/s\""),
-                                        required("latency", latency(), "e.g. \"1us\"")}),
-               "each PCIe switch's link to the CPU"),
-      optional("source", string(), nullptr, "where the figures come from"),
-  });
+  static const NodePtr hosts = host_options().node();
   static const NodePtr s = object({
       optional("name", string(), nullptr, "a name for the cluster"),
       optional("source", string(), nullptr, "where the description comes from"),
@@ -209,7 +249,7 @@ const Options<workload::ModelShape>& model_options() {
   });
   using T = workload::ModelShape;
   static const Options<T> o({
-      option<T>("name", &T::name, string(), "model name").no_default(),
+      given_option<T>("name", &T::name, string(), "model name"),
       declared<T>(optional("source", string(), nullptr, "where the shape comes from")),
       required_option<T>("layers", &T::layers, integer(1, 65536), "transformer blocks")
           .also({"num_layers", "num_hidden_layers", "n_layers"}),
@@ -223,8 +263,8 @@ const Options<workload::ModelShape>& model_options() {
       required_option<T>("ffn_hidden", &T::ffn_hidden, integer(1, 1 << 22), "expert FFN size M")
           .also({"ffn_hidden_size", "intermediate_size", "moe_ffn_hidden_size", "moe_intermediate_size"}),
       // Absent: ffn_hidden (the loader writes it in before reading).
-      option<T>("dense_ffn_hidden", &T::dense_ffn_hidden, integer(1, 1 << 22), "FFN size of dense blocks (default: ffn_hidden)")
-          .no_default(),
+      given_option<T>("dense_ffn_hidden", &T::dense_ffn_hidden, integer(1, 1 << 22),
+                      "FFN size of dense blocks (default: ffn_hidden)"),
       required_option<T>("experts", &T::experts, integer(1, 1 << 16), "routed experts per MoE layer E")
           .also({"num_experts", "num_moe_experts", "num_local_experts", "n_routed_experts"}),
       required_option<T>("top_k", &T::top_k, integer(1, 1 << 16), "experts per token")
@@ -234,11 +274,10 @@ const Options<workload::ModelShape>& model_options() {
                      "2-GeMM MLP, 3-GeMM SwiGLU, or 3-GeMM clamped quick-GeGLU (GPT-OSS) experts"),
       required_option<T>("heads", &T::heads, integer(1, 1 << 16), "attention heads").also({"num_attention_heads", "n_heads"}),
       // Absent: heads (the loader writes it in before reading).
-      option<T>("kv_heads", &T::kv_heads, integer(1, 1 << 16), "key/value heads (default: heads)")
-          .no_default()
+      given_option<T>("kv_heads", &T::kv_heads, integer(1, 1 << 16), "key/value heads (default: heads)")
           .also({"num_query_groups", "num_key_value_heads", "n_kv_heads"}),
-      option<T>("head_dim", &T::explicit_head_dim, integer(1, 1 << 16), "width of one attention head (default: hidden / heads)")
-          .no_default()
+      given_option<T>("head_dim", &T::explicit_head_dim, integer(1, 1 << 16),
+                      "width of one attention head (default: hidden / heads)")
           .also({"kv_channels"}),
       declared<T>(optional("mla", mla, nullptr,
                            "multi-head latent attention (DeepSeek-V2/V3) instead of multi-head attention; kv_heads = heads")),
@@ -286,8 +325,7 @@ const Options<software::Software>& software_options() {
   });
   using T = software::Software;
   static const Options<T> o({
-      option<T>("name", &T::name, string(), "what trains the model, e.g. \"Megatron-Bridge 26.04 (NeMo container)\"")
-          .no_default(),
+      given_option<T>("name", &T::name, string(), "what trains the model, e.g. \"Megatron-Bridge 26.04 (NeMo container)\""),
       declared<T>(optional("source", string(), nullptr, "the recipe files and measurements the values come from")),
       section_option<T>("host", &T::host, host, "what driving each GPU costs its host's launch thread (0: not modelled)"),
       declared<T>(optional("cuda_graphs", array_of(enumeration(names_of(software::kGraphScopeNames))), Json::array(),
@@ -442,14 +480,12 @@ const Options<parallel::ParallelConfig>& parallel_options() {
                      "distributed_optimizer: Megatron-Core's distributed optimizer / ZeRO-1 (gradients reduce-scattered, "
                      "optimizer state split over dp, and over edp for experts; parameters all-gathered before each "
                      "layer's first forward)"),
-      option<T>("first_stage_layers", &T::first_stage_layers, integer(0, 65536),
-                "layers of the first (virtual) pipeline stage; the rest split evenly (Megatron's "
-                "decoder_first_pipeline_num_layers)")
-          .no_default()
+      given_option<T>("first_stage_layers", &T::first_stage_layers, integer(0, 65536),
+                      "layers of the first (virtual) pipeline stage; the rest split evenly (Megatron's "
+                      "decoder_first_pipeline_num_layers)")
           .also({"num_layers_in_first_pipeline_stage", "decoder_first_pipeline_num_layers"}),
-      option<T>("last_stage_layers", &T::last_stage_layers, integer(0, 65536),
-                "layers of the last (virtual) pipeline stage (Megatron's decoder_last_pipeline_num_layers)")
-          .no_default()
+      given_option<T>("last_stage_layers", &T::last_stage_layers, integer(0, 65536),
+                      "layers of the last (virtual) pipeline stage (Megatron's decoder_last_pipeline_num_layers)")
           .also({"num_layers_in_last_pipeline_stage", "decoder_last_pipeline_num_layers"}),
       declared<T>(optional("ep_backend", enumeration(names_of(parallel::kEpBackendNames)), "nccl",
                            "the MoE blocks' dispatch/combine: nccl (all-to-all with separate permute and un-permute "

@@ -11,8 +11,14 @@
 #include "sim/core/schema.hpp"
 
 namespace moesim::cluster {
+struct AttentionMeasurement;
+struct GpuSpec;
+struct HostSpec;
+struct InSwitchReduction;
 struct Level;
-}
+struct LinkTech;
+struct MatmulMeasurement;
+}  // namespace moesim::cluster
 namespace moesim::compute {
 struct ComputeOptions;
 }
@@ -46,6 +52,12 @@ schema::NodePtr scenario_schema();  // the "strategy" object is checked by the s
 schema::Json scenario_json_schema();
 
 // The sections bound to the structs they fill.
+const schema::Options<cluster::GpuSpec>& gpu_options();  // an entry of gpus.json or a scenario's "gpus"
+const schema::Options<cluster::MatmulMeasurement>& matmul_options();  // a GPU's "mamf" entry
+const schema::Options<cluster::AttentionMeasurement>& attention_kernel_options();
+const schema::Options<cluster::LinkTech>& link_options();  // an entry of links.json
+const schema::Options<cluster::InSwitchReduction>& nvls_options();
+const schema::Options<cluster::HostSpec>& host_options();  // cluster.hosts
 const schema::Options<cluster::Level>& level_options();       // an entry of cluster.levels
 const schema::Options<workload::ModelShape>& model_options();
 const schema::Options<workload::TrainingConfig>& training_options();

@@ -39,11 +39,11 @@ engine::Label label(Phase phase, int layer, int microbatch = 0, int iteration = 
 
 // Host costs of 10 us a forward launch, 5 us a backward one, 3 us a graph replay, 40 us after a
 // read, with the CUDA graph scope `scope`, on two GPUs whose host issues `factor` times slower.
-struct Bench {
+struct HostBench {
   software::Software sw;
   cluster::Topology topo;
   blocks::HostLaunch host;
-  Bench(const char* scope, double factor) : sw(costs(scope)), topo(two_gpus(factor)), host(sw, topo) {}
+  HostBench(const char* scope, double factor) : sw(costs(scope)), topo(two_gpus(factor)), host(sw, topo) {}
   static software::Software costs(const char* scope) {
     software::Software sw;
     sw.host = {10 * kMicrosecond, 5 * kMicrosecond, 3 * kMicrosecond, 40 * kMicrosecond};
@@ -55,7 +55,7 @@ struct Bench {
 }  // namespace
 
 TEST(HostLaunch, EagerKernelsCostTheirLaunchesAGraphOneReplayPerModuleLayerAndDirection) {
-  Bench b("attn", 1.0);
+  HostBench b("attn", 1.0);
   blocks::HostLaunch& host = b.host;
   // Attention of layer 0, forward: the first task opens a graph (3 us), the next task of the same
   // graph costs nothing; a task without kernels (a wait) costs nothing and keeps the graph open.
@@ -81,7 +81,7 @@ TEST(HostLaunch, EagerKernelsCostTheirLaunchesAGraphOneReplayPerModuleLayerAndDi
 }
 
 TEST(HostLaunch, AFullIterationGraphIsOneReplayAndTheOptimizerStaysEager) {
-  Bench b("full_iteration", 1.0);
+  HostBench b("full_iteration", 1.0);
   blocks::HostLaunch& host = b.host;
   EXPECT_EQ(host.launch(0, Module::Attention, label(Phase::Forward, 0), 4).cost, 3 * kMicrosecond);
   EXPECT_EQ(host.launch(0, Module::None, label(Phase::Forward, 3, 1), 2).cost, 0);
@@ -95,7 +95,7 @@ TEST(HostLaunch, AFullIterationGraphIsOneReplayAndTheOptimizerStaysEager) {
 
 TEST(HostLaunch, AGraceHostIssuesMoreSlowly) {
   // The GPU kind's host factor scales every cost: 2.75 × 4 × 10 us = 110 us, a replay 8.25 us.
-  Bench b("moe_router", 2.75);
+  HostBench b("moe_router", 2.75);
   blocks::HostLaunch& host = b.host;
   EXPECT_EQ(host.launch(0, Module::Attention, label(Phase::Forward, 0), 4).cost, 110 * kMicrosecond);
   EXPECT_EQ(host.launch(0, Module::Router, label(Phase::Forward, 0), 4).cost, 8250 * kNanosecond);

@@ -9,7 +9,7 @@ using namespace moesim;
 using namespace moesim::strategies::hybridep;
 
 namespace {
-cluster::GpuSpec any_gpu() {
+cluster::GpuSpec bare_gpu() {
   cluster::GpuSpec g;
   g.key = "t";
   return g;
@@ -30,7 +30,7 @@ TEST(HybridEpPartition, TableVIICommunicationFrequency) {
                       {16, 16, 0, 240},   {32, 1, 992, 0},    {32, 2, 480, 32},    {32, 4, 224, 96},
                       {32, 8, 96, 224},   {32, 16, 32, 480},  {32, 32, 0, 992}};
   for (const Row& r : rows) {
-    cluster::Topology t({level("gpu", r.ep)}, {any_gpu()}, {});
+    cluster::Topology t({level("gpu", r.ep)}, {bare_gpu()}, {});
     const PairCounts c = count_pairs(t, {r.sed});
     EXPECT_EQ(c.all_to_all, r.a2a) << "EP " << r.ep << " S_ED " << r.sed;
     EXPECT_EQ(c.all_gather, r.ag) << "EP " << r.ep << " S_ED " << r.sed;
@@ -52,7 +52,7 @@ TEST(HybridEpPartition, Figure8bTwoLevels) {
   // all-gather (4 groups of 4); across DCs, DCs {0,1} and {2,3} are domains: GPUs with the same
   // local index all-gather with the other DC of their domain and all-to-all with the DCs of the
   // other domain at the same offset.
-  cluster::Topology t({level("dc", 4), level("gpu", 4)}, {any_gpu()}, {});
+  cluster::Topology t({level("dc", 4), level("gpu", 4)}, {bare_gpu()}, {});
   const auto groups = build_groups(t, {2, 4});
   ASSERT_EQ(groups[1].all_gather.size(), 4u);
   EXPECT_EQ(groups[1].all_gather[1], (std::vector<std::uint32_t>{4, 5, 6, 7}));
