@@ -12,6 +12,7 @@
 // section's reader: a rule across options, a value that is not one member.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <optional>
 #include <string>
@@ -184,6 +185,20 @@ Option<T> enum_option(std::string key, Access access, const std::array<EnumName<
   const Json def = name_string(names, bound::initial<T>(access));
   return Option<T>{Field{std::move(key), enumeration(std::move(choices)), false, def, std::move(help), {}},
                    [access, &names](const Json& v, T& out) { std::invoke(access, out) = read_name(names, v.get<std::string>()); }};
+}
+
+// A bool member written as one of two names (an option whose choices are two ways of doing a
+// thing): `choices` in the order the schema offers them, `when_true` the one that sets it.
+template <class T, class Access>
+Option<T> switch_option(std::string key, Access access, std::array<const char*, 2> choices, const char* when_true,
+                        std::string help) {
+  static_assert(std::is_same_v<bound::member_t<T, Access>, bool>, "a switch fills a bool");
+  const std::string on = when_true;
+  if (on != choices[0] && on != choices[1]) invariant_failed("option \"" + key + "\": \"" + on + "\" is not one of its choices");
+  const std::string off = on == choices[0] ? choices[1] : choices[0];
+  const Json def = bound::initial<T>(access) ? on : off;
+  return Option<T>{Field{std::move(key), enumeration({choices[0], choices[1]}), false, def, std::move(help), {}},
+                   [access, on](const Json& v, T& out) { std::invoke(access, out) = v.get<std::string>() == on; }};
 }
 
 template <class T>

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "sim/blocks/layer_costs.hpp"
+#include "sim/core/bound_options.hpp"
 #include "sim/core/error.hpp"
 #include "sim/strategies/ep/ep_strategy.hpp"
 #include "sim/strategies/ep/expert_parallel_plan.hpp"
@@ -18,59 +19,52 @@ namespace sc = moesim::schema;
 using parallel::CollectiveStep;
 using parallel::StreamRole;
 
+// The strategy's options, each declared once beside the member it fills (core/bound_options.hpp).
+const sc::Options<AdaptiveOptions>& adaptive_options() {
+  using T = AdaptiveOptions;
+  static const sc::Options<T> o({
+      sc::declared<T>(sc::required("name", sc::enumeration({"adaptive"}), "the strategy name")),
+      sc::enum_option<T>("placement", [](T& t) -> PolicyKind& { return t.policy.kind; }, kPolicyKindNames,
+                         "adaptive: Algorithm 1 every iteration; static: DeepSpeed's sN/E replicas on distinct ranks; "
+                         "flexmoe: DeepSpeed's layout rebalanced every rebalance_every iterations"),
+      sc::option<T>("slots_per_gpu", &T::slots_per_gpu, sc::integer(1, 4096), "expert slots (instances) per GPU and MoE layer: s"),
+      sc::option<T>("rebalance_every", [](T& t) -> int& { return t.policy.rebalance_every; }, sc::integer(1),
+                    "flexmoe: iterations between rebalances (FlexMoE-k)"),
+      sc::option<T>("max_moves", [](T& t) -> int& { return t.policy.max_moves; }, sc::integer(0),
+                    "flexmoe: replicas one rebalance may move per layer"),
+      sc::switch_option<T>("move_rule", [](T& t) -> bool& { return t.policy.cost_threshold; }, {"cost", "balance"}, "cost",
+                           "flexmoe: move while the time saved over the interval exceeds the move's (the spec's reading "
+                           "of FlexMoE's threshold), or while the largest load per replica falls"),
+      sc::option<T>("intra_rank_replicas", [](T& t) -> bool& { return t.policy.intra_rank; }, sc::boolean(),
+                    "adaptive: replicas of a class may share a rank (section 4.1's all-reduce); false places each on its "
+                    "own rank, at most N per class (section 4.1's counterfactual)"),
+      sc::switch_option<T>("capacity", &T::pooled_capacity, {"pooled", "per_source"}, "pooled",
+                           "a class's capacity slot_capacity x r_i over all ranks' tokens together (the paper's reading) "
+                           "or per source rank (DeepSpeed's implementation)"),
+      sc::switch_option<T>("gradient_reduction", &T::direct_reduction, {"all_reduce", "direct"}, "direct",
+                           "all_reduce: replicas all-reduce, then each optimizer shard is collected from one (as "
+                           "implemented); direct: every replica's shard sent to its owner (the paper's §3.3 cost model)"),
+  });
+  return o;
+}
+
 StrategyInfo info() {
   StrategyInfo s;
   s.name = "adaptive";
   s.description = "expert replicas placed every iteration from the previous one's popularity (or DeepSpeed's static "
                   "replicas, or FlexMoE's periodic rebalancing), the optimizer sharded on the hosts";
   s.paper = "Accelerating Mixture-of-Experts Training with Adaptive Expert Replication: per-iteration replication vs DeepSpeed and FlexMoE (§3-4, Algorithms 1-2)";
-  s.options = sc::object({
-      sc::required("name", sc::enumeration({"adaptive"}), "the strategy name"),
-      sc::optional("placement", sc::enumeration({"adaptive", "static", "flexmoe"}), "adaptive",
-                   "adaptive: Algorithm 1 every iteration; static: DeepSpeed's sN/E replicas on distinct ranks; "
-                   "flexmoe: DeepSpeed's layout rebalanced every rebalance_every iterations"),
-      sc::optional("slots_per_gpu", sc::integer(1, 4096), 4, "expert slots (instances) per GPU and MoE layer: s"),
-      sc::optional("rebalance_every", sc::integer(1), 10, "flexmoe: iterations between rebalances (FlexMoE-k)"),
-      sc::optional("max_moves", sc::integer(0), 16, "flexmoe: replicas one rebalance may move per layer"),
-      sc::optional("move_rule", sc::enumeration({"cost", "balance"}), "cost",
-                   "flexmoe: move while the time saved over the interval exceeds the move's (the spec's reading of "
-                   "FlexMoE's threshold), or while the largest load per replica falls"),
-      sc::optional("intra_rank_replicas", sc::boolean(), true,
-                   "adaptive: replicas of a class may share a rank (section 4.1's all-reduce); false places each on its "
-                   "own rank, at most N per class (section 4.1's counterfactual)"),
-      sc::optional("capacity", sc::enumeration({"pooled", "per_source"}), "pooled",
-                   "a class's capacity slot_capacity x r_i over all ranks' tokens together (the paper's reading) or "
-                   "per source rank (DeepSpeed's implementation)"),
-      sc::optional("gradient_reduction", sc::enumeration({"all_reduce", "direct"}), "all_reduce",
-                   "all_reduce: replicas all-reduce, then each optimizer shard is collected from one (as implemented); "
-                   "direct: every replica's shard sent to its owner (the paper's §3.3 cost model)"),
-  });
+  s.options = adaptive_options().node();
   s.takes_ep_backend = true;
   s.make = [](const sc::Json& o) {
     AdaptiveOptions opt;
-    const std::string placement = o.at("placement").get<std::string>();
-    opt.policy.kind = placement == "static" ? PolicyKind::Static : placement == "flexmoe" ? PolicyKind::FlexMoE : PolicyKind::Adaptive;
-    opt.policy.rebalance_every = o.at("rebalance_every").get<int>();
-    opt.policy.max_moves = o.at("max_moves").get<int>();
-    opt.policy.cost_threshold = o.at("move_rule") == "cost";
-    opt.policy.intra_rank = o.at("intra_rank_replicas").get<bool>();
-    opt.slots_per_gpu = o.at("slots_per_gpu").get<int>();
-    opt.pooled_capacity = o.at("capacity") == "pooled";
-    opt.direct_reduction = o.at("gradient_reduction") == "direct";
+    adaptive_options().read(o, opt);
     return std::make_unique<AdaptiveStrategy>(opt);
   };
   return s;
 }
 
 namespace {
-
-std::string_view kind_name(PolicyKind k) {
-  switch (k) {
-    case PolicyKind::Static: return "static";
-    case PolicyKind::FlexMoE: return "flexmoe";
-    default: return "adaptive";
-  }
-}
 
 // Bytes FlexMoE moves with a replica: its weights in the training dtype and its optimizer state,
 // 16 B per parameter (fp32 master weights and Adam's two moments; spec A.9, paper §2.2).
@@ -345,7 +339,7 @@ ProgramSize AdaptiveStrategy::program_per_iteration(const StrategyContext& ctx) 
 
 schema::Json AdaptiveStrategy::describe(const StrategyContext& ctx) const {
   schema::Json j;
-  j["placement"] = std::string(kind_name(options_.policy.kind));
+  j["placement"] = name_string(kPolicyKindNames, options_.policy.kind);
   j["ranks"] = ctx.topology.gpu_count();
   j["slots_per_gpu"] = options_.slots_per_gpu;
   j["classes"] = ctx.model.experts;

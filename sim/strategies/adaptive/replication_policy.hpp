@@ -16,11 +16,14 @@
 
 #include <vector>
 
+#include "sim/core/enum_names.hpp"
 #include "sim/strategies/adaptive/placement.hpp"
 
 namespace moesim::strategies::adaptive {
 
 enum class PolicyKind { Adaptive, Static, FlexMoE };
+inline constexpr auto kPolicyKindNames = enum_names<PolicyKind>(
+    {{PolicyKind::Adaptive, "adaptive"}, {PolicyKind::Static, "static"}, {PolicyKind::FlexMoE, "flexmoe"}});
 
 struct PolicyOptions {
   PolicyKind kind = PolicyKind::Adaptive;

@@ -10,23 +10,24 @@ namespace moesim::strategies::ep {
 
 namespace sc = moesim::schema;
 
-sc::Field pipelining_degree_option() {
-  return sc::optional("pipelining_degree", sc::integer(1, 64), 1,
-                      "chunks the tokens are split into so all-to-all overlaps expert compute");
-}
-
-sc::Field gradient_sync_option() {
-  return sc::optional("gradient_sync", sc::enumeration({"overlap", "after_backward"}), "overlap",
-                      "synchronise each layer's gradients as its backward ends, or all after backward");
-}
-
-void read_iteration_options(const sc::Json& o, EpOptions& into) {
-  into.pipelining_degree = o.at("pipelining_degree").get<int>();
-  into.overlap_gradient_sync = o.at("gradient_sync") == "overlap";
-}
-
 parallel::GradientTiming timing(const EpOptions& o) {
   return o.overlap_gradient_sync ? parallel::GradientTiming::Overlap : parallel::GradientTiming::AfterBackward;
+}
+
+const sc::Options<EpOptions>& ep_options() {
+  using T = EpOptions;
+  const auto self = [](T& t) -> T& { return t; };
+  static const sc::Options<T> o({
+      sc::declared<T>(sc::required("name", sc::enumeration({"ep"}), "the strategy name")),
+      sc::option<T>("ep_size", &T::ep_size, sc::integer(0),
+                    "GPUs per expert-parallel group (0: all GPUs); experts and GPUs must divide by it"),
+      pipelining_degree_option<T>(self),
+      sc::enum_option<T>("all_to_all", &T::all_to_all, network::kAlgorithmNames,
+                         "all-to-all algorithm: direct, or hierarchical (2-D: inside the node, then across)",
+                         {"direct", "hierarchical"}),
+      gradient_sync_option<T>(self),
+  });
+  return o;
 }
 
 StrategyInfo info() {
@@ -34,22 +35,12 @@ StrategyInfo info() {
   s.name = "ep";
   s.description = "plain expert parallelism: all-to-all dispatch and combine around the local experts";
   s.paper = "GShard (Lepikhin et al. 2021), DeepSpeed-MoE, Tutel; the baseline of HybridEP, Parm, HeterMoE and adaptive replication";
-  s.options = sc::object({
-      sc::required("name", sc::enumeration({"ep"}), "the strategy name"),
-      sc::optional("ep_size", sc::integer(0), 0,
-                   "GPUs per expert-parallel group (0: all GPUs); experts and GPUs must divide by it"),
-      pipelining_degree_option(),
-      sc::optional("all_to_all", sc::enumeration({"direct", "hierarchical"}), "direct",
-                   "all-to-all algorithm: direct, or hierarchical (2-D: inside the node, then across)"),
-      gradient_sync_option(),
-  });
+  s.options = ep_options().node();
   s.takes_layout = true;
   s.takes_ep_backend = true;
   s.make = [](const sc::Json& o) {
     EpOptions opt;
-    opt.ep_size = o.at("ep_size").get<int>();
-    read_iteration_options(o, opt);
-    opt.all_to_all = read_name(network::kAlgorithmNames, o.at("all_to_all").get<std::string>());
+    ep_options().read(o, opt);
     return std::make_unique<EpStrategy>(opt);
   };
   return s;

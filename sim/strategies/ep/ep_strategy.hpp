@@ -11,6 +11,7 @@
 
 #include <optional>
 
+#include "sim/core/bound_options.hpp"
 #include "sim/strategies/registry.hpp"
 
 namespace moesim::strategies::ep {
@@ -24,10 +25,19 @@ struct EpOptions {
   bool overlap_gradient_sync = true;
 };
 
-// Options every strategy built on the EP plan takes: their schema fields and their reading.
-schema::Field pipelining_degree_option();
-schema::Field gradient_sync_option();
-void read_iteration_options(const schema::Json& options, EpOptions& into);
+// Options every strategy built on the EP plan takes, each bound to the EpOptions its own options
+// hold (`ep` reaches it in T).
+template <class T, class Access>
+schema::Option<T> pipelining_degree_option(Access ep) {
+  return schema::option<T>("pipelining_degree", [ep](T& t) -> int& { return std::invoke(ep, t).pipelining_degree; },
+                           schema::integer(1, 64), "chunks the tokens are split into so all-to-all overlaps expert compute");
+}
+template <class T, class Access>
+schema::Option<T> gradient_sync_option(Access ep) {
+  return schema::switch_option<T>("gradient_sync", [ep](T& t) -> bool& { return std::invoke(ep, t).overlap_gradient_sync; },
+                                  {"overlap", "after_backward"}, "overlap",
+                                  "synchronise each layer's gradients as its backward ends, or all after backward");
+}
 parallel::GradientTiming timing(const EpOptions& options);
 
 class EpStrategy final : public Strategy {

@@ -15,45 +15,46 @@ namespace moesim::strategies::hybridep {
 
 namespace sc = moesim::schema;
 
+const sc::Options<HybridEpOptions>& hybridep_options() {
+  using T = HybridEpOptions;
+  static const sc::Options<T> o({
+      sc::declared<T>(sc::required("name", sc::enumeration({"hybridep"}), "the strategy name")),
+      sc::declared<T>(sc::optional("domain", sc::any(), "auto",
+                                   "expert-domain sizes: \"auto\" (Eq. 10-12), one S_ED per cluster level coarsest "
+                                   "first (e.g. [2, 8]), or {\"p\": 0.5} for a fixed share of data sent by all-to-all")),
+      sc::option<T>("compression_ratio", &T::compression_ratio, sc::number(1),
+                    "expert residuals are sent top-k compressed by this ratio (paper: 50); 1 turns off the SR "
+                    "compression, SREncode/SRDecode and the shared expert"),
+      sc::option<T>("async_communicator", &T::async_communicator, sc::boolean(),
+                    "issue every layer's expert all-gather at iteration start (false: when the layer's MoE block is "
+                    "reached)"),
+      sc::option<T>("encode_fusion_saving", &T::encode_fusion_saving, sc::number(0, 0.99),
+                    "share of SREncode's cost saved by fusing it with the optimizer step (paper §V-E: 0.3)"),
+      sc::option<T>("decode_fusion_saving", &T::decode_fusion_saving, sc::number(0, 0.99),
+                    "share of SRDecode's cost saved by fusing it with expert compute (paper §V-E: 0.45)"),
+      sc::switch_option<T>("gradient_return", &T::compress_gradients, {"full", "compressed"}, "compressed",
+                           "gathered experts' gradients return to their owners whole (full), or compressed like the "
+                           "parameters (compressed: not in the paper, which does not say how they return)"),
+      sc::enum_option<T>("migration_algorithm", &T::migration_algorithm, network::kAlgorithmNames,
+                         "algorithm of the expert all-gathers and gradient reduce-scatters: ring (NCCL's), or direct "
+                         "(one exchange, latency paid once: a stand-in for tree/PAT algorithms over many workers)",
+                         {"ring", "direct"}),
+      ep::pipelining_degree_option<T>(&T::ep),
+      ep::gradient_sync_option<T>(&T::ep),
+  });
+  return o;
+}
+
 StrategyInfo info() {
   StrategyInfo s;
   s.name = "hybridep";
   s.description = "HybridEP: experts all-gathered inside expert domains, tokens all-to-all across them";
   s.paper = "HybridEP: Scaling Expert Parallelism to Cross-Datacenter Scenario via Hybrid Expert/Data Transmission: stream-based model §III, domain-based partition §IV-A, migration §IV-B";
-  s.options = sc::object({
-      sc::required("name", sc::enumeration({"hybridep"}), "the strategy name"),
-      sc::optional("domain", sc::any(), "auto",
-                   "expert-domain sizes: \"auto\" (Eq. 10-12), one S_ED per cluster level coarsest first "
-                   "(e.g. [2, 8]), or {\"p\": 0.5} for a fixed share of data sent by all-to-all"),
-      sc::optional("compression_ratio", sc::number(1), 50,
-                   "expert residuals are sent top-k compressed by this ratio (paper: 50); 1 turns off the "
-                   "SR compression, SREncode/SRDecode and the shared expert"),
-      sc::optional("async_communicator", sc::boolean(), true,
-                   "issue every layer's expert all-gather at iteration start (false: when the layer's MoE block "
-                   "is reached)"),
-      sc::optional("encode_fusion_saving", sc::number(0, 0.99), 0.3,
-                   "share of SREncode's cost saved by fusing it with the optimizer step (paper §V-E: 0.3)"),
-      sc::optional("decode_fusion_saving", sc::number(0, 0.99), 0.45,
-                   "share of SRDecode's cost saved by fusing it with expert compute (paper §V-E: 0.45)"),
-      sc::optional("gradient_return", sc::enumeration({"full", "compressed"}), "full",
-                   "gathered experts' gradients return to their owners whole (full), or compressed like the "
-                   "parameters (compressed: not in the paper, which does not say how they return)"),
-      sc::optional("migration_algorithm", sc::enumeration({"ring", "direct"}), "ring",
-                   "algorithm of the expert all-gathers and gradient reduce-scatters: ring (NCCL's), or direct "
-                   "(one exchange, latency paid once: a stand-in for tree/PAT algorithms over many workers)"),
-      ep::pipelining_degree_option(),
-      ep::gradient_sync_option(),
-  });
+  s.options = hybridep_options().node();
   s.make = [](const sc::Json& o) {
     HybridEpOptions opt;
-    ep::read_iteration_options(o, opt.ep);
+    hybridep_options().read(o, opt);
     opt.domain = o.at("domain");
-    opt.compression_ratio = o.at("compression_ratio").get<double>();
-    opt.async_communicator = o.at("async_communicator").get<bool>();
-    opt.encode_fusion_saving = o.at("encode_fusion_saving").get<double>();
-    opt.decode_fusion_saving = o.at("decode_fusion_saving").get<double>();
-    opt.compress_gradients = o.at("gradient_return") == "compressed";
-    opt.migration_algorithm = read_name(network::kAlgorithmNames, o.at("migration_algorithm").get<std::string>());
     return std::make_unique<HybridEpStrategy>(std::move(opt));
   };
   return s;

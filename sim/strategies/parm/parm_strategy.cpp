@@ -14,41 +14,42 @@ namespace moesim::strategies::parm {
 using network::CollectiveKind;
 namespace sc = moesim::schema;
 
+const sc::Options<ParmOptions>& parm_options() {
+  using T = ParmOptions;
+  std::vector<std::string> schedules = names_of(kScheduleNames);
+  schedules.insert(schedules.begin(), "auto");
+  static const sc::Options<T> o({
+      sc::declared<T>(sc::required("name", sc::enumeration({"parm"}), "the strategy name")),
+      sc::option<T>("mp_size", &T::mp, sc::integer(1), "N_MP: GPUs per model-parallel (tensor-parallel) group"),
+      sc::option<T>("esp_size", &T::esp, sc::integer(1),
+                    "N_ESP: GPUs each expert is sharded over; N_EP = GPUs / N_ESP must divide the experts"),
+      sc::enum_option<T>("placement", &T::placement, kPlacementNames,
+                         "§IV-A: consecutive GPUs (one node when they fit) form the ESP groups, or the EP groups"),
+      // Absent from ParmOptions (std::nullopt) is "auto".
+      sc::declared<T>(sc::optional("schedule", sc::enumeration(schedules), "auto",
+                                   "baseline (DeepSpeed-MoE, Fig. 3a), s1 (Fig. 3b), s2 (Fig. 3c), or auto (Algorithm 1 "
+                                   "picks S1 or S2; both are also simulated and reported)")),
+      sc::option<T>("saa", &T::saa, sc::boolean(),
+                    "S2 runs its all-to-all and MP all-gather simultaneously by phases (SAA, §III-D); false: one after "
+                    "the other (AAS)"),
+      sc::enum_option<T>("gradient_sync", &T::gradient_sync, kGradientSyncNames,
+                         "all-reduce dense gradients as each layer's backward ends, all after backward, or not at all "
+                         "(Parm §VI-A times layers without it)"),
+  });
+  return o;
+}
+
 StrategyInfo info() {
   StrategyInfo s;
   s.name = "parm";
   s.description = "Parm: MP+EP+ESP with MP paused in MoE layers (S1/S2, fused EP&ESP all-to-all, SAA) or DeepSpeed's baseline";
   s.paper = "Parm: Efficient Training of Large Sparsely-Activated Models with Dedicated Schedules: baseline Fig. 3a, S1 Fig. 3b, S2 Fig. 3c, SAA §III-D, Algorithm 1 §V";
-  s.options = sc::object({
-      sc::required("name", sc::enumeration({"parm"}), "the strategy name"),
-      sc::optional("mp_size", sc::integer(1), 1, "N_MP: GPUs per model-parallel (tensor-parallel) group"),
-      sc::optional("esp_size", sc::integer(1), 1,
-                   "N_ESP: GPUs each expert is sharded over; N_EP = GPUs / N_ESP must divide the experts"),
-      sc::optional("placement", sc::enumeration({"esp_in_node", "ep_in_node"}), "esp_in_node",
-                   "§IV-A: consecutive GPUs (one node when they fit) form the ESP groups, or the EP groups"),
-      sc::optional("schedule", sc::enumeration({"auto", "baseline", "s1", "s2"}), "auto",
-                   "baseline (DeepSpeed-MoE, Fig. 3a), s1 (Fig. 3b), s2 (Fig. 3c), or auto (Algorithm 1 picks S1 "
-                   "or S2; both are also simulated and reported)"),
-      sc::optional("saa", sc::boolean(), true,
-                   "S2 runs its all-to-all and MP all-gather simultaneously by phases (SAA, §III-D); false: one "
-                   "after the other (AAS)"),
-      sc::optional("gradient_sync", sc::enumeration({"overlap", "after_backward", "none"}), "overlap",
-                   "all-reduce dense gradients as each layer's backward ends, all after backward, or not at all "
-                   "(Parm §VI-A times layers without it)"),
-  });
+  s.options = parm_options().node();
   s.make = [](const sc::Json& o) {
     ParmOptions opt;
-    opt.mp = o.at("mp_size").get<int>();
-    opt.esp = o.at("esp_size").get<int>();
-    opt.placement = o.at("placement") == "ep_in_node" ? Placement::EpInNode : Placement::EspInNode;
-    const std::string sched = o.at("schedule").get<std::string>();
-    if (sched == "baseline") opt.schedule = Schedule::Baseline;
-    if (sched == "s1") opt.schedule = Schedule::S1;
-    if (sched == "s2") opt.schedule = Schedule::S2;
-    opt.saa = o.at("saa").get<bool>();
-    const std::string gs = o.at("gradient_sync").get<std::string>();
-    opt.gradient_sync = gs == "none" ? GradientSync::None : gs == "after_backward" ? GradientSync::AfterBackward
-                                                                                  : GradientSync::Overlap;
+    parm_options().read(o, opt);
+    if (const std::string sched = o.at("schedule").get<std::string>(); sched != "auto")
+      opt.schedule = read_name(kScheduleNames, sched);
     return std::make_unique<ParmStrategy>(opt);
   };
   return s;

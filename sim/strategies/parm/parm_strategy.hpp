@@ -38,6 +38,7 @@
 
 #include <optional>
 
+#include "sim/core/enum_names.hpp"
 #include "sim/strategies/parm/parm_model.hpp"
 #include "sim/strategies/registry.hpp"
 
@@ -46,7 +47,14 @@ namespace moesim::strategies::parm {
 StrategyInfo info();
 
 enum class Placement { EspInNode, EpInNode };
+inline constexpr auto kPlacementNames =
+    enum_names<Placement>({{Placement::EspInNode, "esp_in_node"}, {Placement::EpInNode, "ep_in_node"}});
 enum class GradientSync { Overlap, AfterBackward, None };
+inline constexpr auto kGradientSyncNames = enum_names<GradientSync>(
+    {{GradientSync::Overlap, "overlap"}, {GradientSync::AfterBackward, "after_backward"}, {GradientSync::None, "none"}});
+// The schedules a scenario names (strategy.schedule), "auto" (Algorithm 1's choice) aside.
+inline constexpr auto kScheduleNames =
+    enum_names<Schedule>({{Schedule::Baseline, "baseline"}, {Schedule::S1, "s1"}, {Schedule::S2, "s2"}});
 
 struct ParmOptions {
   int mp = 1;   // N_MP

@@ -21,11 +21,15 @@
 
 #include <vector>
 
+#include "sim/core/enum_names.hpp"
+
 namespace moesim::strategies::zebra {
 
 // T_squeeze as printed in Algorithm 1 line 6 (default), or with n1 and n2 swapped as the spec
 // derives from the paper's definitions of n1 and n2 (ambiguity 1).
 enum class SqueezeFormula { Paper, Consistent };
+inline constexpr auto kSqueezeFormulaNames =
+    enum_names<SqueezeFormula>({{SqueezeFormula::Paper, "paper"}, {SqueezeFormula::Consistent, "consistent"}});
 
 struct OffloadInputs {
   int experts = 0;        // n: experts per MoE layer

@@ -15,38 +15,41 @@ namespace moesim::strategies::zebra {
 
 namespace sc = moesim::schema;
 
+const sc::Options<ZebraOptions>& zebra_options() {
+  using T = ZebraOptions;
+  static const sc::Options<T> o({
+      sc::declared<T>(sc::required("name", sc::enumeration({"zebra"}), "the strategy name")),
+      sc::option<T>("attention_gpu", &T::attention_gpu, sc::string(),
+                    "GPU kind (catalogue key) that runs attention; empty: the kind faster at the scenario's attention"),
+      sc::option<T>("zp_groups", &T::zp_groups, sc::integer(1), "ZP groups training data-parallel; each kind's GPUs must divide by it"),
+      sc::switch_option<T>("overlap", &T::overlap, {"zebra", "none"}, "zebra",
+                           "zebra: Theorem 1's schedule, attention and experts of different microbatches overlapped; "
+                           "none: DistEP, the disaggregated baseline without overlap (HeterMoE §6.1)"),
+      sc::declared<T>(sc::optional("asym_ea", sc::any(), "auto",
+                                   "\"auto\" (Algorithm 1 where M and N divide one another), \"on\", \"off\", or the "
+                                   "experts each expert GPU offloads per MoE layer, e.g. [0, 1, 0, 1]")),
+      sc::enum_option<T>("t_squeeze", &T::formula, kSqueezeFormulaNames,
+                         "Algorithm 1's T_squeeze as printed, or with n1 and n2 swapped as its own definitions give (spec "
+                         "002 ambiguity 1)"),
+      ep::pipelining_degree_option<T>(&T::iteration),
+      ep::gradient_sync_option<T>(&T::iteration),
+  });
+  return o;
+}
+
 StrategyInfo info() {
   StrategyInfo s;
   s.name = "zebra";
   s.description = "zebra parallelism: attention on the newer GPUs, experts on the older, overlapped across microbatches, "
                   "with asymmetric expert assignment (Asym-EA)";
   s.paper = "HeterMoE: Efficient Training of Mixture-of-Experts Models on Heterogeneous GPUs (Wu, Liu et al.), §4";
-  s.options = sc::object({
-      sc::required("name", sc::enumeration({"zebra"}), "the strategy name"),
-      sc::optional("attention_gpu", sc::string(), "",
-                   "GPU kind (catalogue key) that runs attention; empty: the kind faster at the scenario's attention"),
-      sc::optional("zp_groups", sc::integer(1), 1,
-                   "ZP groups training data-parallel; each kind's GPUs must divide by it"),
-      sc::optional("overlap", sc::enumeration({"zebra", "none"}), "zebra",
-                   "zebra: Theorem 1's schedule, attention and experts of different microbatches overlapped; none: "
-                   "DistEP, the disaggregated baseline without overlap (HeterMoE §6.1)"),
-      sc::optional("asym_ea", sc::any(), "auto",
-                   "\"auto\" (Algorithm 1 where M and N divide one another), \"on\", \"off\", or the experts each "
-                   "expert GPU offloads per MoE layer, e.g. [0, 1, 0, 1]"),
-      sc::optional("t_squeeze", sc::enumeration({"paper", "consistent"}), "paper",
-                   "Algorithm 1's T_squeeze as printed, or with n1 and n2 swapped as its own definitions give (spec "
-                   "002 ambiguity 1)"),
-      ep::pipelining_degree_option(),
-      ep::gradient_sync_option(),
-  });
+  s.options = zebra_options().node();
   s.refuses_global_batch =
       "zebra trains the tokens of its attention GPUs only (microbatches is HeterMoE's R per attention GPU), while "
       "global_batch_size divides the batch over every GPU";
   s.make = [](const sc::Json& o) {
     ZebraOptions opt;
-    opt.attention_gpu = o.at("attention_gpu").get<std::string>();
-    opt.zp_groups = o.at("zp_groups").get<int>();
-    opt.overlap = o.at("overlap") == "zebra";
+    zebra_options().read(o, opt);
     const auto& a = o.at("asym_ea");
     if (a.is_array()) {
       opt.asym_ea = AsymEaMode::Given;
@@ -66,8 +69,6 @@ StrategyInfo info() {
       throw InputError("", "$.strategy.asym_ea", fmt::format("asym_ea {} is not an option", a.dump()),
                        "use \"auto\", \"on\", \"off\" or a list of counts per MoE layer");
     }
-    opt.formula = o.at("t_squeeze") == "paper" ? SqueezeFormula::Paper : SqueezeFormula::Consistent;
-    ep::read_iteration_options(o, opt.iteration);
     return std::make_unique<ZebraStrategy>(opt);
   };
   return s;
@@ -462,7 +463,7 @@ schema::Json ZebraStrategy::describe(const StrategyContext& ctx) const {
   if (place.algorithm) {
     const OffloadCosts& c = place.costs;
     const OffloadPlan& p = *place.algorithm;
-    asym["t_squeeze_formula"] = options_.formula == SqueezeFormula::Paper ? "paper" : "consistent";
+    asym["t_squeeze_formula"] = name_string(kSqueezeFormulaNames, options_.formula);
     asym["n1"] = p.n1;
     asym["n2"] = p.n2;
     asym["t_attn_a_ms"] = c.inputs.t_attn_a * 1e3;
