@@ -76,9 +76,11 @@ commands:
                                             out/NAME-search): DIR/ranked.csv, refused.csv,
                                             best.json; --dry-run counts and estimates only;
                                             under mpirun, as sweep, the ranks share the runs
-  schema [--out|-o FILE]                    the scenario file's JSON Schema (draft 2020-12), for
+  schema [--markdown] [--out|-o FILE]       the scenario file's JSON Schema (draft 2020-12), for
                                             editors and Python tools (docs/scenario.schema.json
-                                            is this); printed, or written to FILE
+                                            is this), or with --markdown its reference, a table
+                                            per section (docs/scenario-reference.md); printed,
+                                            or written to FILE
   presets [--json]                          list models, topologies, GPU kinds, software and
                                             strategies (--json: one JSON array of {kind, name,
                                             description})
@@ -196,6 +198,7 @@ struct Common {
   bool quiet = false;
   bool compare_uncalibrated = false;  // run: the scenario again without its calibration profile
   bool json = false;                  // presets: one JSON array instead of the listing
+  bool markdown = false;              // schema: the Markdown reference instead of the JSON Schema
   std::optional<std::size_t> point;   // run: this point of the scenario's sweep grid instead of its base
   unsigned jobs = 0;
   unsigned threads = 0;  // 0: the default of the command
@@ -208,14 +211,14 @@ const std::map<std::string, std::set<std::string>> kCommandOptions{
     {"validate", {"scenario", "data", "quiet"}},
     {"sweep", {"scenario", "out", "data", "jobs", "threads", "quiet", "stop-after"}},
     {"presets", {"data", "json"}},
-    {"schema", {"out"}}};
+    {"schema", {"out", "markdown"}}};
 
 Common parse(const std::string& command, const std::vector<std::string>& args, bool needs_scenario) {
   Common c;
   std::string data, out;
   po::options_description opts;
   std::string jobs, stop_after, threads, point;
-  opts.add_options()("threads", po::value(&threads))("out,o", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))("compare-uncalibrated", po::bool_switch(&c.compare_uncalibrated))("json", po::bool_switch(&c.json))("point", po::value(&point))(
+  opts.add_options()("threads", po::value(&threads))("out,o", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))("compare-uncalibrated", po::bool_switch(&c.compare_uncalibrated))("json", po::bool_switch(&c.json))("markdown", po::bool_switch(&c.markdown))("point", po::value(&point))(
       "quiet", po::bool_switch(&c.quiet))("jobs", po::value(&jobs))("stop-after", po::value(&stop_after))(
       "scenario", po::value<std::string>());
   po::positional_options_description pos;
@@ -465,7 +468,8 @@ int cmd_presets(const Common& c) {
 }
 
 int cmd_schema(const Common& c) {
-  const std::string text = scenario::scenario_json_schema().dump(2) + "\n";
+  const std::string text =
+      c.markdown ? scenario::scenario_reference_markdown() : scenario::scenario_json_schema().dump(2) + "\n";
   if (c.out.empty())
     std::cout << text;
   else

@@ -66,12 +66,16 @@ std::string bound_text(Type t, double v) {
   }
 }
 
+}  // namespace
+
 std::string range_text(const Node& n) {
   if (n.min && n.max) return fmt::format("between {} and {}", bound_text(n.type, *n.min), bound_text(n.type, *n.max));
   if (n.min) return fmt::format("{} {}", n.exclusive_min ? ">" : ">=", bound_text(n.type, *n.min));
   if (n.max) return fmt::format("<= {}", bound_text(n.type, *n.max));
   return "";
 }
+
+namespace {
 
 void check_range(const Node& n, double v, const Json& raw, const std::string& file, const std::string& path) {
   const bool low = n.min && (n.exclusive_min ? v <= *n.min : v < *n.min);

@@ -71,6 +71,9 @@ double as_flops(const Json& v);
 
 // Levenshtein distance, for "did you mean".
 std::size_t edit_distance(const std::string& a, const std::string& b);
+// A node's bounds as the user writes them ("between 1 and 64", ">= \"1Mbps\""); empty if none.
+std::string range_text(const Node& n);
+
 // For error messages: "an integer", "a string", … and the value itself, cut to 60 characters.
 std::string json_kind(const Json& v);
 std::string show(const Json& v);

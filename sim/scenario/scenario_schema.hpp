@@ -50,6 +50,9 @@ schema::NodePtr scenario_schema();  // the "strategy" object is checked by the s
 // section named by a preset ("NAME" or {"preset": "NAME", ...overrides}), and the strategy object as
 // one of the registered strategies' options.
 schema::Json scenario_json_schema();
+// The same as a Markdown reference, a table per section (`moesim schema --markdown`,
+// docs/scenario-reference.md), the strategies' options after the scenario's.
+std::string scenario_reference_markdown();
 
 // The sections bound to the structs they fill.
 const schema::Options<cluster::GpuSpec>& gpu_options();  // an entry of gpus.json or a scenario's "gpus"

@@ -271,6 +271,11 @@ TEST_F(Commands, SchemaPrintsOrWritesTheScenarioJsonSchema) {
   EXPECT_EQ(written.out, "");
   std::ifstream in(file);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), printed.out);
+  // --markdown: the same declarations as a reference, a table per section.
+  const Result reference = moesim({"schema", "--markdown"});
+  ASSERT_EQ(reference.code, 0) << describe(reference);
+  EXPECT_TRUE(reference.out.starts_with("# Scenario reference, key by key\n")) << describe(reference);
+  EXPECT_NE(reference.out.find("| `micro_batch_size` | integer, between 1 and 65536 | `1` |"), std::string::npos);
   const Result bad = moesim({"schema", "scenarios/quickstart.json", "-o", (work_ / "never.json").string()});
   EXPECT_EQ(bad.code, 2) << describe(bad);
   EXPECT_FALSE(fs::exists(work_ / "never.json"));

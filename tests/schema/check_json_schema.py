@@ -2,7 +2,8 @@
 """docs/scenario.schema.json is what `moesim schema` writes, and it agrees with moesim.
 
 1. The shipped file is the generated one, byte for byte (regenerate it with
-   `build/release/moesim schema -o docs/scenario.schema.json`).
+   `build/release/moesim schema -o docs/scenario.schema.json`), and so is the Markdown reference
+   docs/scenario-reference.md (`moesim schema --markdown -o docs/scenario-reference.md`).
 2. It is a valid draft 2020-12 schema, and every scenario of scenarios/ and tests/data validates
    against it, as every preset file of models/, topologies/ and software/ against its section.
 3. What it refuses, moesim refuses too (exit code 2): a misspelt key, an unknown choice, a number
@@ -49,6 +50,11 @@ def main():
     if generated != shipped:
         fail("docs/scenario.schema.json is not what `moesim schema` writes; regenerate it with "
              "`build/release/moesim schema -o docs/scenario.schema.json`")
+    reference = subprocess.run([moesim, "schema", "--markdown"], check=True, capture_output=True, text=True).stdout
+    with open(os.path.join(ROOT, "docs", "scenario-reference.md")) as f:
+        if f.read() != reference:
+            fail("docs/scenario-reference.md is not what `moesim schema --markdown` writes; regenerate it with "
+                 "`build/release/moesim schema --markdown -o docs/scenario-reference.md`")
     schema = json.loads(generated)
     jsonschema.Draft202012Validator.check_schema(schema)
     v = jsonschema.Draft202012Validator(schema)
@@ -112,7 +118,7 @@ def main():
                 fail(f"{what}: expected {'accepted' if valid else 'refused'}; the schema "
                      f"{'accepts' if by_schema else 'refuses'} it, moesim {'accepts' if by_moesim else 'refuses'} it "
                      f"({r.stderr.strip()})")
-    print(f"check_json_schema: docs/scenario.schema.json is current; {checked} scenarios and {presets} presets "
+    print(f"check_json_schema: docs/scenario.schema.json and docs/scenario-reference.md are current; {checked} scenarios and {presets} presets "
           f"validate; {len(cases)} edits judged alike by the schema and by moesim")
 
 
