@@ -204,16 +204,27 @@ Option<T> switch_option(std::string key, Access access, std::array<const char*, 
 template <class T>
 class Options;
 
+// The struct itself, as the member a nested object fills whose keys are members of the enclosing
+// struct (a GPU's "host_link": {"bandwidth", "latency"} fills GpuSpec::host_bandwidth and
+// host_latency): section_option(key, schema::itself, ...).
+inline constexpr auto itself = [](auto& t) -> auto& { return t; };
+
 // A nested object of options filling a member struct (by default its defaults written in when the
-// key is absent, as an object's).
+// key is absent, as an object's), or a std::optional of one (engaged when the key is written).
 // `default_value` null: absent, the member keeps its initializer.
 template <class T, class Access, class U>
 Option<T> section_option(std::string key, Access access, const Options<U>& section, std::string help,
                          Json default_value = Json::object()) {
-  static_assert(std::is_same_v<bound::member_t<T, Access>, U>, "the member is the section's struct");
+  using M = bound::member_t<T, Access>;
+  static_assert(std::is_same_v<M, U> || std::is_same_v<M, std::optional<U>>, "the member is the section's struct");
   const Options<U>* from = &section;
   return Option<T>{Field{std::move(key), section.node(), false, std::move(default_value), std::move(help), {}},
-                   [access, from](const Json& v, T& out) { from->read(v, std::invoke(access, out)); }};
+                   [access, from](const Json& v, T& out) {
+                     if constexpr (std::is_same_v<M, U>)
+                       from->read(v, std::invoke(access, out));
+                     else
+                       from->read(v, std::invoke(access, out).emplace());
+                   }};
 }
 
 // A key the section's reader reads itself (a rule across keys, a value that is not one member).

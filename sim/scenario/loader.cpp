@@ -132,11 +132,6 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g, const std::stri
   cluster::GpuSpec s;
   s.key = key;
   gpu_options().read(g, s);
-  for (const auto& [d, name] : cluster::kDtypeNames) {
-    const std::string n(name);
-    if (g.at("peak_flops").contains(n)) s.peak_flops[static_cast<std::size_t>(d)] = schema::as_flops(g.at("peak_flops").at(n));
-    if (g.contains("mamf") && g.at("mamf").contains(n)) matmul_options().read(g.at("mamf").at(n), s.mamf[static_cast<std::size_t>(d)]);
-  }
   if (g.contains("attention_kernels")) {
     const Json& a = g.at("attention_kernels");
     s.attention_kernels_source = a.at("source").get<std::string>();
@@ -156,14 +151,6 @@ cluster::GpuSpec gpu_from(const std::string& key, const Json& g, const std::stri
                          m.causal ? "leave \"window\" out" : "set \"causal\": true, or leave \"window\" out");
       s.attention_kernels.push_back(m);
     }
-  }
-  if (g.contains("host_link")) {
-    s.host_bandwidth = schema::as_bandwidth(g.at("host_link").at("bandwidth"));
-    s.host_latency = schema::as_time(g.at("host_link").at("latency"));
-  }
-  if (g.contains("sustained_clock")) {
-    s.sustained_clock = g.at("sustained_clock").at("factor").get<double>();
-    s.sustained_clock_time_constant = schema::as_time(g.at("sustained_clock").at("time_constant"));
   }
   return s;
 }
@@ -541,8 +528,6 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
     const std::uint64_t node = s.levels.size() > 1 ? s.levels.back().count : gpus;
     if (!h.contains("gpus")) h["gpus"] = node;
     host_options().read(h, spec);
-    spec.switch_uplink = schema::as_bandwidth(h.at("switch_uplink").at("bandwidth"));
-    spec.switch_latency = schema::as_time(h.at("switch_uplink").at("latency"));
     if (gpus % spec.gpus != 0)
       throw InputError(file, "$.cluster.hosts.gpus", fmt::format("{} GPUs do not split into hosts of {}", gpus, spec.gpus),
                        fmt::format("use a number of GPUs per host that divides {} (e.g. {})", gpus, node));
@@ -573,8 +558,6 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
     if (!s.model.attention)
       throw InputError(file, "$.model.sliding_window", "a model without attention has no attention window",
                        "remove sliding_window, or give the model attention");
-    s.model.sliding_window = m.at("sliding_window").at("tokens").get<double>();
-    s.model.window_period = m.at("sliding_window").at("every").get<int>();
   }
   if (m.contains("mla")) {
     if (m.contains("head_dim"))
@@ -585,10 +568,6 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                        fmt::format("latent attention up-projects keys and values for every head: kv_heads {} is not "
                                    "heads {}", s.model.kv_heads, s.model.heads),
                        "leave kv_heads out (or equal to heads) with mla");
-    const Json& a = m.at("mla");
-    s.model.mla = workload::LatentAttention{a.at("q_lora_rank").get<double>(), a.at("kv_lora_rank").get<double>(),
-                                            a.at("qk_nope_head_dim").get<double>(), a.at("qk_rope_head_dim").get<double>(),
-                                            a.at("v_head_dim").get<double>()};
   }
   if (!m.contains("head_dim") && !s.model.mla && static_cast<int>(s.model.hidden) % s.model.heads != 0)
     throw InputError(file, "$.model.heads", fmt::format("hidden size {} is not divisible by {} heads", s.model.hidden, s.model.heads),
@@ -618,16 +597,6 @@ Scenario Loader::build(const Json& resolved, const std::string& file) const {
                                  s.model.name),
                      "leave training.causal true, or remove model.sliding_window");
   s.training.optimizer_on_host = t.at("optimizer") == "host";
-  if (t.contains("optimizer_states")) {
-    const Json& o = t.at("optimizer_states");
-    const auto bytes = [](const Json& v) { return cluster::dtype_bytes(read_name(cluster::kDtypeNames, v.get<std::string>())); };
-    auto& st = s.training.optimizer_states;
-    st.given = true;
-    st.main_params = bytes(o.at("main_params"));
-    st.exp_avg = bytes(o.at("exp_avg"));
-    st.exp_avg_sq = bytes(o.at("exp_avg_sq"));
-    if (o.contains("main_grads")) st.main_grads = bytes(o.at("main_grads"));
-  }
   if (t.contains("recompute_modules")) s.training.recompute_modules = read_recompute_modules(t, s, file);
   if (t.contains("offload_modules")) s.training.offload_modules = read_offload_modules(t, s, file);
   if (s.training.optimizer_on_host && !s.hosts)

@@ -58,43 +58,65 @@ const Options<cluster::AttentionMeasurement>& attention_kernel_options() {
 }
 
 const Options<cluster::GpuSpec>& gpu_options() {
-  // One object of optional per-dtype entries, in the dtype table's order.
-  const auto per_dtype = [](const NodePtr& entry, const std::map<cluster::Dtype, std::string>& help) {
-    std::vector<Field> fields;
-    for (const auto& [d, name] : cluster::kDtypeNames) fields.push_back(optional(std::string(name), entry, nullptr, help.at(d)));
-    return object(std::move(fields));
-  };
+  using T = cluster::GpuSpec;
   using cluster::Dtype;
-  static const NodePtr peak = per_dtype(
-      flops(), {{Dtype::fp32, "dense FP32 peak"},
-                {Dtype::tf32, "dense TF32 tensor-core peak"},
-                {Dtype::fp16, "dense FP16 tensor-core peak"},
-                {Dtype::bf16, "dense BF16 tensor-core peak"},
-                {Dtype::fp8, "dense FP8 tensor-core peak"},
-                {Dtype::mxfp8, "dense MXFP8 (block-scaled FP8) tensor-core peak; absent: no MXFP8"}});
-  static const NodePtr mamf = per_dtype(matmul_options().node(), {{Dtype::fp32, "FP32 measurement"},
-                                                                  {Dtype::tf32, "TF32 measurement"},
-                                                                  {Dtype::fp16, "FP16 measurement"},
-                                                                  {Dtype::bf16, "BF16 measurement"},
-                                                                  {Dtype::fp8, "FP8 measurement"},
-                                                                  {Dtype::mxfp8, "MXFP8 measurement (else FP8's)"}});
+  // One object of optional per-dtype entries, in the dtype table's order, each filling the dtype's
+  // slot of a per-dtype array of the GPU (`option_of(dtype index, name, help)`).
+  const auto per_dtype = [](const std::map<Dtype, std::string>& help, const auto& option_of) {
+    std::vector<Option<T>> options;
+    for (const auto& [d, name] : cluster::kDtypeNames)
+      options.push_back(option_of(static_cast<std::size_t>(d), std::string(name), help.at(d)));
+    return options;
+  };
+  static const Options<T> peak(per_dtype(
+      {{Dtype::fp32, "dense FP32 peak"},
+       {Dtype::tf32, "dense TF32 tensor-core peak"},
+       {Dtype::fp16, "dense FP16 tensor-core peak"},
+       {Dtype::bf16, "dense BF16 tensor-core peak"},
+       {Dtype::fp8, "dense FP8 tensor-core peak"},
+       {Dtype::mxfp8, "dense MXFP8 (block-scaled FP8) tensor-core peak; absent: no MXFP8"}},
+      [](std::size_t d, std::string name, std::string help) {
+        return given_option<T>(std::move(name), [d](T& g) -> double& { return g.peak_flops[d]; }, flops(), std::move(help));
+      }));
+  static const Options<T> mamf(per_dtype(
+      {{Dtype::fp32, "FP32 measurement"},
+       {Dtype::tf32, "TF32 measurement"},
+       {Dtype::fp16, "FP16 measurement"},
+       {Dtype::bf16, "BF16 measurement"},
+       {Dtype::fp8, "FP8 measurement"},
+       {Dtype::mxfp8, "MXFP8 measurement (else FP8's)"}},
+      [](std::size_t d, std::string name, std::string help) {
+        return section_option<T>(std::move(name), [d](T& g) -> cluster::MatmulMeasurement& { return g.mamf[d]; },
+                                 matmul_options(), std::move(help), Json());
+      }));
+  static const Options<T> host_link({
+      required_option<T>("bandwidth", &T::host_bandwidth, bandwidth(), "per direction, e.g. \"32GB/s\""),
+      required_option<T>("latency", &T::host_latency, latency(), "e.g. \"2us\""),
+  });
+  static const Options<T> sustained_clock({
+      required_option<T>("factor", &T::sustained_clock, number(0, 1, true),
+                         "the rate a GPU kept busy settles at, over the rate its kernels were measured at in short bursts"),
+      required_option<T>("time_constant", &T::sustained_clock_time_constant, time(),
+                         "how fast it settles there when busy and recovers when idle, e.g. \"5ms\""),
+      declared<T>(optional("source", string(), nullptr, "where the figures come from")),
+  });
   static const NodePtr attention_kernels = object({
       required("source", string(), "where the times were measured (kernel library and version, GPU, benchmark)"),
       required("kernels", array_of(attention_kernel_options().node(), 1), "measured BF16 fused attention kernels"),
   });
-  using T = cluster::GpuSpec;
   static const Options<T> o({
       required_option<T>("name", &T::name, string(), "the vendor's name of the GPU"),
-      declared<T>(required("peak_flops", peak, "dense peak per dtype, e.g. {\"bf16\": \"989TFLOPS\"}")),
+      section_option<T>("peak_flops", itself, peak, "dense peak per dtype, e.g. {\"bf16\": \"989TFLOPS\"}").required(),
       required_option<T>("hbm_bandwidth", &T::hbm_bytes_per_second, bandwidth(), "memory bandwidth, e.g. \"3.35TB/s\""),
       required_option<T>("memory", &T::memory_bytes, bytes(), "memory capacity, e.g. \"80GiB\""),
       given_option<T>("sms", &T::sms, integer(1), "streaming multiprocessors (enables GeMM wave quantization)"),
       option<T>("gemm_efficiency", &T::gemm_efficiency, number(0, 1, true),
                 "GeMM ceiling: fraction of peak a tile's main loop sustains, for dtypes without a \"mamf\" measurement"),
-      declared<T>(optional("mamf", mamf, nullptr,
-                           "published maximum achievable matmul FLOPS per dtype and the shape that reached them, e.g. "
-                           "{\"bf16\": {\"flops\": \"794.5TFLOPS\", \"m\": 2048, \"n\": 2048, \"k\": 13312}}: the GeMM "
-                           "ceiling is derived from them")),
+      section_option<T>("mamf", itself, mamf,
+                        "published maximum achievable matmul FLOPS per dtype and the shape that reached them, e.g. "
+                        "{\"bf16\": {\"flops\": \"794.5TFLOPS\", \"m\": 2048, \"n\": 2048, \"k\": 13312}}: the GeMM "
+                        "ceiling is derived from them",
+                        Json()),
       declared<T>(optional("attention_kernels", attention_kernels, nullptr,
                            "measured BF16 fused attention kernels, forward and backward: the attention FLOP/s by sequence "
                            "length, head size and window where no calibration profile gives them (else the efficiencies "
@@ -104,21 +126,14 @@ const Options<cluster::GpuSpec>& gpu_options() {
       given_option<T>("attention_backward_efficiency", &T::attention_backward_efficiency, number(0, 1, true),
                       "fraction of peak its backward reaches (default: 0.80 × the forward's, as measured on an H100)"),
       option<T>("flash_attention", &T::flash_attention, boolean(), "whether FlashAttention runs on this GPU"),
-      declared<T>(optional("host_link", object({required("bandwidth", bandwidth(), "per direction, e.g. \"32GB/s\""),
-                                                required("latency", latency(), "e.g. \"2us\"")}),
-                           nullptr, "the PCIe link to the host")),
+      section_option<T>("host_link", itself, host_link, "the PCIe link to the host", Json()),
       option<T>("host_launch_factor", &T::host_launch_factor, number(0, std::nullopt, true),
                 "host time to issue a kernel on this GPU's system relative to a DGX H100's Xeon Platinum 8480C "
                 "(software host costs are given for that host)"),
-      declared<T>(optional(
-          "sustained_clock",
-          object({required("factor", number(0, 1, true),
-                           "the rate a GPU kept busy settles at, over the rate its kernels were measured at in short bursts"),
-                  required("time_constant", time(), "how fast it settles there when busy and recovers when idle, e.g. \"5ms\""),
-                  optional("source", string(), nullptr, "where the figures come from")}),
-          nullptr,
-          "the GPU's clock under sustained load, simulated in a run with a software section (a power limit pulls a busy "
-          "GPU's clock down; absent: its kernels keep their measured rates)")),
+      section_option<T>("sustained_clock", itself, sustained_clock,
+                        "the GPU's clock under sustained load, simulated in a run with a software section (a power limit "
+                        "pulls a busy GPU's clock down; absent: its kernels keep their measured rates)",
+                        Json()),
       given_option<T>("nvlink", &T::nvlink, bandwidth(),
                       "the GPU's NVLink bandwidth per direction (datasheet total / 2), e.g. \"450GB/s\"; used to catch an "
                       "NVLink level written in Gbps"),
@@ -204,6 +219,10 @@ const Options<cluster::Level>& level_options() {
 
 const Options<cluster::HostSpec>& host_options() {
   using T = cluster::HostSpec;
+  static const Options<T> uplink({
+      required_option<T>("bandwidth", &T::switch_uplink, bandwidth(), "per direction, e.g. \"64GB/s\""),
+      required_option<T>("latency", &T::switch_latency, latency(), "e.g. \"1us\""),
+  });
   static const Options<T> o({
       // Absent: the GPUs of one worker of the level above the GPUs (the loader writes it in).
       given_option<T>("gpus", &T::gpus, integer(1),
@@ -213,9 +232,7 @@ const Options<cluster::HostSpec>& host_options() {
                      "bytes per second the CPU optimizer streams (Adam: 32 B per parameter); default from DeepSpeed's "
                      "CPU-Adam stepping an 11.6B-parameter GPT-2 in 8.2 s (deepspeedai/DeepSpeed PR #735)"),
       option<T>("pcie_switches", &T::pcie_switches, integer(1), "PCIe switches per host; its GPUs (and NICs) spread evenly over them"),
-      declared<T>(required("switch_uplink", object({required("bandwidth", bandwidth(), "per direction, e.g. \"64GB/s\""),
-                                                    required("latency", latency(), "e.g. \"1us\"")}),
-                           "each PCIe switch's link to the CPU")),
+      section_option<T>("switch_uplink", itself, uplink, "each PCIe switch's link to the CPU").required(),
       given_option<T>("source", &T::source, string(), "where the figures come from"),
   });
   return o;
@@ -242,14 +259,23 @@ NodePtr cluster_schema() {
 }
 
 const Options<workload::ModelShape>& model_options() {
-  static const NodePtr mla = object({
-      optional("q_lora_rank", integer(0, 1 << 20), 0, "rank of the query latent (0: queries straight from the hidden state)"),
-      required("kv_lora_rank", integer(1, 1 << 20), "rank of the key/value latent"),
-      required("qk_nope_head_dim", integer(1, 1 << 16), "per-head query/key width without rotary embedding"),
-      required("qk_rope_head_dim", integer(0, 1 << 16), "per-head query/key width with rotary embedding (the key's shared by heads)"),
-      required("v_head_dim", integer(1, 1 << 16), "per-head value width"),
+  using L = workload::LatentAttention;
+  static const Options<L> mla({
+      option<L>("q_lora_rank", &L::q_lora_rank, integer(0, 1 << 20),
+                "rank of the query latent (0: queries straight from the hidden state)"),
+      required_option<L>("kv_lora_rank", &L::kv_lora_rank, integer(1, 1 << 20), "rank of the key/value latent"),
+      required_option<L>("qk_nope_head_dim", &L::qk_nope_head_dim, integer(1, 1 << 16),
+                         "per-head query/key width without rotary embedding"),
+      required_option<L>("qk_rope_head_dim", &L::qk_rope_head_dim, integer(0, 1 << 16),
+                         "per-head query/key width with rotary embedding (the key's shared by heads)"),
+      required_option<L>("v_head_dim", &L::v_head_dim, integer(1, 1 << 16), "per-head value width"),
   });
   using T = workload::ModelShape;
+  static const Options<T> window({
+      required_option<T>("tokens", &T::sliding_window, integer(1, 1 << 24), "the keys each query attends to, itself included"),
+      option<T>("every", &T::window_period, integer(1, 65536),
+                "which layers: those whose index is a multiple of it (2: layers 0, 2, 4, ...; 1: all)"),
+  });
   static const Options<T> o({
       given_option<T>("name", &T::name, string(), "model name"),
       declared<T>(optional("source", string(), nullptr, "where the shape comes from")),
@@ -281,16 +307,13 @@ const Options<workload::ModelShape>& model_options() {
       given_option<T>("head_dim", &T::explicit_head_dim, integer(1, 1 << 16),
                       "width of one attention head (default: hidden / heads)")
           .also({"kv_channels"}),
-      declared<T>(optional("mla", mla, nullptr,
-                           "multi-head latent attention (DeepSeek-V2/V3) instead of multi-head attention; kv_heads = heads")),
-      declared<T>(optional("sliding_window",
-                           object({required("tokens", integer(1, 1 << 24), "the keys each query attends to, itself included"),
-                                   optional("every", integer(1, 65536), 1,
-                                            "which layers: those whose index is a multiple of it (2: layers 0, 2, 4, ...; "
-                                            "1: all)")}),
-                           nullptr,
-                           "sliding-window (banded causal) attention, e.g. GPT-OSS's {\"tokens\": 128, \"every\": 2}; "
-                           "absent: full attention in every layer")),
+      section_option<T>("mla", &T::mla, mla,
+                        "multi-head latent attention (DeepSeek-V2/V3) instead of multi-head attention; kv_heads = heads",
+                        Json()),
+      section_option<T>("sliding_window", itself, window,
+                        "sliding-window (banded causal) attention, e.g. GPT-OSS's {\"tokens\": 128, \"every\": 2}; "
+                        "absent: full attention in every layer",
+                        Json()),
       option<T>("linear_bias", &T::linear_bias, boolean(),
                 "the linear layers carry biases (GPT-OSS; Megatron-Core's add_bias_linear): the routed experts' output "
                 "bias is added per expert in fp32 after fc2 (Megatron-Core's TEGroupedMLP._apply_bias), the others in "
@@ -389,13 +412,56 @@ const Options<software::Software>& software_options() {
 
 NodePtr software_schema() { return software_options().node(); }
 
+namespace {
+
+// A dtype, one of `dtypes`, filling a member with its bytes per value; its default (absent: none,
+// the member's initializer meaning "not given") is checked to be the member's initializer.
+template <class T>
+Option<T> dtype_bytes_option(std::string key, double T::*member, std::initializer_list<cluster::Dtype> dtypes,
+                             std::optional<cluster::Dtype> default_dtype, std::string help) {
+  const auto bytes = [](const std::string& name) { return cluster::dtype_bytes(read_name(cluster::kDtypeNames, name)); };
+  Json def;
+  if (default_dtype) {
+    def = name_string(cluster::kDtypeNames, *default_dtype);
+    if (bytes(def.get<std::string>()) != T{}.*member)
+      invariant_failed("option \"" + key + "\": its default " + def.dump() + " is not the member's initializer");
+  }
+  return Option<T>{Field{std::move(key), enumeration(names_of(cluster::kDtypeNames, dtypes)), false, std::move(def),
+                         std::move(help), {}},
+                   [member, bytes](const Json& v, T& out) { out.*member = bytes(v.get<std::string>()); }};
+}
+
+}  // namespace
+
 const Options<workload::TrainingConfig>& training_options() {
   using T = workload::TrainingConfig;
   // The optimizer's state dtypes: some of the training dtypes (Megatron-Core's precision-aware
   // optimizer takes these).
   using cluster::Dtype;
-  const std::string fp32 = name_string(cluster::kDtypeNames, Dtype::fp32);
-  const std::vector<std::string> moment_dtypes = names_of(cluster::kDtypeNames, {Dtype::fp32, Dtype::bf16, Dtype::fp16, Dtype::fp8});
+  using S = workload::OptimizerStates;
+  static const Options<S> states({
+      dtype_bytes_option<S>("main_params", &S::main_params, {Dtype::fp32, Dtype::bf16, Dtype::fp16}, Dtype::fp32,
+                            "the master copy of the weights (16-bit training)"),
+      dtype_bytes_option<S>("exp_avg", &S::exp_avg, {Dtype::fp32, Dtype::bf16, Dtype::fp16, Dtype::fp8}, Dtype::fp32,
+                            "Adam's first moment"),
+      dtype_bytes_option<S>("exp_avg_sq", &S::exp_avg_sq, {Dtype::fp32, Dtype::bf16, Dtype::fp16, Dtype::fp8}, Dtype::fp32,
+                            "Adam's second moment"),
+      dtype_bytes_option<S>("main_grads", &S::main_grads, {Dtype::fp32, Dtype::bf16}, std::nullopt,
+                            "the main gradients accumulated over the microbatches (default: the training's dtype)"),
+  });
+  // Written: the optimizer keeps the state it names (OptimizerStates::given).
+  static const Option<T> given_states = [] {
+    auto o = section_option<T>("optimizer_states", &T::optimizer_states, states,
+                               "Megatron-Core's precision-aware optimizer (use_precision_aware_optimizer with "
+                               "main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype, main_grads_dtype): the dtypes the "
+                               "optimizer keeps its state in; absent: FP32 master weights and moments",
+                               Json());
+    o.read = [read = o.read](const Json& v, T& out) {
+      read(v, out);
+      out.optimizer_states.given = true;
+    };
+    return o;
+  }();
   static const Options<T> o({
       required_option<T>("sequence_length", &T::sequence_length, integer(1, 1 << 24), "tokens per sequence")
           .also({"seq_length", "seq_len"}),
@@ -426,20 +492,7 @@ const Options<workload::TrainingConfig>& training_options() {
                            "fine-grained activation offloading, as Megatron-Core's offload_modules (with "
                            "fine_grained_activation_offloading): each module's saved activations copy to host memory over "
                            "PCIe after its forward and come back before its backward (default: none)")),
-      declared<T>(optional(
-          "optimizer_states",
-          object({
-              optional("main_params", enumeration(names_of(cluster::kDtypeNames, {Dtype::fp32, Dtype::bf16, Dtype::fp16})),
-                       fp32, "the master copy of the weights (16-bit training)"),
-              optional("exp_avg", enumeration(moment_dtypes), fp32, "Adam's first moment"),
-              optional("exp_avg_sq", enumeration(moment_dtypes), fp32, "Adam's second moment"),
-              optional("main_grads", enumeration(names_of(cluster::kDtypeNames, {Dtype::fp32, Dtype::bf16})), nullptr,
-                       "the main gradients accumulated over the microbatches (default: the training's dtype)"),
-          }),
-          nullptr,
-          "Megatron-Core's precision-aware optimizer (use_precision_aware_optimizer with main_params_dtype, "
-          "exp_avg_dtype, exp_avg_sq_dtype, main_grads_dtype): the dtypes the optimizer keeps its state in; "
-          "absent: FP32 master weights and moments")),
+      given_states,
       declared<T>(optional("optimizer", enumeration({"gpu", "host"}), "gpu",
                            "where the optimizer state lives and steps: on each GPU, or on its host's CPU (ZeRO-Offload: "
                            "gradients copied over PCIe, CPU Adam, weights copied back; needs cluster.hosts)")),

@@ -97,6 +97,43 @@ TEST(BoundOptions, ReadFillsEveryBoundMember) {
   EXPECT_EQ(d.link.bytes_per_second, 25e9);
 }
 
+// A nested object whose keys fill members of the enclosing struct (schema::itself), and one
+// filling a std::optional member: absent, neither touches the struct; written, they fill it (the
+// optional engaged, its own defaults written in).
+struct Outer {
+  int low = 1, high = 2;
+  std::optional<Inner> extra;
+};
+
+TEST(BoundOptions, NestedKeysFillTheEnclosingStructOrAnOptionalSection) {
+  static const schema::Options<Outer> range({
+      schema::required_option<Outer>("low", &Outer::low, schema::integer(0), "low end"),
+      schema::option<Outer>("high", &Outer::high, schema::integer(0), "high end"),
+  });
+  static const schema::Options<Outer> o({
+      schema::section_option<Outer>("range", schema::itself, range, "the range", Json()),
+      schema::section_option<Outer>("extra", &Outer::extra, inner_options(), "an optional section", Json()),
+  });
+  const Json absent = schema::validate(o.node(), Json::object(), "o.json");
+  EXPECT_EQ(absent, Json::object());  // no default written for either
+  Outer a;
+  o.read(absent, a);
+  EXPECT_EQ(a.low, 1);
+  EXPECT_EQ(a.high, 2);
+  EXPECT_FALSE(a.extra.has_value());
+
+  const Json given = schema::validate(o.node(), Json{{"range", {{"low", 5}}}, {"extra", {{"depth", 9}}}}, "o.json");
+  Outer b;
+  o.read(given, b);
+  EXPECT_EQ(b.low, 5);
+  EXPECT_EQ(b.high, 2);  // the nested default, written in by the schema
+  ASSERT_TRUE(b.extra.has_value());
+  EXPECT_EQ(b.extra->depth, 9);
+  EXPECT_EQ(b.extra->wait, 3 * kMicrosecond);
+  // A nested section's required key is required once the section is written.
+  EXPECT_THROW(schema::validate(o.node(), Json{{"range", {{"high", 3}}}}, "o.json"), InputError);
+}
+
 TEST(BoundOptionsDeathTest, ATimeIsNeverReadIntoADouble) {
   // A double member read from a time would hold picoseconds where the code reads seconds: the
   // declaration is refused when it is made (a defect of the program, not of an input).
