@@ -128,6 +128,12 @@ bool AlphaBetaTable::overridden(CollectiveKind kind, int level) const {
   return static_cast<std::size_t>(level) < overrides_.size() && !overrides_[level][static_cast<std::size_t>(kind)].empty();
 }
 
+bool AlphaBetaTable::calibrated(CollectiveKind kind) const {
+  for (int l = 0; l < levels(); ++l)
+    if (overridden(kind, l)) return true;
+  return false;
+}
+
 std::uint64_t AlphaBetaTable::applied(CollectiveKind kind, int level) const {
   return static_cast<std::size_t>(level) < applied_.size() ? applied_[level][static_cast<std::size_t>(kind)] : 0;
 }

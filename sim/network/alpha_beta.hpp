@@ -88,6 +88,8 @@ class AlphaBetaTable {
   // Pieces sorted by from_bytes, the first from 0.
   void override_for(CollectiveKind kind, int level, std::vector<AlphaBetaPiece> pieces);
   bool overridden(CollectiveKind kind, int level) const;
+  // Whether a profile overrides `kind` at some level.
+  bool calibrated(CollectiveKind kind) const;
   // How many collective steps (one steps_cost call each: a phase, or one of a pipeline's rounds)
   // were costed with the calibrated `kind` on `level` since the last reset_applied(): what a run
   // reports of each profile entry it bound (simulation/calibration_binding.hpp).

@@ -32,6 +32,38 @@ FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTab
   link_since_.assign(links_.size(), 0);
   link_flows_.assign(links_.size(), 0);
   stats_.bytes_by_level.assign(topology.tier_count(), 0.0);
+  demand_cache_limit_ = demand_cache_entries(topology);
+}
+
+std::size_t FlowExecutor::demand_cache_entries(const cluster::Topology& topology) {
+  // A 1F1B schedule alternates the forward and backward all-to-alls of the layers a GPU holds (16
+  // virtual stages of 4 layers: 64 matrices a group, each with its transpose) over every group:
+  // room for 64 collectives over every GPU, at most 2^22 demands (64 MiB).
+  const std::size_t one = 2 * (static_cast<std::size_t>(topology.tier_count()) + 1) * topology.gpu_count();
+  return std::min<std::size_t>(64 * one, std::size_t{1} << 22);
+}
+
+FlowPhase FlowExecutor::phase_demand(const CollectivePhase& phase, GroupId group, std::span<const std::uint32_t> members) {
+  const auto* e = std::get_if<ExchangePhase>(&phase.work);
+  if (!e || !e->traffic || !e->traffic->is_factored() || params_.calibrated(phase.kind))
+    return demands_.demand(phase, members);
+  const DemandKey key{e->traffic.get(), group, phase.kind};
+  if (const auto it = demand_cache_.find(key); it != demand_cache_.end()) {
+    ++demands_reused_;
+    return it->second;
+  }
+  FlowPhase out = demands_.demand(phase, members);
+  if (out.demand.size() > demand_cache_limit_) return out;
+  while (cached_demands_ + out.demand.size() > demand_cache_limit_) {
+    const auto oldest = demand_cache_.find(demand_order_.front().second);
+    cached_demands_ -= oldest->second.demand.size();
+    demand_cache_.erase(oldest);
+    demand_order_.pop_front();
+  }
+  cached_demands_ += out.demand.size();
+  demand_cache_.emplace(key, out);
+  demand_order_.emplace_back(e->traffic, key);
+  return out;
 }
 
 double FlowExecutor::memory_estimate(const cluster::Topology& topology) {
@@ -41,7 +73,8 @@ double FlowExecutor::memory_estimate(const cluster::Topology& topology) {
   const double per_link = 5 * sizeof(double) + 2 * sizeof(Time) + sizeof(std::uint32_t) + sizeof(double) +
                           MaxMinSolver::kBytesPerLink;
   const double in_flight = 2.0 * (topology.tier_count() + 1) * topology.gpu_count() * (sizeof(LinkDemand) + sizeof(std::uint32_t));
-  return links * per_link + grown_capacity(links) * FlowLinks::kBytesPerLink + in_flight;
+  const double cached = static_cast<double>(demand_cache_entries(topology)) * sizeof(LinkDemand);
+  return links * per_link + grown_capacity(links) * FlowLinks::kBytesPerLink + in_flight + cached;
 }
 
 void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time now) {
@@ -97,13 +130,13 @@ void FlowExecutor::next_phase(engine::Engine& engine, std::uint32_t r, Time now)
     return;
   }
   const auto& members = program_.groups.members(op.group);
-  FlowPhase phase = demands_.demand(run.phases[run.next], members);
+  FlowPhase phase = phase_demand(run.phases[run.next], op.group, members);
   // Pipelined phases drain as one flow: demands added per link, latencies added.
   if (run.phases[run.next].overlaps_next) {
     std::unordered_map<std::uint32_t, std::size_t> at;  // link → its entry in phase.demand
     for (std::size_t i = 0; i < phase.demand.size(); ++i) at.emplace(phase.demand[i].link, i);
     while (run.phases[run.next].overlaps_next && run.next + 1 < run.phases.size()) {
-      const FlowPhase more = demands_.demand(run.phases[++run.next], members);
+      const FlowPhase more = phase_demand(run.phases[++run.next], op.group, members);
       phase.latency += more.latency;
       phase.host_bytes += more.host_bytes;
       for (std::size_t l = 0; l < more.bytes_by_level.size(); ++l) phase.bytes_by_level[l] += more.bytes_by_level[l];

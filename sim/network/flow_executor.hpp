@@ -9,8 +9,12 @@
 #pragma once
 
 #include <cmath>
+#include <deque>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
+
+#include <boost/container_hash/hash.hpp>
 
 #include "sim/network/alpha_beta.hpp"
 #include "sim/network/analytic_model.hpp"
@@ -32,11 +36,12 @@ class FlowExecutor final : public NetworkExecutor {
   const FlowLinks& links() const { return links_; }
   std::uint64_t rate_solves() const { return solves_; }  // solves run (rescheduling without a change of rates is not one)
   std::uint64_t flows_solved() const { return flows_solved_; }  // flows those solves filled, in all
+  std::uint64_t demands_reused() const { return demands_reused_; }  // exchange phases whose demands were kept (phase_demand)
   // Host bytes it holds for a run on `topology`, for the host-memory estimate: per link
   // (FlowLinks::count) its eight tables here, the links' own, the demands' scratch and the solver's
   // state; and the flows of one collective over every GPU at once: each GPU's links (up and down
   // at every tier, and its PCIe link) in its flow's share and in the solver's lists of the flows
-  // crossing each link.
+  // crossing each link; and the link demands of the exchanges it keeps for reuse (phase_demand).
   static double memory_estimate(const cluster::Topology& topology);
 
  private:
@@ -57,6 +62,14 @@ class FlowExecutor final : public NetworkExecutor {
   };
 
   void next_phase(engine::Engine& engine, std::uint32_t running, Time now);
+  // A phase's link demands (FlowDemands::demand). An exchange of a factored traffic matrix (the one
+  // expected routing shares among a layer's all-to-all groups, and its transpose) over a group is
+  // kept for the next collective exchanging the same matrix over the same group: the cache holds the
+  // matrix (so no other matrix can take its address) and at most demand_cache_entries link
+  // demands, the oldest out first. A kind a profile calibrates is costed each time: the profile's
+  // report counts the steps it costed (AlphaBetaTable::applied).
+  FlowPhase phase_demand(const CollectivePhase& phase, GroupId group, std::span<const std::uint32_t> members);
+  static std::size_t demand_cache_entries(const cluster::Topology& topology);  // the cache's limit
   void advance(Time now);
   void reschedule(engine::Engine& engine, Time now);
 
@@ -95,6 +108,12 @@ class FlowExecutor final : public NetworkExecutor {
   bool added_ = false;                   // a flow started since the last solve
   double drained_rate_ = HUGE_VAL;       // the slowest flow that drained since the last reschedule
   NetworkStats stats_;
+  using DemandKey = std::tuple<const TrafficMatrix*, GroupId, CollectiveKind>;
+  std::unordered_map<DemandKey, FlowPhase, boost::hash<DemandKey>> demand_cache_;
+  std::deque<std::pair<TrafficPtr, DemandKey>> demand_order_;  // oldest first; holds each matrix
+  std::size_t cached_demands_ = 0;  // link demands the cache holds
+  std::uint64_t demands_reused_ = 0;
+  std::size_t demand_cache_limit_ = 0;
 };
 
 }  // namespace moesim::network

@@ -274,11 +274,13 @@ void Writer::backward_prelude(int l, int mb, const blocks::LayerRouting* rt, Fro
 
 // The routing is drawn at the layer's forward and kept for the backward (and a recomputation);
 // where the scenario repeats it over microbatches, the layer's first routing is drawn once and its
-// matrices shared.
+// matrices shared. Expected routing is the same in every microbatch (route_layer draws nothing for
+// it), so its first is shared too: one set of traffic matrices per layer and iteration, whose link
+// demands the flow model keeps (FlowExecutor::phase_demand).
 const blocks::LayerRouting& Writer::draw_routing(int l, int mb) {
   const parallel::MoeLayerPlan& moe = *plan_.moe[l];
   blocks::LayerRouting drawn;
-  if (em_.ctx.routing.config().repeat_microbatches) {
+  if (em_.ctx.routing.config().repeat_microbatches || !em_.ctx.routing.sampled()) {
     auto [first, fresh] = repeated_.try_emplace(l);
     if (fresh) first->second = blocks::route_layer(em_.ctx, plan_, moe, em_.iteration, l, mb);
     drawn = first->second;

@@ -283,6 +283,39 @@ TEST(FlowModel, SkewedAllToAllIsSlowerByTheHotReceiversLoad) {
   }
 }
 
+TEST(FlowModel, AnExchangeOfTheSameMatrixOverTheSameGroupReusesItsDemands) {
+  // Expected routing shares one factored matrix among a layer's all-to-alls (schedule/
+  // iteration_program.cpp draw_routing): the flow model keeps its link demands per group. Three
+  // all-to-alls of skewed16 over the 16 GPUs of two 8-GPU nodes, 1 ms apart (nothing contends), and
+  // one over another group: with the matrix shared, the second and third reuse the first's demands;
+  // with a copy of it each, none does. Either way every time and every link statistic is the same.
+  Bench b(Topology({level("node", 2, "400GB/s", "5us"), level("gpu", 8, "450GB/s", "2us")}, {any_gpu()}, {}));
+  const GroupId all = b.group(iota(16)), half = b.group(iota(8));
+  const auto run = [&](bool shared) {
+    const TrafficPtr one = skewed16();
+    std::vector<std::pair<CollectiveOp, Time>> ops;
+    for (int i = 0; i < 3; ++i) ops.push_back({{CollectiveKind::AllToAll, Algorithm::Direct, all, 0, shared ? one : skewed16()},
+                                               i * kMillisecond});
+    auto eight = std::make_shared<TrafficMatrix>(TrafficMatrix::uniform(8, 1e6));
+    ops.push_back({{CollectiveKind::AllToAll, Algorithm::Direct, half, 0, eight}, 3 * kMillisecond});
+    return b.run(ops);
+  };
+  const auto shared = run(true);
+  EXPECT_EQ(b.reused, 2u);
+  const NetworkStats shared_stats = b.stats;
+  const auto copies = run(false);
+  EXPECT_EQ(b.reused, 0u);
+  EXPECT_EQ(shared, copies);
+  ASSERT_EQ(shared_stats.link_levels.size(), b.stats.link_levels.size());
+  for (std::size_t l = 0; l < b.stats.link_levels.size(); ++l) {
+    EXPECT_EQ(shared_stats.link_levels[l].bytes, b.stats.link_levels[l].bytes);
+    EXPECT_EQ(shared_stats.link_levels[l].busy, b.stats.link_levels[l].busy);
+  }
+  EXPECT_EQ(shared_stats.bytes_by_level, b.stats.bytes_by_level);
+  // The three exchanges take the same time, each alone.
+  for (int i = 1; i < 3; ++i) EXPECT_EQ(shared[i].second - shared[i].first, shared[0].second - shared[0].first);
+}
+
 TEST(FlowModel, LinkStatisticsAddUp) {
   // The uniform all-to-all above: each GPU's uplink and downlink carry 3 MB, busy 30 us, fully
   // used: 24 MB over the GPU level's links in all.

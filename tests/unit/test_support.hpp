@@ -113,6 +113,7 @@ struct NetworkBench {
     stats = x->stats();
     solves = flow ? static_cast<network::FlowExecutor&>(*x).rate_solves() : 0;
     flows_solved = flow ? static_cast<network::FlowExecutor&>(*x).flows_solved() : 0;
+    reused = flow ? static_cast<network::FlowExecutor&>(*x).demands_reused() : 0;
     std::vector<std::pair<Time, Time>> out;
     for (const auto& c : log.collectives()) out.emplace_back(c.start, c.end);
     return out;
@@ -125,6 +126,7 @@ struct NetworkBench {
   network::NetworkStats stats;
   std::uint64_t solves = 0;  // the flow model's rate solves in the last run
   std::uint64_t flows_solved = 0;  // the flows those solves filled, in all
+  std::uint64_t reused = 0;        // exchange phases whose link demands the flow model kept
 };
 
 // Run options that keep every finished task (Simulation::task_log()).
