@@ -33,6 +33,13 @@ FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTab
   link_flows_.assign(links_.size(), 0);
   stats_.bytes_by_level.assign(topology.tier_count(), 0.0);
   demand_cache_limit_ = demand_cache_entries(topology);
+  matrix_cache_limit_ = demand_cache_matrix_bytes(topology);
+}
+
+double FlowExecutor::demand_cache_matrix_bytes(const cluster::Topology& topology) {
+  // 64 dense matrices over every GPU, at most 64 MiB.
+  const double n = static_cast<double>(topology.gpu_count());
+  return std::min(64 * n * n * sizeof(double), 64.0 * (1 << 20));
 }
 
 std::size_t FlowExecutor::demand_cache_entries(const cluster::Topology& topology) {
@@ -46,22 +53,24 @@ std::size_t FlowExecutor::demand_cache_entries(const cluster::Topology& topology
 
 FlowPhase FlowExecutor::phase_demand(const CollectivePhase& phase, GroupId group, std::span<const std::uint32_t> members) {
   const auto* e = std::get_if<ExchangePhase>(&phase.work);
-  if (!e || !e->traffic || !e->traffic->is_factored() || params_.calibrated(phase.kind))
-    return demands_.demand(phase, members);
+  if (!e || !e->traffic || e->traffic->is_tiered() || params_.calibrated(phase.kind)) return demands_.demand(phase, members);
   const DemandKey key{e->traffic.get(), group, phase.kind};
   if (const auto it = demand_cache_.find(key); it != demand_cache_.end()) {
     ++demands_reused_;
     return it->second;
   }
   FlowPhase out = demands_.demand(phase, members);
-  if (out.demand.size() > demand_cache_limit_) return out;
-  while (cached_demands_ + out.demand.size() > demand_cache_limit_) {
+  const double matrix = e->traffic->value_bytes();
+  if (out.demand.size() > demand_cache_limit_ || matrix > matrix_cache_limit_) return out;
+  while (cached_demands_ + out.demand.size() > demand_cache_limit_ || cached_matrix_bytes_ + matrix > matrix_cache_limit_) {
     const auto oldest = demand_cache_.find(demand_order_.front().second);
     cached_demands_ -= oldest->second.demand.size();
+    cached_matrix_bytes_ -= demand_order_.front().first->value_bytes();
     demand_cache_.erase(oldest);
     demand_order_.pop_front();
   }
   cached_demands_ += out.demand.size();
+  cached_matrix_bytes_ += matrix;
   demand_cache_.emplace(key, out);
   demand_order_.emplace_back(e->traffic, key);
   return out;
@@ -75,7 +84,10 @@ double FlowExecutor::memory_estimate(const cluster::Topology& topology) {
                           MaxMinSolver::kBytesPerLink;
   const double in_flight = 2.0 * (topology.tier_count() + 1) * topology.gpu_count() * (sizeof(LinkDemand) + sizeof(std::uint32_t));
   const double cached = static_cast<double>(demand_cache_entries(topology)) * sizeof(LinkDemand);
-  return links * per_link + grown_capacity(links) * FlowLinks::kBytesPerLink + in_flight + cached;
+  // The matrices it holds beyond their iteration (expected routing's dense ones are not in the
+  // run's routing estimate): at most demand_cache_matrix_bytes.
+  const double matrices = demand_cache_matrix_bytes(topology);
+  return links * per_link + grown_capacity(links) * FlowLinks::kBytesPerLink + in_flight + cached + matrices;
 }
 
 void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time now) {

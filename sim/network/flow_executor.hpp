@@ -62,14 +62,17 @@ class FlowExecutor final : public NetworkExecutor {
   };
 
   void next_phase(engine::Engine& engine, std::uint32_t running, Time now);
-  // A phase's link demands (FlowDemands::demand). An exchange of a factored traffic matrix (the one
-  // expected routing shares among a layer's all-to-all groups, and its transpose) over a group is
-  // kept for the next collective exchanging the same matrix over the same group: the cache holds the
-  // matrix (so no other matrix can take its address) and at most demand_cache_entries link
-  // demands, the oldest out first. A kind a profile calibrates is costed each time: the profile's
-  // report counts the steps it costed (AlphaBetaTable::applied).
+  // A phase's link demands (FlowDemands::demand). An exchange of a factored or dense traffic matrix
+  // (expected routing's, which a layer's all-to-alls share over every microbatch, and a fused
+  // dispatch's stages) over a group is kept for the next collective exchanging the same matrix over
+  // the same group: the cache holds the matrix (so no other matrix can take its address), at most
+  // demand_cache_entries link demands and demand_cache_matrix_bytes of matrices, the oldest out
+  // first. Tiered matrices (sampled routing over large groups) are never kept. A kind a profile
+  // calibrates is costed each time: the profile's report counts the steps it costed
+  // (AlphaBetaTable::applied).
   FlowPhase phase_demand(const CollectivePhase& phase, GroupId group, std::span<const std::uint32_t> members);
-  static std::size_t demand_cache_entries(const cluster::Topology& topology);  // the cache's limit
+  static std::size_t demand_cache_entries(const cluster::Topology& topology);  // the cache's limits
+  static double demand_cache_matrix_bytes(const cluster::Topology& topology);
   void advance(Time now);
   void reschedule(engine::Engine& engine, Time now);
 
@@ -114,6 +117,7 @@ class FlowExecutor final : public NetworkExecutor {
   std::size_t cached_demands_ = 0;  // link demands the cache holds
   std::uint64_t demands_reused_ = 0;
   std::size_t demand_cache_limit_ = 0;
+  double cached_matrix_bytes_ = 0, matrix_cache_limit_ = 0;
 };
 
 }  // namespace moesim::network

@@ -98,6 +98,8 @@ class TrafficMatrix {
   std::uint32_t size() const { return n_; }
   bool is_factored() const { return form_ == Form::Factored; }
   bool is_tiered() const { return form_ == Form::Tiered; }
+  // Bytes of its dense or factored values (a tiered matrix's sums are not counted).
+  double value_bytes() const { return static_cast<double>(dense_.size() + a_.size() + q_.size()) * sizeof(double); }
   double at(std::uint32_t s, std::uint32_t d) const;
   double sent(std::uint32_t s) const;      // excluding the diagonal
   double received(std::uint32_t d) const;  // excluding the diagonal

@@ -292,8 +292,9 @@ TEST(EpStrategy, RunTooLargeForThisMachineIsRefusedWithTheEstimate) {
   // CollectiveProgram::bytes_per_op): 1.669e12 B = 1.518 TiB, each queue within a chunk and two
   // blocks of its records' bytes. Besides, the engine's list of an iteration's tasks added while
   // the previous one runs: 1.184e10 ids of 4 B, grown to 2^34 of them, 64 GiB; the rest of the
-  // state is 8000 GPUs' (0.02 GiB) and the link demands the flow model keeps (64 collectives over
-  // every GPU of 2 tiers: 64 · 2 · 3 · 8000 of 16 B, 0.05 GiB). Refused before anything is built, whatever the iteration count.
+  // state is 8000 GPUs' (0.02 GiB) and what the flow model keeps for reuse: the link demands of 64
+  // collectives over every GPU of 2 tiers (64 · 2 · 3 · 8000 of 16 B, 0.05 GiB) and its matrices'
+  // limit (64 MiB, 0.06 GiB). Refused before anything is built, whatever the iteration count.
   auto doc = schema::Json::parse(kSmallEp);
   doc["cluster"] = {{"preset", "hybridep-1000dc"}};
   doc["model"] = {{"preset", "gpt-medium-moe"}, {"experts", 8000}};
@@ -304,7 +305,7 @@ TEST(EpStrategy, RunTooLargeForThisMachineIsRefusedWithTheEstimate) {
     sim.check();
     FAIL() << "not refused";
   } catch (const InfeasibleError& e) {
-    EXPECT_NE(std::string(e.what()).find("the run needs about 1.581 TiB of memory (task program 1.518 TiB, run state 64.07 GiB)"),
+    EXPECT_NE(std::string(e.what()).find("the run needs about 1.581 TiB of memory (task program 1.518 TiB, run state 64.13 GiB)"),
               std::string::npos)
         << e.what();
     const double tasks = 2 * 8000 * (10000 * 148.0 + 18), members = 2 * 8000 * (10000 * 48.0 + 14), collectives = 960028;

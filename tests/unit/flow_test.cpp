@@ -286,9 +286,11 @@ TEST(FlowModel, SkewedAllToAllIsSlowerByTheHotReceiversLoad) {
 TEST(FlowModel, AnExchangeOfTheSameMatrixOverTheSameGroupReusesItsDemands) {
   // Expected routing shares one factored matrix among a layer's all-to-alls (schedule/
   // iteration_program.cpp draw_routing): the flow model keeps its link demands per group. Three
-  // all-to-alls of skewed16 over the 16 GPUs of two 8-GPU nodes, 1 ms apart (nothing contends), and
-  // one over another group: with the matrix shared, the second and third reuse the first's demands;
-  // with a copy of it each, none does. Either way every time and every link statistic is the same.
+  // all-to-alls of skewed16 over the 16 GPUs of two 8-GPU nodes, 1 ms apart (nothing contends), one
+  // over another group, and two of skewed16 as a dense matrix (a fused dispatch's stages are
+  // dense): with each matrix shared, the second and third reuse the first's demands and the second
+  // dense one the first's (3 in all); with a copy of it each, none does. Either way every time and
+  // every link statistic is the same.
   Bench b(Topology({level("node", 2, "400GB/s", "5us"), level("gpu", 8, "450GB/s", "2us")}, {any_gpu()}, {}));
   const GroupId all = b.group(iota(16)), half = b.group(iota(8));
   const auto run = [&](bool shared) {
@@ -298,10 +300,15 @@ TEST(FlowModel, AnExchangeOfTheSameMatrixOverTheSameGroupReusesItsDemands) {
                                                i * kMillisecond});
     auto eight = std::make_shared<TrafficMatrix>(TrafficMatrix::uniform(8, 1e6));
     ops.push_back({{CollectiveKind::AllToAll, Algorithm::Direct, half, 0, eight}, 3 * kMillisecond});
+    const TrafficPtr dense = std::make_shared<TrafficMatrix>(skewed16()->to_dense());
+    for (int i = 4; i < 6; ++i)
+      ops.push_back({{CollectiveKind::AllToAll, Algorithm::Direct, all, 0,
+                      shared ? dense : std::make_shared<TrafficMatrix>(skewed16()->to_dense())},
+                     i * kMillisecond});
     return b.run(ops);
   };
   const auto shared = run(true);
-  EXPECT_EQ(b.reused, 2u);
+  EXPECT_EQ(b.reused, 3u);
   const NetworkStats shared_stats = b.stats;
   const auto copies = run(false);
   EXPECT_EQ(b.reused, 0u);
@@ -312,8 +319,9 @@ TEST(FlowModel, AnExchangeOfTheSameMatrixOverTheSameGroupReusesItsDemands) {
     EXPECT_EQ(shared_stats.link_levels[l].busy, b.stats.link_levels[l].busy);
   }
   EXPECT_EQ(shared_stats.bytes_by_level, b.stats.bytes_by_level);
-  // The three exchanges take the same time, each alone.
-  for (int i = 1; i < 3; ++i) EXPECT_EQ(shared[i].second - shared[i].first, shared[0].second - shared[0].first);
+  // The exchanges of one matrix take the same time, each alone.
+  for (int i : {1, 2}) EXPECT_EQ(shared[i].second - shared[i].first, shared[0].second - shared[0].first);
+  EXPECT_EQ(shared[5].second - shared[5].first, shared[4].second - shared[4].first);
 }
 
 TEST(FlowModel, LinkStatisticsAddUp) {

@@ -109,12 +109,13 @@ TEST(MemoryEstimate, FlowModelStateIsPerLinkAndPerGpu) {
   // peak, busy and busy-since at 8 B, the flows on it at 4 B), the demands' scratch (8 B), the
   // solver's state (61 B)
   // and the links' own tables (12 B, 16 grown); in flight each GPU's 4 links in a flow's share
-  // (16 B) and the solver's lists (4 B); the exchanges' link demands it keeps for reuse, room for 64
-  // collectives over every GPU (64 · 16 of 16 B: FlowExecutor::phase_demand).
+  // (16 B) and the solver's lists (4 B); what it keeps for reuse (FlowExecutor::phase_demand): the
+  // link demands of 64 collectives over every GPU (64 · 16 of 16 B) and 64 dense matrices over the
+  // 4 GPUs (64 · 4² · 8 B).
   const cluster::Topology t = test::scenario_from(test::kSmallEp).topology();
   EXPECT_EQ(network::FlowLinks::count(t), 16u);
   EXPECT_DOUBLE_EQ(network::MaxMinSolver::kBytesPerLink, 61.0);
-  EXPECT_DOUBLE_EQ(network::FlowExecutor::memory_estimate(t), 16 * (60.0 + 8 + 61) + 16 * 12 + 4 * 4 * 20 + 64 * 16 * 16);
+  EXPECT_DOUBLE_EQ(network::FlowExecutor::memory_estimate(t), 16 * (60.0 + 8 + 61) + 16 * 12 + 4 * 4 * 20 + 64 * 16 * 16 + 64 * 16 * 8);
 }
 
 TEST(MemoryEstimate, AlternativesRunWhileTheMainRunIsHeld) {
