@@ -60,35 +60,37 @@ const Options<cluster::AttentionMeasurement>& attention_kernel_options() {
 const Options<cluster::GpuSpec>& gpu_options() {
   using T = cluster::GpuSpec;
   using cluster::Dtype;
-  // One object of optional per-dtype entries, in the dtype table's order, each filling the dtype's
-  // slot of a per-dtype array of the GPU (`option_of(dtype index, name, help)`).
-  const auto per_dtype = [](const std::map<Dtype, std::string>& help, const auto& option_of) {
+  // Per dtype, in the dtype table's order: its peak's help and its matmul measurement's.
+  struct DtypeHelp {
+    Dtype dtype;
+    const char* peak;
+    const char* mamf;
+  };
+  static constexpr DtypeHelp help[] = {
+      {Dtype::fp32, "dense FP32 peak", "FP32 measurement"},
+      {Dtype::tf32, "dense TF32 tensor-core peak", "TF32 measurement"},
+      {Dtype::fp16, "dense FP16 tensor-core peak", "FP16 measurement"},
+      {Dtype::bf16, "dense BF16 tensor-core peak", "BF16 measurement"},
+      {Dtype::fp8, "dense FP8 tensor-core peak", "FP8 measurement"},
+      {Dtype::mxfp8, "dense MXFP8 (block-scaled FP8) tensor-core peak; absent: no MXFP8", "MXFP8 measurement (else FP8's)"},
+  };
+  // One object of optional per-dtype entries, each filling the dtype's slot of a per-dtype array of
+  // the GPU (`option_of(dtype index, name, its help)`).
+  const auto per_dtype = [](const auto& option_of) {
     std::vector<Option<T>> options;
-    for (const auto& [d, name] : cluster::kDtypeNames)
-      options.push_back(option_of(static_cast<std::size_t>(d), std::string(name), help.at(d)));
+    for (const DtypeHelp& h : help) {
+      const auto d = static_cast<std::size_t>(h.dtype);
+      options.push_back(option_of(d, name_string(cluster::kDtypeNames, h.dtype), h));
+    }
     return options;
   };
-  static const Options<T> peak(per_dtype(
-      {{Dtype::fp32, "dense FP32 peak"},
-       {Dtype::tf32, "dense TF32 tensor-core peak"},
-       {Dtype::fp16, "dense FP16 tensor-core peak"},
-       {Dtype::bf16, "dense BF16 tensor-core peak"},
-       {Dtype::fp8, "dense FP8 tensor-core peak"},
-       {Dtype::mxfp8, "dense MXFP8 (block-scaled FP8) tensor-core peak; absent: no MXFP8"}},
-      [](std::size_t d, std::string name, std::string help) {
-        return given_option<T>(std::move(name), [d](T& g) -> double& { return g.peak_flops[d]; }, flops(), std::move(help));
-      }));
-  static const Options<T> mamf(per_dtype(
-      {{Dtype::fp32, "FP32 measurement"},
-       {Dtype::tf32, "TF32 measurement"},
-       {Dtype::fp16, "FP16 measurement"},
-       {Dtype::bf16, "BF16 measurement"},
-       {Dtype::fp8, "FP8 measurement"},
-       {Dtype::mxfp8, "MXFP8 measurement (else FP8's)"}},
-      [](std::size_t d, std::string name, std::string help) {
-        return section_option<T>(std::move(name), [d](T& g) -> cluster::MatmulMeasurement& { return g.mamf[d]; },
-                                 matmul_options(), std::move(help), Json());
-      }));
+  static const Options<T> peak(per_dtype([](std::size_t d, std::string name, const DtypeHelp& h) {
+    return given_option<T>(std::move(name), [d](T& g) -> double& { return g.peak_flops[d]; }, flops(), h.peak);
+  }));
+  static const Options<T> mamf(per_dtype([](std::size_t d, std::string name, const DtypeHelp& h) {
+    return section_option<T>(std::move(name), [d](T& g) -> cluster::MatmulMeasurement& { return g.mamf[d]; },
+                             matmul_options(), h.mamf, Json());
+  }));
   static const Options<T> host_link({
       required_option<T>("bandwidth", &T::host_bandwidth, bandwidth(), "per direction, e.g. \"32GB/s\""),
       required_option<T>("latency", &T::host_latency, latency(), "e.g. \"2us\""),
@@ -439,13 +441,12 @@ const Options<workload::TrainingConfig>& training_options() {
   // optimizer takes these).
   using cluster::Dtype;
   using S = workload::OptimizerStates;
+  const auto moments = {Dtype::fp32, Dtype::bf16, Dtype::fp16, Dtype::fp8};
   static const Options<S> states({
       dtype_bytes_option<S>("main_params", &S::main_params, {Dtype::fp32, Dtype::bf16, Dtype::fp16}, Dtype::fp32,
                             "the master copy of the weights (16-bit training)"),
-      dtype_bytes_option<S>("exp_avg", &S::exp_avg, {Dtype::fp32, Dtype::bf16, Dtype::fp16, Dtype::fp8}, Dtype::fp32,
-                            "Adam's first moment"),
-      dtype_bytes_option<S>("exp_avg_sq", &S::exp_avg_sq, {Dtype::fp32, Dtype::bf16, Dtype::fp16, Dtype::fp8}, Dtype::fp32,
-                            "Adam's second moment"),
+      dtype_bytes_option<S>("exp_avg", &S::exp_avg, moments, Dtype::fp32, "Adam's first moment"),
+      dtype_bytes_option<S>("exp_avg_sq", &S::exp_avg_sq, moments, Dtype::fp32, "Adam's second moment"),
       dtype_bytes_option<S>("main_grads", &S::main_grads, {Dtype::fp32, Dtype::bf16}, std::nullopt,
                             "the main gradients accumulated over the microbatches (default: the training's dtype)"),
   });
