@@ -76,13 +76,16 @@ struct Emission {
   std::vector<std::uint16_t> stage_of;
 
   std::uint32_t gpus() const { return ctx.topology.gpu_count(); }
-  // The GPUs the work being written runs on: the current stage's.
+  // The GPUs the work being written runs on: the current stage's (those whose tasks are written).
   const std::vector<std::uint32_t>& active() const { return *stage_gpus; }
   bool in_stage(std::uint32_t g) const { return stage_of[g] == stage; }
   void enter_stage(int s) {
     stage = s;
-    stage_gpus = &plan.pipeline.stage_gpus[s];
+    stage_gpus = written_stage_gpus.empty() ? &plan.pipeline.stage_gpus[s] : &written_stage_gpus[s];
   }
+  // Per stage, its GPUs whose tasks are written, where the builder writes some only
+  // (ProgramBuilder::simulate_only; empty: every GPU).
+  std::vector<std::vector<std::uint32_t>> written_stage_gpus{};
   // The tokens of one microbatch a GPU holds between blocks: the sequence split over its
   // context-parallel group (and over tp inside the sequence-parallel regions, which the blocks say).
   double rank_tokens() const { return ctx.training.tokens_per_microbatch() / plan.context_parallel.size; }

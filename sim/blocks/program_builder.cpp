@@ -1,5 +1,9 @@
 #include "sim/blocks/program_builder.hpp"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "sim/core/error.hpp"
 
 namespace moesim::blocks {
@@ -25,6 +29,7 @@ ProgramBuilder::ProgramBuilder(engine::Engine& engine, network::CollectiveProgra
 
 engine::TaskId ProgramBuilder::add(std::uint32_t gpu, Time duration, const engine::Label& label, engine::TaskId after,
                                    parallel::StreamRole role, double sm_share, const engine::Launch& launch) {
+  if (!writes(gpu)) return engine::kNone;
   const std::uint8_t s = stream(role);
   const engine::TaskId previous = engine_.stream_tail(gpu, s);
   const engine::TaskId id = engine_.add_compute(gpu, s, duration, label, sm_share, launch);
@@ -34,6 +39,7 @@ engine::TaskId ProgramBuilder::add(std::uint32_t gpu, Time duration, const engin
 
 engine::TaskId ProgramBuilder::compute(std::uint32_t gpu, compute::Work work, const engine::Label& label,
                                        engine::TaskId after, parallel::StreamRole role, double sm_share) {
+  if (!writes(gpu)) return engine::kNone;
   const std::size_t kind = kind_of_ ? kind_of_->kind_index(gpu) : 0;
   if (kernel_time_.size() <= kind) kernel_time_.resize(kind + 1);
   kernel_time_[kind].costed += work.time;
@@ -56,12 +62,21 @@ void ProgramBuilder::collective(network::CollectiveOp op, parallel::StreamRole r
   const auto& gpus = program_.groups.members(op.group);
   const engine::WorkKind kind = work_kind(op.kind);
   const std::uint8_t s = stream(role);
-  const engine::CollectiveId id = engine_.add_collective(static_cast<std::uint32_t>(gpus.size()), kind);
+  std::size_t written = gpus.size();
+  if (!simulated_.empty()) {
+    written = 0;
+    for (const std::uint32_t g : gpus) written += simulated_[g] ? 1 : 0;
+    members.assign(gpus.size(), engine::kNone);
+    if (written == 0) return;
+    op.copies = copies_(gpus.size(), written);
+  }
+  const engine::CollectiveId id = engine_.add_collective(static_cast<std::uint32_t>(written), kind);
   program_.add(id, std::move(op));
   engine::Label l = label;
   l.kind = kind;
   members.resize(gpus.size());
   for (std::size_t r = 0; r < gpus.size(); ++r) {
+    if (!writes(gpus[r])) continue;
     const engine::TaskId previous = engine_.stream_tail(gpus[r], s);
     members[r] = engine_.add_member(id, gpus[r], s, l, sm_share ? sm_share(gpus[r]) : 0.0,
                                     host_.launch(gpus[r], module_, l, 1));
@@ -71,8 +86,13 @@ void ProgramBuilder::collective(network::CollectiveOp op, parallel::StreamRole r
 
 engine::TaskId ProgramBuilder::p2p(std::uint32_t sender, std::uint32_t receiver, double bytes, parallel::StreamRole send,
                                    parallel::StreamRole receive, const engine::Label& label, engine::TaskId after) {
+  if (!writes(sender) && !writes(receiver)) return engine::kNone;
+  if (!writes(sender) || !writes(receiver))
+    invariant_failed(fmt::format("a point-to-point transfer from GPU {} to GPU {} leaves the simulated replica", sender, receiver));
   const engine::CollectiveId id = engine_.add_collective(2, engine::WorkKind::P2P);
-  program_.add(id, {network::CollectiveKind::P2P, network::Algorithm::Direct, group({sender, receiver}), bytes, nullptr});
+  network::CollectiveOp op{network::CollectiveKind::P2P, network::Algorithm::Direct, group({sender, receiver}), bytes, nullptr};
+  if (copies_) op.copies = copies_(2, 2);
+  program_.add(id, std::move(op));
   engine::Label l = label;
   l.kind = engine::WorkKind::P2P;
   const std::uint8_t s = stream(send);
@@ -93,14 +113,21 @@ engine::TaskId ProgramBuilder::host_copy(std::uint32_t gpu, double bytes, bool t
 }
 
 void ProgramBuilder::depend(engine::TaskId before, engine::TaskId after) {
-  if (before != engine::kNone) engine_.depend(before, after);
+  if (before != engine::kNone && after != engine::kNone) engine_.depend(before, after);
+}
+
+void ProgramBuilder::simulate_only(std::vector<bool> simulated, std::function<std::uint32_t(std::size_t, std::size_t)> copies) {
+  if (engine_.task_count() != 0) invariant_failed("simulate_only() after tasks were written");
+  simulated_ = std::move(simulated);
+  copies_ = std::move(copies);
 }
 
 const std::vector<network::GroupId>& ProgramBuilder::groups(const parallel::FamilyPtr& family) {
   auto [it, fresh] = families_.try_emplace(family);
   if (fresh)
     for (const auto& g : family->groups)
-      if (g.size() > 1) it->second.push_back(group(g));
+      if (g.size() > 1 && std::any_of(g.begin(), g.end(), [&](std::uint32_t m) { return writes(m); }))
+        it->second.push_back(group(g));
   return it->second;
 }
 

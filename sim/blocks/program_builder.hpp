@@ -73,7 +73,8 @@ class ProgramBuilder {
   void depend(engine::TaskId before, engine::TaskId after);
   network::GroupId group(std::vector<std::uint32_t> gpus) { return program_.groups.intern(std::move(gpus)); }
   const std::vector<std::uint32_t>& group_members(network::GroupId id) const { return program_.groups.members(id); }
-  // The family's groups of more than one GPU, interned (once per family).
+  // The family's groups of more than one GPU, interned (once per family), but those none of whose
+  // GPUs' tasks are written (simulate_only).
   const std::vector<network::GroupId>& groups(const parallel::FamilyPtr& family);
   // Drops the entries of families no plan holds any more (a strategy that builds its families
   // anew each iteration, as adaptive replication does, would otherwise keep every iteration's
@@ -83,10 +84,17 @@ class ProgramBuilder {
   engine::Label label(engine::Phase phase, engine::WorkKind kind, std::string_view name, int iteration, int layer,
                       int microbatch = 0, int chunk = 0);
   engine::Engine& engine() { return engine_; }
+  // Writes the tasks of the GPUs `simulated` says only (per GPU; empty: all). The others' tasks are
+  // not written: asked for, a task of theirs is engine::kNone, and a collective gets members only
+  // for the simulated GPUs of its group, its op standing for `copies(members, simulated)` identical
+  // collectives (simulation/replica_symmetry.hpp). Before anything is written.
+  void simulate_only(std::vector<bool> simulated, std::function<std::uint32_t(std::size_t, std::size_t)> copies);
+  bool writes(std::uint32_t gpu) const { return simulated_.empty() || simulated_[gpu]; }
+  bool writes_some_only() const { return !simulated_.empty(); }
   // The software the launches follow (null: nothing costs the host).
   const software::Software* software() const { return host_.software(); }
 
-  // The compute kernels written so far, per GPU kind (`kind_of`: the topology whose kinds these are;
+  // The compute kernels written so far (of the simulated GPUs), per GPU kind (`kind_of`: the topology whose kinds these are;
   // every GPU kind 0 without one): their time as costed (compute::Work::time, with the GPU to
   // themselves) and of it what measured kernel tables gave (compute::Work::measured).
   struct KernelTime {
@@ -107,6 +115,8 @@ class ProgramBuilder {
   software::Module module_ = software::Module::None;
   const cluster::Topology* kind_of_ = nullptr;
   std::vector<KernelTime> kernel_time_;
+  std::vector<bool> simulated_;
+  std::function<std::uint32_t(std::size_t, std::size_t)> copies_;
 };
 
 }  // namespace moesim::blocks

@@ -44,7 +44,7 @@ namespace {
 constexpr const char* kUsage = R"(usage: moesim COMMAND [options]
 
 commands:
-  run SCENARIO.json [--out|-o DIR] [--trace [--trace-gpus LIST]] [--compare-uncalibrated] [--point P]
+  run SCENARIO.json [--out|-o DIR] [--trace [--trace-gpus LIST]] [--compare-uncalibrated] [--point P] [--every-gpu]
                                             simulate; write results.json, scenario.effective.json
                                             (and trace.json for Perfetto with --trace) to DIR
                                             (default out/NAME); LIST like 0-7,16 picks the GPUs
@@ -52,7 +52,9 @@ commands:
                                             --compare-uncalibrated runs it again without its
                                             calibration profile and prints both side by side;
                                             --point P runs point P of the scenario's sweep
-                                            grid alone (as numbered in the sweep's results.csv)
+                                            grid alone (as numbered in the sweep's results.csv);
+                                            --every-gpu simulates every GPU where identical
+                                            replicas would be simulated once (same results)
   validate SCENARIO.json                    check the scenario (and every sweep point), run nothing;
                                             estimate its memory and CPU time
   sweep SCENARIO.json [--out|-o DIR] [--jobs N]
@@ -197,6 +199,7 @@ struct Common {
   std::string trace_gpus;
   bool quiet = false;
   bool compare_uncalibrated = false;  // run: the scenario again without its calibration profile
+  bool every_gpu = false;             // run: no replica simulated once for the others
   bool json = false;                  // presets: one JSON array instead of the listing
   bool markdown = false;              // schema: the Markdown reference instead of the JSON Schema
   std::optional<std::size_t> point;   // run: this point of the scenario's sweep grid instead of its base
@@ -207,7 +210,7 @@ struct Common {
 
 // The options each command takes: any other is refused, never accepted and ignored.
 const std::map<std::string, std::set<std::string>> kCommandOptions{
-    {"run", {"scenario", "out", "data", "trace", "trace-gpus", "quiet", "threads", "compare-uncalibrated", "point"}},
+    {"run", {"scenario", "out", "data", "trace", "trace-gpus", "quiet", "threads", "compare-uncalibrated", "point", "every-gpu"}},
     {"validate", {"scenario", "data", "quiet"}},
     {"sweep", {"scenario", "out", "data", "jobs", "threads", "quiet", "stop-after"}},
     {"presets", {"data", "json"}},
@@ -218,7 +221,7 @@ Common parse(const std::string& command, const std::vector<std::string>& args, b
   std::string data, out;
   po::options_description opts;
   std::string jobs, stop_after, threads, point;
-  opts.add_options()("threads", po::value(&threads))("out,o", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))("compare-uncalibrated", po::bool_switch(&c.compare_uncalibrated))("json", po::bool_switch(&c.json))("markdown", po::bool_switch(&c.markdown))("point", po::value(&point))(
+  opts.add_options()("threads", po::value(&threads))("out,o", po::value(&out))("data", po::value(&data))("trace", po::bool_switch(&c.trace))("trace-gpus", po::value(&c.trace_gpus))("compare-uncalibrated", po::bool_switch(&c.compare_uncalibrated))("json", po::bool_switch(&c.json))("markdown", po::bool_switch(&c.markdown))("point", po::value(&point))("every-gpu", po::bool_switch(&c.every_gpu))(
       "quiet", po::bool_switch(&c.quiet))("jobs", po::value(&jobs))("stop-after", po::value(&stop_after))(
       "scenario", po::value<std::string>());
   po::positional_options_description pos;
@@ -309,6 +312,7 @@ int cmd_run(const Common& c) {
   simulation::RunOptions options;
   options.trace = c.trace;
   options.trace_gpus = traced;
+  options.every_gpu = c.every_gpu;
   // Progress on stderr when a person watches it (a terminal), never in a pipe or a log.
   bool shown = false;
   if (isatty(STDERR_FILENO) && !c.quiet) {

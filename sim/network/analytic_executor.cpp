@@ -22,14 +22,17 @@ void AnalyticExecutor::start(engine::Engine& engine, engine::CollectiveId id, Ti
   const CollectiveCost& cost = costed(op, scratch);
   engine.finish_collective_at(id, now + cost.duration);
   KindStats& k = stats_.by_kind[static_cast<std::size_t>(op.kind)];
-  ++k.collectives;
-  k.pairs += cost.pairs;
-  k.time += cost.duration;
-  for (std::size_t l = 0; l < cost.bytes_by_level.size(); ++l) {
-    stats_.bytes_by_level[l] += cost.bytes_by_level[l];
-    k.bytes += cost.bytes_by_level[l];
+  // Counted once per collective it stands for, as a run of every GPU adds them one by one.
+  for (std::uint32_t c = 0; c < op.copies; ++c) {
+    ++k.collectives;
+    k.pairs += cost.pairs;
+    k.time += cost.duration;
+    for (std::size_t l = 0; l < cost.bytes_by_level.size(); ++l) {
+      stats_.bytes_by_level[l] += cost.bytes_by_level[l];
+      k.bytes += cost.bytes_by_level[l];
+    }
+    k.bytes += cost.host_bytes;
   }
-  k.bytes += cost.host_bytes;
   program_.release(id);
 }
 

@@ -59,6 +59,10 @@ struct CollectiveOp {
   // then the NVLink fan-out). `traffic` then holds the end-to-end bytes (its pairs are counted).
   std::vector<TrafficPtr> stages{};
   bool to_host = true;   // HostCopy: device to host (else host to device)
+  // The identical collectives of the run this one stands for: where identical replicas are
+  // simulated once (simulation/replica_symmetry.hpp), one over a replica's own group stands for one
+  // per replica; its statistics count that many.
+  std::uint32_t copies = 1;
 };
 
 }  // namespace moesim::network

@@ -306,7 +306,13 @@ Json skeleton(const Results& r) {
     exposed_ms.push_back(ms(g.exposed_communication) / iters);
   }
   j["per_gpu"] = {{"compute_ms", compute_ms}, {"communication_ms", comm_ms}, {"exposed_communication_ms", exposed_ms}};
-  j["engine"] = {{"tasks", r.engine.tasks}, {"collectives", r.engine.collectives}, {"events", r.engine.events}, {"makespan_ps", r.engine.makespan}};
+  j["engine"] = {{"tasks", r.engine.tasks},
+                 {"collectives", r.engine.collectives},
+                 {"events", r.engine.events},
+                 {"makespan_ps", r.engine.makespan},
+                 {"simulated_gpus", r.engine.simulated_gpus},
+                 {"replicas_simulated_once", r.engine.replicas}};
+  if (r.engine.replicas == 1) j["engine"]["every_gpu_simulated_because"] = r.engine.full_because;
   return j;
 }
 
@@ -418,6 +424,9 @@ std::string summary(const Results& r, double wall_seconds, double peak_rss_bytes
   row("peak memory", fmt::format("{} of {} (GPU {})", format_bytes(r.memory[peak].total()), format_bytes(r.memory_capacity[peak]), peak));
   row("simulated", fmt::format("{} tasks, {} events in {:.3f} s{}", r.engine.tasks, r.engine.events, wall_seconds,
                                peak_rss_bytes > 0 ? fmt::format(", peak RSS {}", format_bytes(peak_rss_bytes)) : ""));
+  if (r.engine.replicas > 1)
+    row("symmetry", fmt::format("{} identical replicas of {} GPUs, each simulated once (--every-gpu: all {})",
+                                r.engine.replicas, r.engine.simulated_gpus, r.gpus));
   return out;
 }
 

@@ -48,6 +48,11 @@ struct LevelResult {
 struct EngineStats {
   std::uint64_t tasks = 0, collectives = 0, events = 0;
   Time makespan = 0;
+  // Identical replicas simulated once (simulation/replica_symmetry.hpp): how many each simulated
+  // GPU stands for (1: every GPU simulated, `full_because` says why) and the GPUs simulated.
+  std::uint32_t replicas = 1;
+  std::uint32_t simulated_gpus = 0;
+  std::string full_because;
 };
 
 struct Results {

@@ -50,6 +50,12 @@ class Writer {
     em_.stage_of.assign(gpus, 0);
     for (std::size_t s = 0; s < plan_.pipeline.stage_gpus.size(); ++s)
       for (const std::uint32_t g : plan_.pipeline.stage_gpus[s]) em_.stage_of[g] = static_cast<std::uint16_t>(s);
+    if (pb.writes_some_only())
+      for (const auto& stage : plan_.pipeline.stage_gpus) {
+        auto& written = em_.written_stage_gpus.emplace_back();
+        for (const std::uint32_t g : stage)
+          if (pb.writes(g)) written.push_back(g);
+      }
     em_.enter_stage(0);
     // Each GPU's last task of the previous iteration: what this one starts after.
     Frontier anchor(gpus);
@@ -105,8 +111,9 @@ class Writer {
   Frontier gathered_embedding_, gathered_head_;  // the vocabulary ends' (distributed optimizer)
   std::map<int, Frontier> prefetched_;  // FSDP: the next layer's all-gather, issued with the current layer
   std::vector<Frontier> front_;                            // per microbatch
-  std::map<std::pair<int, int>, blocks::LayerRouting> routing_;  // (microbatch, layer), forward to backward
-  std::map<int, blocks::LayerRouting> repeated_;  // per layer: its first routing, where microbatches repeat it
+  // (microbatch, layer), forward to backward; microbatches that repeat a layer's first routing share it.
+  std::map<std::pair<int, int>, std::shared_ptr<const blocks::LayerRouting>> routing_;
+  std::map<int, std::shared_ptr<const blocks::LayerRouting>> repeated_;  // per layer: its first routing, where microbatches repeat it
   std::vector<Frontier> attention_done_, experts_done_;
   Frontier end_;  // each GPU's frontier after its last backward
   blocks::GradientSync sync_;
@@ -224,14 +231,14 @@ void Writer::run(const WorkItem& item) {
         vocabulary(Phase::Backward, item.segment, mb, f);
       } else {
         const auto it = routing_.find({mb, l});
-        const blocks::LayerRouting* rt = moe ? &it->second : nullptr;
+        const blocks::LayerRouting* rt = moe ? it->second.get() : nullptr;
         backward_prelude(l, mb, rt, f);
         if (moe && layer_major_) {
-          open_block(Phase::Backward, l, mb, it->second, f);
+          open_block(Phase::Backward, l, mb, *it->second, f);
           break;
         }
         if (moe) {
-          blocks::moe_backward(em_, *moe, l, mb, it->second, f, experts_done_[l]);
+          blocks::moe_backward(em_, *moe, l, mb, *it->second, f, experts_done_[l]);
           routing_.erase(it);
         } else {
           blocks::dense_ffn(em_, Phase::Backward, l, mb, f);
@@ -279,15 +286,16 @@ void Writer::backward_prelude(int l, int mb, const blocks::LayerRouting* rt, Fro
 // demands the flow model keeps (FlowExecutor::phase_demand).
 const blocks::LayerRouting& Writer::draw_routing(int l, int mb) {
   const parallel::MoeLayerPlan& moe = *plan_.moe[l];
-  blocks::LayerRouting drawn;
+  std::shared_ptr<const blocks::LayerRouting> drawn;
   if (em_.ctx.routing.config().repeat_microbatches || !em_.ctx.routing.sampled()) {
     auto [first, fresh] = repeated_.try_emplace(l);
-    if (fresh) first->second = blocks::route_layer(em_.ctx, plan_, moe, em_.iteration, l, mb);
+    if (fresh)
+      first->second = std::make_shared<const blocks::LayerRouting>(blocks::route_layer(em_.ctx, plan_, moe, em_.iteration, l, mb));
     drawn = first->second;
   } else {
-    drawn = blocks::route_layer(em_.ctx, plan_, moe, em_.iteration, l, mb);
+    drawn = std::make_shared<const blocks::LayerRouting>(blocks::route_layer(em_.ctx, plan_, moe, em_.iteration, l, mb));
   }
-  const blocks::LayerRouting& r = routing_[{mb, l}] = std::move(drawn);
+  const blocks::LayerRouting& r = *(routing_[{mb, l}] = std::move(drawn));
   outcome_.routed_copies += r.routed_copies;
   outcome_.dropped_copies += r.dropped_copies;
   for (auto [into, from] : {std::pair{&outcome_.expert_tokens[l], &r.expert_tokens},
@@ -462,9 +470,9 @@ void Writer::overlapped_layers(int fl, int fmb, int bl, int bmb) {
   forward_prelude(fl, fmb, ff);
   const blocks::LayerRouting& frt = draw_routing(fl, fmb);
   const auto brt = routing_.find({bmb, bl});
-  backward_prelude(bl, bmb, &brt->second, bf);
+  backward_prelude(bl, bmb, brt->second.get(), bf);
   Frontier forward_experts;
-  blocks::MoeInFlight b = blocks::MoeInFlight::of(*bmoe, brt->second, Phase::Backward, bl, bmb, nullptr, experts_done_[bl]);
+  blocks::MoeInFlight b = blocks::MoeInFlight::of(*bmoe, *brt->second, Phase::Backward, bl, bmb, nullptr, experts_done_[bl]);
   blocks::MoeInFlight f = blocks::MoeInFlight::of(*fmoe, frt, Phase::Forward, fl, fmb, nullptr, forward_experts);
   blocks::moe_open(em_, b, bf, true);
   blocks::attention(em_, Phase::Forward, fl, fmb, ff);

@@ -199,6 +199,10 @@ RunShape Simulation::shape_of(const strategies::Strategy& strategy, strategies::
   parallel::RunState state;
   const parallel::PlanPtr plan = planned->plan(ctx, 0, state);
   run.streams = plan->streams->roles().size();
+  // Identical replicas simulated once write one replica's program (a collective spanning replicas
+  // keeps its one op: counted as if it were a replica's own, a bound near enough).
+  if (const ReplicaSymmetry s = replica_symmetry({}, *plan); s.reduced())
+    run.per_iteration = (1.0 / s.copies) * run.per_iteration;
   // Sampled routing (blocks/token_routing) gives every all-to-all group of n GPUs a dense n × n
   // matrix of doubles for the dispatch and its transpose for the combine, per MoE layer and
   // microbatch, or above network::kMaxDenseRanks a tiered one (out and in per rank and tier, each
@@ -407,10 +411,24 @@ void Simulation::run(const RunOptions& options) {
 
   blocks::ProgramBuilder builder(*engine_, program_, streams, blocks::HostLaunch(scenario_.software, topology_));
   builder.count_kernels_by_kind(topology_);
+  symmetry_ = replica_symmetry(options, *plan);
+  const parallel::IterationPlan* symmetric_plan = plan.get();
+  if (symmetry_.reduced()) {
+    std::vector<bool> simulated(topology_.gpu_count());
+    for (std::uint32_t g = 0; g < simulated.size(); ++g) simulated[g] = symmetry_.simulated(g);
+    builder.simulate_only(std::move(simulated),
+                          [this](std::size_t members, std::size_t written) { return symmetry_.collective_copies(members, written); });
+  }
   std::vector<report::IterationResult> iteration_results;
   const auto write = [&](int it) {
     if (plan->streams->roles() != streams->roles())
       invariant_failed(fmt::format("{}: iteration {}'s plan asks for other streams than the first", strategy_->name(), it));
+    if (symmetry_.reduced() && plan.get() != symmetric_plan) {
+      const ReplicaSymmetry again = find_replica_symmetry(topology_, *plan);
+      if (again.copies != symmetry_.copies || again.unit != symmetry_.unit)
+        invariant_failed(fmt::format("{}: iteration {}'s plan breaks the replicas' symmetry its first had", strategy_->name(), it));
+      symmetric_plan = plan.get();
+    }
     const std::uint64_t before = engine_->task_count();
     parallel::IterationOutcome outcome = schedule::write_iteration(builder, ctx, plan, it);
     watch.written(it, engine_->task_count() - before);
@@ -452,9 +470,9 @@ void Simulation::run(const RunOptions& options) {
   results_.kernel_sources.assign(topology_.kinds().size(), {});
   for (std::size_t k = 0; k < results_.kernel_sources.size(); ++k) {
     auto& ks = results_.kernel_sources[k];
-    if (k < builder.kernel_time_by_kind().size()) {
-      ks.costed = builder.kernel_time_by_kind()[k].costed;
-      ks.measured = builder.kernel_time_by_kind()[k].measured;
+    if (k < builder.kernel_time_by_kind().size()) {  // each simulated GPU's kernels ran on every replica
+      ks.costed = builder.kernel_time_by_kind()[k].costed * symmetry_.copies;
+      ks.measured = builder.kernel_time_by_kind()[k].measured * symmetry_.copies;
     }
     ks.families = compute_[k].kernel_sources();
   }
@@ -492,6 +510,8 @@ void Simulation::collect(const report::Metrics& metrics, std::vector<report::Ite
     r.iterations[i].end = metrics.iteration_end[i];
   }
   r.metrics = metrics;
+  if (symmetry_.reduced())  // every GPU as its representative
+    for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g) r.metrics.gpus[g] = r.metrics.gpus[symmetry_.representative[g]];
   r.network_model = executor_->model_name();
   r.network = executor_->stats();
   // Bytes per description level: the tiers of a level (its own links and those between its
@@ -508,7 +528,27 @@ void Simulation::collect(const report::Metrics& metrics, std::vector<report::Ite
     for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g) r.host_memory[topology_.host_of(g)] += memory_[g].host;
     r.host_memory_capacity = hosts->memory_bytes;
   }
-  r.engine = {engine_->task_count(), engine_->collective_count(), engine_->events_processed(), engine_->makespan()};
+  r.engine = {engine_->task_count(),
+              engine_->collective_count(),
+              engine_->events_processed(),
+              engine_->makespan(),
+              symmetry_.copies,
+              symmetry_.reduced() ? symmetry_.simulated_gpus() : topology_.gpu_count(),
+              symmetry_.full_because};
+}
+
+ReplicaSymmetry Simulation::replica_symmetry(const RunOptions& options, const parallel::IterationPlan& plan) const {
+  // What the scenario is first, then what the run asks for.
+  ReplicaSymmetry none;
+  if (!scenario_strategy_ || !scenario_.strategy->takes_layout)
+    none.full_because = fmt::format("the {} strategy's plans are not checked for symmetry", strategy_->name());
+  else if (routing_->sampled()) none.full_because = "sampled routing draws each GPU's own tokens";
+  else if (scenario_.network_model == "flow")
+    none.full_because = "under the flow model the replicas share links (replicas are simulated once under the analytic model)";
+  else if (options.every_gpu) none.full_because = "asked to (--every-gpu)";
+  else if (options.trace || options.task_log) none.full_because = "a trace or a task log records every GPU's tasks";
+  else return find_replica_symmetry(topology_, plan);
+  return none;
 }
 
 const engine::TaskLog& Simulation::task_log() const {

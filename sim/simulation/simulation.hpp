@@ -19,6 +19,7 @@
 #include "sim/report/results.hpp"
 #include "sim/scenario/scenario.hpp"
 #include "sim/simulation/memory_estimate.hpp"
+#include "sim/simulation/replica_symmetry.hpp"
 
 namespace moesim::simulation {
 
@@ -37,6 +38,8 @@ struct RunOptions {
   bool task_log = false;          // keep every finished task (task_log(); tests and small runs)
   std::function<void(const Progress&)> progress;  // none: no progress reports
   double progress_seconds = 1.0;
+  // Simulate every GPU even where identical replicas could be simulated once (replica_symmetry.hpp).
+  bool every_gpu = false;
 };
 
 class Simulation {
@@ -102,6 +105,8 @@ class Simulation {
   std::string remedy_figures() const;
 
   strategies::StrategyContext context() const;
+  // The replicas of `plan` a run with `options` simulates once, or copies 1 and why none.
+  ReplicaSymmetry replica_symmetry(const RunOptions& options, const parallel::IterationPlan& plan) const;
   void run_alternatives();
   // What a run of `strategy` (this one's, or an alternative's) allocates, its iteration 0 planned
   // on `planned` (its streams and routing matrices; null: not planned, every stream role counted).
@@ -125,6 +130,7 @@ class Simulation {
   // The collective kind and tier each of the report's used collective entries set, in order.
   std::vector<std::pair<network::CollectiveKind, int>> calibrated_levels_;
   std::vector<report::AlternativeResult> alternatives_;
+  ReplicaSymmetry symmetry_;  // of the last run
   report::Results results_;
   bool checked_ = false;
   bool scenario_strategy_ = true;  // strategy_ is the scenario's (not the caller's)
