@@ -93,6 +93,27 @@ double FlowExecutor::memory_estimate(const cluster::Topology& topology) {
 void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time now) {
   const CollectiveOp& op = program_.op(id);
   const auto& members = program_.groups.members(op.group);
+  const std::uint32_t r = begin_running(op, members, now);
+  running_[r].id = id;
+  if (op.copies <= 1 || !images_) {
+    next_phase(engine, r, now);
+    return;
+  }
+  const CollectiveOp copy = op;  // program_ releases op once its collective is done
+  const auto images = images_(members, op.copies);
+  next_phase(engine, r, now);
+  for (const auto& image : images) {
+    CollectiveOp own = copy;
+    own.group = program_.groups.intern(image);
+    own.copies = 1;
+    const std::uint32_t i = begin_running(own, program_.groups.members(own.group), now);
+    running_[i].image = true;
+    running_[i].own = std::move(own);
+    next_phase(engine, i, now);
+  }
+}
+
+std::uint32_t FlowExecutor::begin_running(const CollectiveOp& op, std::span<const std::uint32_t> members, Time now) {
   std::uint32_t r;
   if (free_running_.empty()) {
     r = static_cast<std::uint32_t>(running_.size());
@@ -103,7 +124,7 @@ void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time n
     free_running_.pop_back();
   }
   Running& run = running_[r];
-  run.id = id;
+  run.image = false;
   if (op.algorithm == Algorithm::Auto || op.algorithm == Algorithm::Nvls) {
     CollectiveOp resolved = op;
     resolved.algorithm = resolve(op, members);
@@ -118,7 +139,7 @@ void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time n
               : op.traffic ? static_cast<double>(op.traffic->pairs())
               : op.kind == CollectiveKind::P2P      ? (op.bytes > 0 ? 1.0 : 0.0)
                                                     : n * (n - 1);
-  next_phase(engine, r, now);
+  return r;
 }
 
 Algorithm FlowExecutor::resolve(const CollectiveOp& op, std::span<const std::uint32_t> members) {
@@ -130,16 +151,17 @@ Algorithm FlowExecutor::resolve(const CollectiveOp& op, std::span<const std::uin
 
 void FlowExecutor::next_phase(engine::Engine& engine, std::uint32_t r, Time now) {
   Running& run = running_[r];
-  const CollectiveOp& op = program_.op(run.id);
+  const CollectiveOp& op = op_of(run);
   if (run.next == run.phases.size()) {
-    engine.finish_collective_at(run.id, now);
+    if (!run.image) engine.finish_collective_at(run.id, now);
     KindStats& k = stats_.by_kind[static_cast<std::size_t>(op.kind)];
     ++k.collectives;
     k.pairs += static_cast<std::uint64_t>(run.pairs);
     k.time += now - run.started;
     run.phases.clear();
     free_running_.push_back(r);
-    program_.release(run.id);
+    if (run.image) run.own = {};
+    else program_.release(run.id);
     return;
   }
   const auto& members = program_.groups.members(op.group);

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -43,10 +44,19 @@ class FlowExecutor final : public NetworkExecutor {
   // at every tier, and its PCIe link) in its flow's share and in the solver's lists of the flows
   // crossing each link; and the link demands of the exchanges it keeps for reuse (phase_demand).
   static double memory_estimate(const cluster::Topology& topology);
+  // Where identical replicas are simulated once (CollectiveOp::copies; simulation/replica_symmetry):
+  // the groups of the other copies a collective over `members` stands for, `copies` − 1 of them.
+  // Their exchanges run on the links beside the simulated one's, as every GPU's would, loading the
+  // links as the full run does; they end nothing in the engine.
+  using Images = std::function<std::vector<std::vector<std::uint32_t>>(const std::vector<std::uint32_t>& members,
+                                                                       std::uint32_t copies)>;
+  void run_images(Images images) { images_ = std::move(images); }
 
  private:
   struct Running {
     engine::CollectiveId id = 0;
+    bool image = false;  // another copy's collective (run_images): its op is `own`, no engine collective
+    CollectiveOp own;
     std::vector<CollectivePhase> phases;
     std::size_t next = 0;
     Time started = 0;
@@ -62,6 +72,10 @@ class FlowExecutor final : public NetworkExecutor {
   };
 
   void next_phase(engine::Engine& engine, std::uint32_t running, Time now);
+  // A running collective's place in running_, its phases planned over `members`.
+  std::uint32_t begin_running(const CollectiveOp& op, std::span<const std::uint32_t> members, Time now);
+  const CollectiveOp& op_of(const Running& run) const { return run.image ? run.own : program_.op(run.id); }
+  Images images_;
   // A phase's link demands (FlowDemands::demand). An exchange of a factored or dense traffic matrix
   // (expected routing's, which a layer's all-to-alls share over every microbatch, and a fused
   // dispatch's stages) over a group is kept for the next collective exchanging the same matrix over

@@ -18,6 +18,35 @@ std::uint32_t ReplicaSymmetry::collective_copies(std::size_t members, std::size_
   return static_cast<std::uint32_t>(stood_for / members);
 }
 
+std::uint32_t ReplicaSymmetry::image(std::uint32_t gpu, std::uint32_t v) const {
+  const std::uint32_t base = gpu - gpu % stage_size, offset = gpu % stage_size;
+  std::uint32_t u = offset / unit, moved = 0, place = 1;
+  for (const std::uint32_t r : radix) {  // digit by digit, each cycled alone
+    moved += (u % r + v % r) % r * place;
+    u /= r, v /= r, place *= r;
+  }
+  return base + moved * unit + offset % unit;
+}
+
+std::vector<std::vector<std::uint32_t>> ReplicaSymmetry::images(const std::vector<std::uint32_t>& members,
+                                                                std::uint32_t count) const {
+  std::vector<std::vector<std::uint32_t>> out;
+  std::set<std::vector<std::uint32_t>> seen;  // as sets
+  auto sorted = members;
+  std::sort(sorted.begin(), sorted.end());
+  seen.insert(sorted);
+  for (std::uint32_t v = 1; v < copies && out.size() + 1 < count; ++v) {
+    std::vector<std::uint32_t> g(members.size());
+    for (std::size_t i = 0; i < g.size(); ++i) g[i] = image(members[i], v);
+    sorted = g;
+    std::sort(sorted.begin(), sorted.end());
+    if (seen.insert(sorted).second) out.push_back(std::move(g));
+  }
+  if (out.size() + 1 != count)
+    invariant_failed(fmt::format("a collective of {} GPUs has {} images of the {} it stands for", members.size(), out.size() + 1, count));
+  return out;
+}
+
 namespace {
 
 using Shift = std::vector<std::uint32_t>;  // φ, per GPU
@@ -167,14 +196,24 @@ std::string plan_breaks(const parallel::IterationPlan& p, const Shift& phi, cons
 // inside it, and the blocks cycled inside the next larger one, up to the stage. Each shift keeps
 // the blocks whole, so a cluster of identical blocks is symmetric under all of them; together they
 // take unit 0 to each unit once (the units numbered in mixed radix, each digit cycled alone).
-std::vector<Shift> generators(const cluster::Topology& topo, std::uint32_t n, std::uint32_t w, std::uint32_t u) {
+std::vector<std::uint32_t> block_chain(const cluster::Topology& topo, std::uint32_t w, std::uint32_t u) {
   std::set<std::uint32_t> sizes{w};
   for (int t = 0; t < topo.tier_count(); ++t) sizes.insert(topo.gpus_per_tier_worker(t));
   if (const auto& h = topo.hosts()) sizes.insert({h->gpus, h->gpus / std::max<std::uint32_t>(1, h->pcie_switches)});
-  std::vector<Shift> out;
+  std::vector<std::uint32_t> chain;
   std::uint32_t step = u;  // what one shift moves by: the block below
   for (const std::uint32_t block : sizes) {
     if (block <= step || block > w || block % step != 0 || w % block != 0) continue;
+    chain.push_back(block);
+    step = block;
+  }
+  return chain;
+}
+
+std::vector<Shift> generators(const std::vector<std::uint32_t>& chain, std::uint32_t n, std::uint32_t u) {
+  std::vector<Shift> out;
+  std::uint32_t step = u;
+  for (const std::uint32_t block : chain) {
     Shift& phi = out.emplace_back(n);
     for (std::uint32_t g = 0; g < n; ++g) phi[g] = g - g % block + (g % block + step) % block;
     step = block;
@@ -219,7 +258,8 @@ ReplicaSymmetry find_replica_symmetry(const cluster::Topology& topo, const paral
     if (w % u != 0) continue;
     ++tries;
     why.clear();
-    for (const Shift& phi : generators(topo, n, w, u)) {
+    const std::vector<std::uint32_t> chain = block_chain(topo, w, u);
+    for (const Shift& phi : generators(chain, n, u)) {
       why = cluster_breaks(topo, phi);
       if (why.empty()) why = plan_breaks(p, phi, uses);
       if (!why.empty()) break;
@@ -228,6 +268,8 @@ ReplicaSymmetry find_replica_symmetry(const cluster::Topology& topo, const paral
     // Unit 0 of each stage is simulated; every collective must stand for whole copies.
     out.copies = w / u;
     out.unit = u;
+    out.stage_size = w;
+    for (std::uint32_t step = u; const std::uint32_t block : chain) out.radix.push_back(block / step), step = block;
     out.representative.resize(n);
     for (std::uint32_t g = 0; g < n; ++g) out.representative[g] = g - g % w + g % w % u;
     // A host's CPU is shared by its GPUs' host work: all of them simulated, or none.

@@ -17,8 +17,10 @@
 //     ring where they do not (all-reduce, even all-gather and reduce-scatter);
 // then every GPU g has the program, timings and metrics of its representative g − u·U in unit 0,
 // and a collective over a group G stands for copies·|G ∩ unit 0|/|G| identical collectives.
-// The caller decides what else must hold (expected routing, the analytic network model: costs
-// that do not depend on what else runs at the same time).
+// Under the analytic model a collective's cost depends on its group alone; under the flow model
+// the other copies' exchanges are run on their links beside it (FlowExecutor::run_images), so the
+// links carry what they carry when every GPU is simulated. The caller decides what else must hold
+// (expected routing: every replica routes alike).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +38,15 @@ struct ReplicaSymmetry {
   // Per GPU, the simulated GPU whose program it runs (empty when copies is 1).
   std::vector<std::uint32_t> representative;
   std::string full_because;  // copies 1: why every GPU is simulated
+  // The units of a stage of `stage_size` GPUs numbered in mixed radix (`radix`: the units of each
+  // block in the one above, finest first), each digit cycled by one shift.
+  std::uint32_t stage_size = 0;
+  std::vector<std::uint32_t> radix;
+  // GPU `gpu` carried by the shifts that take unit 0 to unit v (its digits added digit by digit).
+  std::uint32_t image(std::uint32_t gpu, std::uint32_t v) const;
+  // The groups, other than `members` itself, of the `count` identical collectives one over
+  // `members` stands for (collective_copies), rank for rank: its images under the shifts.
+  std::vector<std::vector<std::uint32_t>> images(const std::vector<std::uint32_t>& members, std::uint32_t count) const;
   bool reduced() const { return copies > 1; }
   bool simulated(std::uint32_t gpu) const { return representative.empty() || representative[gpu] == gpu; }
   std::uint32_t simulated_gpus() const { return static_cast<std::uint32_t>(representative.size() / copies); }

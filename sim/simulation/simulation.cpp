@@ -418,6 +418,11 @@ void Simulation::run(const RunOptions& options) {
     for (std::uint32_t g = 0; g < simulated.size(); ++g) simulated[g] = symmetry_.simulated(g);
     builder.simulate_only(std::move(simulated),
                           [this](std::size_t members, std::size_t written) { return symmetry_.collective_copies(members, written); });
+    // The flow model runs the other copies' exchanges on their links, as the full run would.
+    if (auto* flow = dynamic_cast<network::FlowExecutor*>(executor_.get()))
+      flow->run_images([this](const std::vector<std::uint32_t>& members, std::uint32_t copies) {
+        return symmetry_.images(members, copies);
+      });
   }
   std::vector<report::IterationResult> iteration_results;
   const auto write = [&](int it) {
@@ -543,8 +548,6 @@ ReplicaSymmetry Simulation::replica_symmetry(const RunOptions& options, const pa
   if (!scenario_strategy_ || !scenario_.strategy->takes_layout)
     none.full_because = fmt::format("the {} strategy's plans are not checked for symmetry", strategy_->name());
   else if (routing_->sampled()) none.full_because = "sampled routing draws each GPU's own tokens";
-  else if (scenario_.network_model == "flow")
-    none.full_because = "under the flow model the replicas share links (replicas are simulated once under the analytic model)";
   else if (options.every_gpu) none.full_because = "asked to (--every-gpu)";
   else if (options.trace || options.task_log) none.full_because = "a trace or a task log records every GPU's tasks";
   else return find_replica_symmetry(topology_, plan);
