@@ -47,6 +47,18 @@ void expect_reduced_as_full(const schema::Json& doc, std::uint32_t copies, std::
   EXPECT_LT(reduced.engine.tasks, full.engine.tasks);
 }
 
+// kSmallEp on 16 GPUs in 2 nodes of 8 (400 Gb/s between them, NVLink-class inside), 16 experts.
+schema::Json two_nodes_of_small_ep(int ep, const std::string& network) {
+  auto doc = schema::Json::parse(test::kSmallEp);
+  doc["cluster"]["levels"] = schema::Json::parse(
+      R"([{"name": "node", "count": 2, "bandwidth": "400Gbps", "latency": "5us"},
+          {"name": "gpu", "count": 8, "bandwidth": "450GB/s", "latency": "2us"}])");
+  doc["model"]["experts"] = 16;
+  doc["parallel"]["ep"] = ep;
+  doc["network"]["model"] = network;
+  return doc;
+}
+
 }  // namespace
 
 // torchtitan's 256 GB200 with EP 64 inside a rack and FSDP (PP 1): 256 / 64 = 4 expert-data-
@@ -73,13 +85,7 @@ TEST(ReplicaSymmetry, ShippedHeterMoePipelineReplicasRunOnceAsEveryGpu) {
 // the shifts swap the halves inside each node and the nodes themselves, each keeping the nodes
 // whole, and together carry unit 0 to each of the 4.
 TEST(ReplicaSymmetry, UnitsKeepTheClustersNodesWhole) {
-  auto doc = schema::Json::parse(test::kSmallEp);
-  doc["cluster"]["levels"] = schema::Json::parse(
-      R"([{"name": "node", "count": 2, "bandwidth": "400Gbps", "latency": "5us"},
-          {"name": "gpu", "count": 8, "bandwidth": "450GB/s", "latency": "2us"}])");
-  doc["model"]["experts"] = 16;
-  doc["parallel"]["ep"] = 4;
-  doc["network"]["model"] = "analytic";
+  auto doc = two_nodes_of_small_ep(4, "analytic");
   expect_reduced_as_full(doc, 4, 4);
 }
 
@@ -89,13 +95,7 @@ TEST(ReplicaSymmetry, UnitsKeepTheClustersNodesWhole) {
 // GPU is simulated: identical results. kSmallEp on 2 nodes of 8, 16 experts, EP 8: 2 replicas of
 // one node each.
 TEST(ReplicaSymmetry, UnderTheFlowModelTheOtherReplicasExchangesStillLoadTheirLinks) {
-  auto doc = schema::Json::parse(test::kSmallEp);
-  doc["cluster"]["levels"] = schema::Json::parse(
-      R"([{"name": "node", "count": 2, "bandwidth": "400Gbps", "latency": "5us"},
-          {"name": "gpu", "count": 8, "bandwidth": "450GB/s", "latency": "2us"}])");
-  doc["model"]["experts"] = 16;
-  doc["parallel"]["ep"] = 8;
-  doc["network"]["model"] = "flow";
+  auto doc = two_nodes_of_small_ep(8, "flow");
   expect_reduced_as_full(doc, 2, 8);
   // torchtitan's 4 racks, the FSDP gathers across them contending with each rack's EP all-to-alls.
   auto seed001 = shipped_expected_analytic("seed001-torchtitan-nvl72");
@@ -105,13 +105,7 @@ TEST(ReplicaSymmetry, UnderTheFlowModelTheOtherReplicasExchangesStillLoadTheirLi
 
 // What the reduction cannot prove it runs in full, and says why.
 TEST(ReplicaSymmetry, RunsThatAreNotProvenSymmetricSimulateEveryGpuAndSayWhy) {
-  auto doc = schema::Json::parse(test::kSmallEp);
-  doc["cluster"]["levels"] = schema::Json::parse(
-      R"([{"name": "node", "count": 2, "bandwidth": "400Gbps", "latency": "5us"},
-          {"name": "gpu", "count": 8, "bandwidth": "450GB/s", "latency": "2us"}])");
-  doc["model"]["experts"] = 16;
-  doc["parallel"]["ep"] = 8;
-  doc["network"]["model"] = "analytic";
+  auto doc = two_nodes_of_small_ep(8, "analytic");
   EXPECT_EQ(reduced_run_of(doc, false).engine.replicas, 2u);
   const auto why = [&](schema::Json d) {
     const ReducedRun r = reduced_run_of(d, false);
