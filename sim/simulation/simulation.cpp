@@ -549,8 +549,21 @@ ReplicaSymmetry Simulation::replica_symmetry(const RunOptions& options, const pa
     none.full_because = fmt::format("the {} strategy's plans are not checked for symmetry", strategy_->name());
   else if (routing_->sampled()) none.full_because = "sampled routing draws each GPU's own tokens";
   else if (options.every_gpu) none.full_because = "asked to (--every-gpu)";
-  else if (options.trace || options.task_log) none.full_because = "a trace or a task log records every GPU's tasks";
-  else return find_replica_symmetry(topology_, plan);
+  else if (options.task_log) none.full_because = "a task log records every GPU's tasks";
+  else {
+    ReplicaSymmetry found = find_replica_symmetry(topology_, plan);
+    // A trace records its GPUs' own tasks: only simulated ones have them.
+    if (options.trace && found.reduced())
+      for (std::uint32_t g = 0; g < topology_.gpu_count(); ++g)
+        if ((options.trace_gpus.empty() || options.trace_gpus[g]) && !found.simulated(g)) {
+          none.full_because = fmt::format(
+              "the trace records GPU {}, whose replica is not simulated (--trace-gpus within 0-{} keeps the {} replicas "
+              "simulated once)",
+              g, found.unit - 1, found.copies);
+          return none;
+        }
+    return found;
+  }
   return none;
 }
 

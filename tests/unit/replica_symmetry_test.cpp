@@ -1,6 +1,8 @@
 // Identical replicas simulated once (simulation/replica_symmetry.hpp, issue 50 part 1): the
 // reduced run's results are the full run's, byte for byte, and the runs it cannot prove symmetric
 // are simulated in full with the reason; under both network models.
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 #include "sim/simulation/replica_symmetry.hpp"
@@ -165,4 +167,34 @@ TEST(ReplicaSymmetry, ACollectiveStandsForTheReplicasItsGroupCovers) {
   s.radix = {2, 2};
   EXPECT_EQ(s.image(5, 2), 13u);
   EXPECT_EQ(s.image(5, 1), 1u);  // the first digit cycles inside its block: unit 1 → unit 0
+}
+
+// A trace records the tasks of its GPUs: of the simulated replica's, the same tasks at the same
+// times as when every GPU is simulated, so tracing GPUs 0-7 (replica 0 of kSmallEp on 2 nodes of 8,
+// EP 8) keeps the reduction and writes the full run's trace; tracing GPU 8 runs in full.
+TEST(ReplicaSymmetry, ATraceOfTheSimulatedReplicaIsTheFullRunsTrace) {
+  const auto doc = two_nodes_of_small_ep(8, "flow");
+  const auto traced = [&](std::uint32_t last, bool every_gpu, report::EngineStats* engine) {
+    simulation::Simulation sim(test::scenario_from(doc.dump()));
+    simulation::RunOptions options;
+    options.trace = true;
+    options.trace_gpus.assign(16, false);
+    for (std::uint32_t g = 0; g <= last; ++g) options.trace_gpus[g] = true;
+    options.every_gpu = every_gpu;
+    sim.run(options);
+    *engine = sim.results().engine;
+    std::ostringstream out;
+    sim.write_trace(out);
+    return out.str();
+  };
+  report::EngineStats reduced, full, wider;
+  const std::string trace = traced(7, false, &reduced);
+  EXPECT_EQ(reduced.replicas, 2u);
+  EXPECT_EQ(trace, traced(7, true, &full));
+  EXPECT_EQ(full.replicas, 1u);
+  EXPECT_NE(trace.find("\"pid\":7"), std::string::npos);
+  traced(8, false, &wider);
+  EXPECT_EQ(wider.replicas, 1u);
+  EXPECT_EQ(wider.full_because,
+            "the trace records GPU 8, whose replica is not simulated (--trace-gpus within 0-7 keeps the 2 replicas simulated once)");
 }
