@@ -99,12 +99,15 @@ void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time n
     next_phase(engine, r, now);
     return;
   }
+  // The images of a group, interned once: every layer and microbatch repeats its collectives.
+  auto [known, fresh] = image_groups_.try_emplace(op.group);
+  if (fresh)
+    for (auto& image : images_(members, op.copies)) known->second.push_back(program_.groups.intern(std::move(image)));
   const CollectiveOp copy = op;  // program_ releases op once its collective is done
-  const auto images = images_(members, op.copies);
   next_phase(engine, r, now);
-  for (const auto& image : images) {
+  for (const GroupId image : known->second) {
     CollectiveOp own = copy;
-    own.group = program_.groups.intern(image);
+    own.group = image;
     own.copies = 1;
     const std::uint32_t i = begin_running(own, program_.groups.members(own.group), now);
     running_[i].image = true;

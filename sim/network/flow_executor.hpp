@@ -76,6 +76,7 @@ class FlowExecutor final : public NetworkExecutor {
   std::uint32_t begin_running(const CollectiveOp& op, std::span<const std::uint32_t> members, Time now);
   const CollectiveOp& op_of(const Running& run) const { return run.image ? run.own : program_.op(run.id); }
   Images images_;
+  std::unordered_map<GroupId, std::vector<GroupId>> image_groups_;  // a group's images, interned
   // A phase's link demands (FlowDemands::demand). An exchange of a factored or dense traffic matrix
   // (expected routing's, which a layer's all-to-alls share over every microbatch, and a fused
   // dispatch's stages) over a group is kept for the next collective exchanging the same matrix over

@@ -179,8 +179,9 @@ std::string plan_breaks(const parallel::IterationPlan& p, const Shift& phi, cons
     return "the replicas' GPUs hold different parameters";
   for (const auto& u : uses)
     if (!maps_onto_itself(u.family->groups, phi, u.exact)) return "the replicas' collective groups differ";
+  std::set<const parallel::MoeLayerPlan*> seen;  // layers share their plans
   for (const auto& lp : p.moe) {
-    if (!lp) continue;
+    if (!lp || !seen.insert(lp.get()).second) continue;
     std::vector<std::vector<std::uint32_t>> groups;
     for (const auto& d : lp->dispatch) groups.push_back(d.gpus);
     if (!maps_onto_itself(groups, phi, true)) return "the replicas' all-to-all groups differ";
