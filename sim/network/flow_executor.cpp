@@ -12,6 +12,7 @@ namespace moesim::network {
 namespace {
 constexpr std::uint32_t kDrain = 0x80000000u;
 constexpr std::uint32_t kResolve = kDrain - 1;  // timer token of a batched re-solve
+constexpr std::uint32_t kAbsentFlow = 0xffffffffu;
 }
 
 FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTable& params, CollectiveProgram& program)
@@ -25,12 +26,14 @@ FlowExecutor::FlowExecutor(const cluster::Topology& topology, const AlphaBetaTab
   capacity_.resize(links_.size());
   for (std::uint32_t l = 0; l < links_.size(); ++l) capacity_[l] = links_.capacity(l);
   left_ = capacity_;
+  crossing_.resize(links_.size());
   link_rate_.assign(links_.size(), 0.0);
   link_bytes_.assign(links_.size(), 0.0);
   link_peak_.assign(links_.size(), 0.0);
   link_busy_.assign(links_.size(), 0);
   link_since_.assign(links_.size(), 0);
-  link_flows_.assign(links_.size(), 0);
+  seed_rate_.assign(links_.size(), std::numeric_limits<double>::infinity());
+  link_mark_.assign(links_.size(), 0);
   stats_.bytes_by_level.assign(topology.tier_count(), 0.0);
   demand_cache_limit_ = demand_cache_entries(topology);
   matrix_cache_limit_ = demand_cache_matrix_bytes(topology);
@@ -78,16 +81,25 @@ FlowPhase FlowExecutor::phase_demand(const CollectivePhase& phase, GroupId group
 
 double FlowExecutor::memory_estimate(const cluster::Topology& topology) {
   const double links = static_cast<double>(FlowLinks::count(topology));
-  // capacity_, left_, link_rate_, link_bytes_, link_peak_, link_busy_, link_since_, link_flows_;
-  // FlowDemands' scratch; the solver's.
-  const double per_link = 5 * sizeof(double) + 2 * sizeof(Time) + sizeof(std::uint32_t) + sizeof(double) +
-                          MaxMinSolver::kBytesPerLink;
-  const double in_flight = 2.0 * (topology.tier_count() + 1) * topology.gpu_count() * (sizeof(LinkDemand) + sizeof(std::uint32_t));
+  // capacity_, left_, link_rate_, link_bytes_, link_peak_, seed_rate_, link_busy_, link_since_,
+  // link_mark_, crossing_; FlowDemands' scratch; the solver's.
+  const double per_link = 6 * sizeof(double) + 2 * sizeof(Time) + sizeof(std::uint32_t) +
+                          sizeof(std::vector<Crossing>) + sizeof(double) + MaxMinSolver::kBytesPerLink;
+  // Per link of a flow in flight: its share's entry, its place in the link's list (Flow::at), the
+  // list's entry, the solver's (crossing_ there), and a component's list of links.
+  const double gpus = static_cast<double>(topology.gpu_count());
+  const double in_flight = 2.0 * (topology.tier_count() + 1) * gpus *
+                           (sizeof(LinkDemand) + sizeof(Crossing) + 3 * sizeof(std::uint32_t));
+  // Per flow (one a GPU): its slot, its mark and place in a component, its finishing time in the
+  // heap (boost's mutable heap: a std::list node of the entry and its index, prev and next
+  // pointers, and the node's iterator in the heap's array).
+  const double heap_entry = heap_block_bytes(2 * sizeof(void*) + sizeof(Finish) + sizeof(std::size_t)) + sizeof(void*);
+  const double per_flow = sizeof(Flow) + 2 * sizeof(std::uint32_t) + heap_entry;
   const double cached = static_cast<double>(demand_cache_entries(topology)) * sizeof(LinkDemand);
   // The matrices it holds beyond their iteration (expected routing's dense ones are not in the
   // run's routing estimate): at most demand_cache_matrix_bytes.
   const double matrices = demand_cache_matrix_bytes(topology);
-  return links * per_link + grown_capacity(links) * FlowLinks::kBytesPerLink + in_flight + cached + matrices;
+  return links * per_link + grown_capacity(links) * FlowLinks::kBytesPerLink + in_flight + gpus * per_flow + cached + matrices;
 }
 
 void FlowExecutor::start(engine::Engine& engine, engine::CollectiveId id, Time now) {
@@ -195,19 +207,36 @@ void FlowExecutor::next_phase(engine::Engine& engine, std::uint32_t r, Time now)
     engine.set_timer(r, now + phase.latency);
     return;
   }
-  Flow f;
-  f.running = r;
-  f.latency = phase.latency;
-  for (const LinkDemand& d : phase.demand) f.remaining = std::max(f.remaining, d.bytes);
-  f.share = phase.demand;
-  for (LinkDemand& d : f.share) d.bytes /= f.remaining;
-  advance(now);
-  for (const LinkDemand& d : phase.demand) {
-    link_bytes_[d.link] += d.bytes;
-    if (link_flows_[d.link]++ == 0) link_since_[d.link] = now;
+  std::uint32_t slot;
+  if (free_flows_.empty()) {
+    slot = static_cast<std::uint32_t>(flows_.size());
+    flows_.emplace_back();
+    flow_mark_.push_back(0);
+  } else {
+    slot = free_flows_.back();
+    free_flows_.pop_back();
   }
-  flows_.push_back(std::move(f));
-  added_ = true;
+  Flow& f = flows_[slot];
+  f.running = r;
+  f.seq = next_seq_++;
+  f.latency = phase.latency;
+  f.remaining = 0;
+  for (const LinkDemand& d : phase.demand) f.remaining = std::max(f.remaining, d.bytes);
+  f.rate = 0;
+  f.updated = now;
+  f.finish = INT64_MAX;
+  f.share = phase.demand;
+  f.at.resize(f.share.size());
+  for (std::uint32_t e = 0; e < f.share.size(); ++e) {
+    LinkDemand& d = f.share[e];
+    link_bytes_[d.link] += d.bytes;
+    auto& on = crossing_[d.link];
+    if (on.empty()) link_since_[d.link] = now;
+    f.at[e] = static_cast<std::uint32_t>(on.size());
+    on.push_back({slot, e});
+    d.bytes /= f.remaining;
+  }
+  fresh_.push_back(slot);
   // Phases often start by the thousand at one instant (every group of a layer's collective): the
   // rates are solved once for all of them, by a timer at this same time.
   if (!resolve_pending_) {
@@ -219,7 +248,6 @@ void FlowExecutor::next_phase(engine::Engine& engine, std::uint32_t r, Time now)
 void FlowExecutor::on_timer(engine::Engine& engine, std::uint32_t token, Time now) {
   if (token == kResolve) {
     resolve_pending_ = false;
-    advance(now);
     reschedule(engine, now);
     return;
   }
@@ -228,95 +256,131 @@ void FlowExecutor::on_timer(engine::Engine& engine, std::uint32_t token, Time no
     return;
   }
   if ((token & ~kDrain) != (generation_ & ~kDrain)) return;  // rates changed since: stale
-  advance(now);
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < flows_.size(); ++i) {
-    if (flows_[i].finish <= now) {
-      drained_rate_ = std::min(drained_rate_, flows_[i].rate);
-      engine.set_timer(flows_[i].running, now + flows_[i].latency);
-      for (const LinkDemand& d : flows_[i].share)
-        if (--link_flows_[d.link] == 0) link_busy_[d.link] += now - link_since_[d.link];
-    } else {
-      if (kept != i) flows_[kept] = std::move(flows_[i]);
-      ++kept;
-    }
+  drained_.clear();
+  while (!finishing_.empty() && finishing_.top().at <= now) {
+    drained_.push_back(finishing_.top().flow);
+    finishing_.pop();
   }
-  flows_.resize(kept);
+  // In start order, as their phases' next steps are queued.
+  std::sort(drained_.begin(), drained_.end(), [&](std::uint32_t a, std::uint32_t b) { return flows_[a].seq < flows_[b].seq; });
+  for (const std::uint32_t f : drained_) {
+    engine.set_timer(flows_[f].running, now + flows_[f].latency);
+    drop(f, now);
+  }
   reschedule(engine, now);
 }
 
-void FlowExecutor::advance(Time now) {
-  const Time dt = now - last_;
-  if (dt <= 0) return;
-  const double seconds = time_to_seconds(dt);
-  for (Flow& f : flows_) f.remaining = std::max(0.0, f.remaining - f.rate * seconds);
-  last_ = now;
+void FlowExecutor::drop(std::uint32_t slot, Time now) {
+  Flow& f = flows_[slot];
+  for (std::uint32_t e = 0; e < f.share.size(); ++e) {
+    const std::uint32_t l = f.share[e].link;
+    if (seed_rate_[l] == std::numeric_limits<double>::infinity()) seed_links_.push_back(l);
+    seed_rate_[l] = std::min(seed_rate_[l], f.rate);
+    auto& on = crossing_[l];
+    const Crossing last = on.back();
+    on[f.at[e]] = last;
+    flows_[last.flow].at[last.entry] = f.at[e];
+    on.pop_back();
+    if (on.empty()) link_busy_[l] += now - link_since_[l];
+  }
+  f.share = {};
+  f.at = {};
+  free_flows_.push_back(slot);
+}
+
+void FlowExecutor::gather(std::uint32_t from_flow, std::uint32_t from_link, double keep_below) {
+  component_.clear();
+  component_links_.clear();
+  const auto flow = [&](std::uint32_t f) {
+    if (flow_mark_[f] == mark_) return;
+    flow_mark_[f] = mark_;
+    component_.push_back(f);
+  };
+  const auto link = [&](std::uint32_t l) {
+    if (link_mark_[l] == mark_) return;
+    link_mark_[l] = mark_;
+    component_links_.push_back(l);
+    for (const Crossing& c : crossing_[l])
+      if (!(flows_[c.flow].rate < keep_below)) flow(c.flow);
+  };
+  if (from_flow != kAbsentFlow) flow(from_flow);
+  else link(from_link);
+  for (std::size_t i = 0; i < component_.size(); ++i)
+    for (const LinkDemand& d : flows_[component_[i]].share) link(d.link);
+  std::sort(component_.begin(), component_.end(), [&](std::uint32_t a, std::uint32_t b) { return flows_[a].seq < flows_[b].seq; });
 }
 
 void FlowExecutor::reschedule(engine::Engine& engine, Time now) {
   last_ = now;
   ++generation_;
-  if (flows_.empty()) return;
-  // Flows only left since the last solve: those slower than the slowest of them keep their rates.
-  // Progressive filling of the remaining flows replays the last solve's rounds, bit for bit, up to
-  // the level at which the first of those that left froze: no link that saturated below it carried
-  // one of them (it would have frozen there), and their links only have more room without them.
-  // Every flow that froze below that level froze as before. When all of them did (a layer's
-  // gradient all-reduces drain fastest first beside a slow all-to-all), nothing is solved; else
-  // only the others are filled anew, on what the kept flows leave of each link (below that level
-  // every one of them rose with the kept flows and no link they cross saturated, so filling them
-  // from zero on the remaining capacity is the same filling). Staggered drains of an all-to-all's
-  // per-source flows re-solve a few percent of tens of thousands of flows instead of all of them.
-  const double keep_below = added_ ? 0.0 : drained_rate_;
-  added_ = false;
-  drained_rate_ = std::numeric_limits<double>::infinity();
-  const auto kept = [&](const Flow& f) { return f.rate < keep_below; };
-  const auto kept_flows = static_cast<std::size_t>(std::count_if(flows_.begin(), flows_.end(), kept));
-  if (kept_flows < flows_.size()) {
-    // Each link's rate, for the capacity the kept flows leave and for its peak utilisation.
-    for (std::uint32_t l : busy_links_) link_rate_[l] = 0;
-    busy_links_.clear();
-    const auto load = [&](const Flow& f) {
-      for (const LinkDemand& d : f.share) {
-        if (link_rate_[d.link] == 0) busy_links_.push_back(d.link);
-        link_rate_[d.link] += d.bytes * f.rate;
-      }
-    };
-    shares_.clear();
-    solved_.clear();
-    for (std::uint32_t i = 0; i < flows_.size(); ++i) {
-      if (kept(flows_[i])) {
-        load(flows_[i]);
-      } else {
-        shares_.push_back(&flows_[i].share);
-        solved_.push_back(i);
-      }
-    }
-    const std::vector<double>* capacity = &capacity_;
-    if (kept_flows > 0) {
-      for (const auto* share : shares_)
-        for (const LinkDemand& d : *share) left_[d.link] = capacity_[d.link] - link_rate_[d.link];
-      capacity = &left_;
-    }
-    solver_.solve(shares_, *capacity, rates_);
-    ++solves_;
-    flows_solved_ += shares_.size();
-    for (std::size_t j = 0; j < solved_.size(); ++j) {
-      Flow& f = flows_[solved_[j]];
-      f.rate = rates_[j];
-      if (f.rate <= 0) invariant_failed("a flow got no bandwidth");
-      load(f);
-    }
-    // Without a solve only drained flows' rates left: each link's rate is a sum of fewer of the
-    // same terms, no higher (rounding is monotone), so its peak stays.
-    for (std::uint32_t l : busy_links_) link_peak_[l] = std::max(link_peak_[l], link_rate_[l] / capacity_[l]);
+  if (++mark_ == 0) {
+    std::fill(flow_mark_.begin(), flow_mark_.end(), 0);
+    std::fill(link_mark_.begin(), link_mark_.end(), 0);
+    mark_ = 1;
   }
-  Time next = INT64_MAX;
-  for (Flow& f : flows_) {
+  // A started flow's component is filled anew (every rate in it may change). A drain re-solves, of
+  // what its flow leaves, the flows at least as fast as it that its links reach through such flows:
+  // the drains slowest first, so that each reaches what a slower one has not.
+  for (const std::uint32_t f : fresh_)
+    if (flow_mark_[f] != mark_) {
+      gather(f, 0, 0.0);
+      solve_component(0.0, now);
+    }
+  std::sort(seed_links_.begin(), seed_links_.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return seed_rate_[a] != seed_rate_[b] ? seed_rate_[a] < seed_rate_[b] : a < b; });
+  for (const std::uint32_t l : seed_links_)
+    if (link_mark_[l] != mark_) {
+      gather(kAbsentFlow, l, seed_rate_[l]);
+      if (!component_.empty()) solve_component(seed_rate_[l], now);
+    }
+  for (const std::uint32_t l : seed_links_) seed_rate_[l] = std::numeric_limits<double>::infinity();
+  seed_links_.clear();
+  fresh_.clear();
+  if (!finishing_.empty()) engine.set_timer(kDrain | (generation_ & ~kDrain), finishing_.top().at);
+}
+
+void FlowExecutor::solve_component(double keep_below, Time now) {
+  // Flows only left since the last solve (keep_below: the slowest of them, 0 where one started):
+  // those slower than it keep their rates. Progressive filling of the remaining flows replays the
+  // last solve's rounds, bit for bit, up to the level at which the first of those that left froze:
+  // no link that saturated below it carried one of them (it would have frozen there), and their
+  // links only have more room without them. Every flow that froze below that level froze as
+  // before; else the others are filled anew, on what the kept flows leave of each link (below that
+  // level every one of them rose with the kept flows and no link they cross saturated, so filling
+  // them from zero on the remaining capacity is the same filling). The kept flows being constants,
+  // the others' rates are those of each set connected through links they share (gather), and only
+  // the sets a drained flow's links reach can change: staggered drains of per-expert gradient
+  // all-reduces beside a slow all-to-all re-solve a few flows, not the ten thousands in flight.
+  // Each link's rate: the kept flows' (the capacity they leave), then the solved flows'.
+  for (const std::uint32_t l : component_links_) {
+    double kept = 0;
+    for (const Crossing& c : crossing_[l]) {
+      const Flow& f = flows_[c.flow];
+      if (f.rate < keep_below) kept += f.share[c.entry].bytes * f.rate;
+    }
+    link_rate_[l] = kept;
+    left_[l] = capacity_[l] - kept;
+  }
+  shares_.clear();
+  for (const std::uint32_t i : component_) shares_.push_back(&flows_[i].share);
+  solver_.solve(shares_, keep_below > 0 ? left_ : capacity_, rates_);
+  ++solves_;
+  flows_solved_ += shares_.size();
+  for (std::size_t j = 0; j < component_.size(); ++j) {
+    Flow& f = flows_[component_[j]];
+    if (rates_[j] <= 0) invariant_failed("a flow got no bandwidth");
+    // Its bytes left at the rate it had, then its finishing time at the new one.
+    f.remaining = std::max(0.0, f.remaining - f.rate * time_to_seconds(now - f.updated));
+    f.updated = now;
+    f.rate = rates_[j];
+    const bool solved_before = f.finish != INT64_MAX;
     f.finish = now + ps_to_time(std::ceil(f.remaining / f.rate * 1e12));
-    next = std::min(next, f.finish);
+    const Finish at{f.finish, f.seq, component_[j]};
+    if (solved_before) finishing_.update(f.handle, at);
+    else f.handle = finishing_.push(at);
+    for (const LinkDemand& d : f.share) link_rate_[d.link] += d.bytes * f.rate;
   }
-  engine.set_timer(kDrain | (generation_ & ~kDrain), next);
+  for (const std::uint32_t l : component_links_) link_peak_[l] = std::max(link_peak_[l], link_rate_[l] / capacity_[l]);
 }
 
 NetworkStats FlowExecutor::stats() const {
@@ -331,7 +395,7 @@ NetworkStats FlowExecutor::stats() const {
   s.link_levels[tiers].name = "pcie";
   s.link_levels[tiers].level = tiers;
   // Its busy time, flows still on it included.
-  const auto busy = [&](std::uint32_t l) { return link_busy_[l] + (link_flows_[l] > 0 ? last_ - link_since_[l] : 0); };
+  const auto busy = [&](std::uint32_t l) { return link_busy_[l] + (!crossing_[l].empty() ? last_ - link_since_[l] : 0); };
   std::vector<std::uint32_t> used;
   for (std::uint32_t l = 0; l < links_.size(); ++l) {
     if (link_bytes_[l] <= 0) continue;

@@ -4,8 +4,18 @@
 // recomputed whenever a flow starts or finishes and the next completion is rescheduled. A phase
 // ends its latency (the α of the coarsest level it crosses) after its last byte drains. Pipelined
 // phases (a hierarchical all-reduce's) run as one flow: their bytes together, their latencies
-// added. With one
-// collective at a time this gives the analytic model's times; with several, contention.
+// added. With one collective at a time this gives the analytic model's times; with several,
+// contention.
+//
+// Max-min fair rates are those of each connected component of flows (flows sharing a link, and
+// the flows sharing a link with those) on its own: no rate in one component depends on another's.
+// A start or a drain re-solves only the components it touches (found from the links of the flows
+// that started or left, through each link's flows in flight), as SimGrid's lazy solver
+// (Casanova et al., "Versatile, scalable, and accurate simulation of distributed applications and
+// platforms", JPDC 74(10), 2014, §4.2) updates only the actions a change reaches; a flow's bytes
+// left are brought up to date only when its rate changes, and completions are kept in a heap of
+// finishing times, so an event costs what it touches, not every flow in flight (thousands of
+// per-expert gradient all-reduces between datacenter pairs drain apart from each other).
 #pragma once
 
 #include <cmath>
@@ -16,6 +26,7 @@
 #include <vector>
 
 #include <boost/container_hash/hash.hpp>
+#include <boost/heap/d_ary_heap.hpp>
 
 #include "sim/network/alpha_beta.hpp"
 #include "sim/network/analytic_model.hpp"
@@ -35,14 +46,14 @@ class FlowExecutor final : public NetworkExecutor {
   std::string model_name() const override { return "flow"; }
   NetworkStats stats() const override;
   const FlowLinks& links() const { return links_; }
-  std::uint64_t rate_solves() const { return solves_; }  // solves run (rescheduling without a change of rates is not one)
+  std::uint64_t rate_solves() const { return solves_; }  // components solved (one whose rates all stand is not)
   std::uint64_t flows_solved() const { return flows_solved_; }  // flows those solves filled, in all
   std::uint64_t demands_reused() const { return demands_reused_; }  // exchange phases whose demands were kept (phase_demand)
   // Host bytes it holds for a run on `topology`, for the host-memory estimate: per link
-  // (FlowLinks::count) its eight tables here, the links' own, the demands' scratch and the solver's
+  // (FlowLinks::count) its tables here, the links' own, the demands' scratch and the solver's
   // state; and the flows of one collective over every GPU at once: each GPU's links (up and down
-  // at every tier, and its PCIe link) in its flow's share and in the solver's lists of the flows
-  // crossing each link; and the link demands of the exchanges it keeps for reuse (phase_demand).
+  // at every tier, and its PCIe link) in its flow's share, in the lists of the flows in flight on
+  // each link (here and the solver's), and each flow's slot and finishing time; and the link demands of the exchanges it keeps for reuse (phase_demand).
   static double memory_estimate(const cluster::Topology& topology);
   // Where identical replicas are simulated once (CollectiveOp::copies; simulation/replica_symmetry):
   // the groups of the other copies a collective over `members` stands for, `copies` − 1 of them.
@@ -62,13 +73,32 @@ class FlowExecutor final : public NetworkExecutor {
     Time started = 0;
     double pairs = 0;
   };
+  // A flow's place among the finishing times: the earliest first, ties by start order.
+  struct Finish {
+    Time at = 0;
+    std::uint64_t seq = 0;
+    std::uint32_t flow = 0;
+  };
+  struct Later {
+    bool operator()(const Finish& a, const Finish& b) const { return a.at != b.at ? a.at > b.at : a.seq > b.seq; }
+  };
+  using Finishing = boost::heap::d_ary_heap<Finish, boost::heap::arity<4>, boost::heap::mutable_<true>,
+                                            boost::heap::compare<Later>>;
   struct Flow {
     std::uint32_t running = 0;
+    std::uint64_t seq = 0;          // start order: a component's flows are solved in it
     std::vector<LinkDemand> share;  // (link, fraction of the flow's rate it puts on the link)
-    double remaining = 0;           // bytes on the flow's busiest link still to send
+    std::vector<std::uint32_t> at;  // at[e]: its place in crossing_[share[e].link]
+    double remaining = 0;           // bytes on the flow's busiest link still to send, at `updated`
     double rate = 0;                // bytes per second on that link
+    Time updated = 0;
     Time finish = INT64_MAX;  // until its first rate is solved
     Time latency = 0;
+    Finishing::handle_type handle;  // in finishing_, once solved
+  };
+  // A flow in flight on a link: its place in flows_ and the entry of its share for the link.
+  struct Crossing {
+    std::uint32_t flow = 0, entry = 0;
   };
 
   void next_phase(engine::Engine& engine, std::uint32_t running, Time now);
@@ -88,8 +118,13 @@ class FlowExecutor final : public NetworkExecutor {
   FlowPhase phase_demand(const CollectivePhase& phase, GroupId group, std::span<const std::uint32_t> members);
   static std::size_t demand_cache_entries(const cluster::Topology& topology);  // the cache's limits
   static double demand_cache_matrix_bytes(const cluster::Topology& topology);
-  void advance(Time now);
   void reschedule(engine::Engine& engine, Time now);
+  // Collects into component_ the flows at least `keep_below` fast connected to flow `f` (or to
+  // link `l`) through links such flows share, and into component_links_ their links.
+  void gather(std::uint32_t f, std::uint32_t l, double keep_below);
+  // Re-solves the flows gathered; the others on their links, slower than `keep_below`, keep their rates.
+  void solve_component(double keep_below, Time now);
+  void drop(std::uint32_t f, Time now);  // a drained flow leaves its links
 
   // The algorithm an Auto or Nvls op runs, chosen by the analytic model as NCCL's tuner would
   // (AnalyticModel::resolve), once per group and size.
@@ -106,25 +141,33 @@ class FlowExecutor final : public NetworkExecutor {
   std::vector<double> capacity_;
   std::vector<Running> running_;
   std::vector<std::uint32_t> free_running_;
-  std::vector<Flow> flows_;
-  // Per link: its rate at the last solve (busy_links_ those with one), the bytes flows put on it
-  // (added when each starts: what its phase demands), its peak utilisation (at solves: a flow that
-  // drains only takes rate off its links), and its busy time: the flows on it, and since when.
+  std::vector<Flow> flows_;  // by slot: those in flight and free ones (free_flows_)
+  std::vector<std::uint32_t> free_flows_;
+  std::uint64_t next_seq_ = 0;
+  Finishing finishing_;  // the flows in flight whose rates are solved, by finishing time
+  // Per link: the flows in flight on it, the bytes flows put on it (added when each starts: what
+  // its phase demands), its rate at the last solve of its component, its peak utilisation (at
+  // solves: a flow that drains only takes rate off its links), and its busy time: since when it
+  // has had flows.
+  std::vector<std::vector<Crossing>> crossing_;
   std::vector<double> link_rate_, link_bytes_, link_peak_;
   std::vector<Time> link_busy_, link_since_;
-  std::vector<std::uint32_t> link_flows_;
-  std::vector<std::uint32_t> busy_links_;
-  // A solve's flows (solved_: their places in flows_) and rates; left_: per link, the capacity the
-  // flows that keep their rates leave (set for the links of the flows solved).
+  // What changed since the last reschedule: flows started (fresh_), and links drained flows left
+  // (seed_links_), with the slowest of those flows' rates on each (seed_rate_, +inf elsewhere).
+  std::vector<std::uint32_t> fresh_, seed_links_;
+  std::vector<double> seed_rate_;
+  // Gathering a component: marks (equal to mark_ once visited) and what it holds.
+  std::vector<std::uint32_t> flow_mark_, link_mark_, component_, component_links_;
+  std::uint32_t mark_ = 0;
+  // A solve's flows (component_ in flows_) and rates; left_: per link, the capacity the flows that
+  // keep their rates leave (set for the links of the flows solved).
   std::vector<const std::vector<LinkDemand>*> shares_;
-  std::vector<std::uint32_t> solved_;
+  std::vector<std::uint32_t> drained_;
   std::vector<double> rates_, left_;
   Time last_ = 0;
   std::uint32_t generation_ = 0;
   bool resolve_pending_ = false;  // a re-solve is queued at the current time
   std::uint64_t solves_ = 0, flows_solved_ = 0;
-  bool added_ = false;                   // a flow started since the last solve
-  double drained_rate_ = HUGE_VAL;       // the slowest flow that drained since the last reschedule
   NetworkStats stats_;
   using DemandKey = std::tuple<const TrafficMatrix*, GroupId, CollectiveKind>;
   std::unordered_map<DemandKey, FlowPhase, boost::hash<DemandKey>> demand_cache_;

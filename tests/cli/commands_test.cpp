@@ -358,19 +358,19 @@ TEST_F(Commands, ValidateGoodScenario) {
   // run's memory, term by term as tests/unit/memory_estimate_test.cpp (QuickstartTermByTerm)
   // derives it: the task program of two iterations of 7328 tasks, 3296 members and 206
   // collectives is 2538221.7 B = 2.421 MiB where the tasks' chunk gets huge pages, else 1227501.7
-  // B = 1.171 MiB; sampled routing 196608 B = 192 KiB; the run state 16 GPUs' (81218 B:
+  // B = 1.171 MiB; sampled routing 196608 B = 192 KiB; the run state 16 GPUs' (88898 B:
   // memory_estimate_test.cpp's terms, a launch thread of 72 B and a sustained-clock state of 40 B per
   // GPU among them; and what the flow model keeps for reuse, the link demands of 64 collectives
   // over every GPU of 2 tiers, 64 · 2 · 3 · 16 of 16 B = 98304 B, and 64 dense matrices over the
-  // 16 GPUs, 64 · 16² · 8 B = 131072 B): 303.3 KiB, 2.904 MiB in all, else 1.654 MiB. The peak
+  // 16 GPUs, 64 · 16² · 8 B = 131072 B): 310.8 KiB, 2.912 MiB in all, else 1.662 MiB. The peak
   // adds what the process holds already, which depends on the machine: checked by pattern.
   const std::string head = kQuickstart.string() +
                            ": valid (ep on 16 GPUs, HybridEP GPT-Medium MoE, 2 iteration(s); peak GPU memory 11.96 GiB, "
                            "run memory about ";
   ASSERT_EQ(r.out.substr(0, head.size()), head) << r.out;
   EXPECT_TRUE(std::regex_match(r.out.substr(head.size()),
-                               std::regex(R"((2\.904 MiB \(task program 2\.421|1\.654 MiB \(task program 1\.171) MiB, )"
-                                          R"(sampled routing 192 KiB, run state 303\.3 KiB\); )"
+                               std::regex(R"((2\.912 MiB \(task program 2\.421|1\.662 MiB \(task program 1\.171) MiB, )"
+                                          R"(sampled routing 192 KiB, run state 310\.8 KiB\); )"
                                           R"(peak memory about [0-9.]+ MiB with the [0-9.]+ MiB moesim holds\)\n)"
                                           R"(  time: about 0\.0062 s of CPU for its 1\.47e\+04 tasks \(at 0\.42 us a task, .*\)\n)")))
       << r.out;

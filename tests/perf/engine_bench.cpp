@@ -5,8 +5,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "sim/cluster/link_graph.hpp"
 #include "sim/core/rng.hpp"
+#include "sim/core/units.hpp"
 #include "sim/engine/engine.hpp"
+#include "sim/network/flow_executor.hpp"
 #include "sim/network/max_min.hpp"
 #include "sim/scenario/scenario.hpp"
 #include "sim/simulation/simulation.hpp"
@@ -167,6 +170,47 @@ void BM_MaxMinSolveEp(benchmark::State& state) {
   state.counters["rounds"] = static_cast<double>(solver.rounds());
 }
 BENCHMARK(BM_MaxMinSolveEp)->Arg(1250)->Arg(12500)->Unit(benchmark::kMillisecond);
+
+// Staggered drains in the flow model (issue 50): `dcs` DCs × 8 GPUs (10 Gbps DC links, 16 GB/s
+// GPU links), every GPU of the first half sending 1-2 MB (seeded) to its replica in the second
+// half, all at once: each DC pair's 8 transfers share its DC links, and they drain one at a time,
+// at times of their own. A drain re-solves the flows of its DC pair only, not every flow in flight
+// (counters: rate solves and flows filled per transfer).
+void BM_FlowStaggeredDrains(benchmark::State& state) {
+  const auto dcs = static_cast<std::uint32_t>(state.range(0)), gpus = dcs * 8, half = gpus / 2;
+  std::vector<cluster::Level> levels(2);
+  levels[0].name = "dc", levels[0].count = dcs, levels[0].bandwidth = {1.25e9}, levels[0].latency = 10 * kMicrosecond;
+  levels[1].name = "gpu", levels[1].count = 8, levels[1].bandwidth = {16e9}, levels[1].latency = kMicrosecond;
+  cluster::GpuSpec gpu;
+  gpu.key = "bench-gpu";
+  const cluster::Topology topo(levels, {gpu}, {});
+  const cluster::LinkGraph graph(topo);
+  const auto params = network::AlphaBetaTable::from_topology(topo, graph);
+  Rng rng(50);
+  std::vector<double> bytes(half);
+  for (double& b : bytes) b = 1e6 * (1 + rng.uniform());
+  std::uint64_t solves = 0, flows_solved = 0;
+  for (auto _ : state) {
+    engine::Engine e(gpus, 1);
+    network::CollectiveProgram program;
+    for (std::uint32_t g = 0; g < half; ++g) {
+      const auto id = e.add_collective(2, engine::WorkKind::AllToAll);
+      const network::GroupId group = program.groups.intern({g, g + half});
+      program.add(id, {network::CollectiveKind::P2P, network::Algorithm::Direct, group, bytes[g], nullptr});
+      e.add_member(id, g, 0, {});
+      e.add_member(id, g + half, 0, {});
+    }
+    network::FlowExecutor x(topo, params, program);
+    e.run(x);
+    solves = x.rate_solves();
+    flows_solved = x.flows_solved();
+    benchmark::DoNotOptimize(e.now());
+  }
+  state.counters["transfers"] = half;
+  state.counters["solves_per_transfer"] = static_cast<double>(solves) / half;
+  state.counters["flows_per_transfer"] = static_cast<double>(flows_solved) / half;
+}
+BENCHMARK(BM_FlowStaggeredDrains)->Arg(128)->Arg(1250)->Unit(benchmark::kMillisecond);
 
 // One iteration of the 1000-DC EP scenario with the flow model.
 void BM_Ep1000DcFlow(benchmark::State& state) {

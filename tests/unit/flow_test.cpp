@@ -89,11 +89,13 @@ TEST(FlowModel, TwoTransfersShareABottleneckAndTheFirstFreesItsShare) {
   EXPECT_EQ(alone[0].second, 31 * kMicrosecond);
 }
 
-TEST(FlowModel, TheFastestFlowDrainingLeavesTheOthersRatesWithoutASolve) {
+TEST(FlowModel, ADrainReSolvesOnlyTheFlowsItsLinksReach) {
   // 4 GPUs on a 100 GB/s switch, 1 us. A: 0 → 1 (1 MB) alone at 100 GB/s; B (1 MB) and C (3 MB)
-  // both 2 → 3 at 50 GB/s each. A drains at 10 us: B and C are slower than A was, so their rates
-  // stand (no solve). B drains at 20 us at C's rate: C is re-solved to 100 GB/s and drains its last
-  // 2 MB by 40 us. Two solves (t = 0 and 20 us) where re-solving at every drain took three.
+  // both 2 → 3 at 50 GB/s each: two components (A shares no link with B or C), each solved at
+  // t = 0. A drains at 10 us: no flow is left on its links, nothing is solved. B drains at 20 us:
+  // C, on B's links, is re-solved to 100 GB/s and drains its last 2 MB by 40 us. Three solves (two
+  // components, then C), of 4 flows in all, where re-solving every flow in flight at every change
+  // took 3 + 2 + 1.
   Bench b(Topology({level("gpu", 4, "100GB/s", "1us")}, {any_gpu()}, {}));
   const auto t = b.run({{{CollectiveKind::P2P, Algorithm::Direct, b.group({0, 1}), 1e6, nullptr}, 0},
                         {{CollectiveKind::P2P, Algorithm::Direct, b.group({2, 3}), 1e6, nullptr}, 0},
@@ -101,27 +103,101 @@ TEST(FlowModel, TheFastestFlowDrainingLeavesTheOthersRatesWithoutASolve) {
   EXPECT_EQ(t[0].second, 11 * kMicrosecond);
   EXPECT_EQ(t[1].second, 21 * kMicrosecond);
   EXPECT_EQ(t[2].second, 41 * kMicrosecond);
-  EXPECT_EQ(b.solves, 2u);
+  EXPECT_EQ(b.solves, 3u);
+  EXPECT_EQ(b.flows_solved, 4u);
 }
 
 TEST(FlowModel, ADrainReSolvesOnlyTheFlowsAtLeastAsFastAsIt) {
-  // 6 GPUs on a 100 GB/s switch, 1 us. X1-X4: 4 -> 5, 1 MB each, 25 GB/s each on GPU 4's uplink;
-  // Y1 (1 MB) and Y2 (2 MB): 0 -> 1 at 50 GB/s each. Y1 drains at 20 us: the X flows, slower than
-  // it, keep their rates; Y2 alone is filled anew, on GPU 0's uplink as Y1 leaves it: 100 GB/s, its
-  // last 1 MB by 30 us. Y2 draining then leaves the slower X flows as they are (no solve); they
-  // drain at 40 us. Two solves, of 6 flows and then 1, where re-solving every flow filled 6 + 5.
+  // 6 GPUs on a 100 GB/s switch, 1 us; one component: X1-X4: 4 → 5 and W: 0 → 5, 1 MB each; Y1
+  // (1 MB) and Y2 (2 MB): 0 → 1. Filling: GPU 5's downlink (X1-X4, W) saturates first, at 20 GB/s
+  // a flow; Y1 and Y2 share what W leaves of GPU 0's uplink, 80 GB/s: 40 each. Y1 drains at 25 us:
+  // X1-X4 and W, slower than it, keep their rates; Y2 alone is filled anew on what W leaves of
+  // GPU 0's uplink, 80 GB/s: its last 1 MB by 37.5 us. Y2 draining then leaves the slower flows as
+  // they are (no solve); they drain at 50 us. Two solves, of 7 flows and then 1, where re-solving
+  // the component filled 7 + 6.
   Bench b(Topology({level("gpu", 6, "100GB/s", "1us")}, {any_gpu()}, {}));
   std::vector<std::pair<CollectiveOp, Time>> ops;
   for (int x = 0; x < 4; ++x) ops.push_back({{CollectiveKind::P2P, Algorithm::Direct, b.group({4, 5}), 1e6, nullptr}, 0});
+  ops.push_back({{CollectiveKind::P2P, Algorithm::Direct, b.group({0, 5}), 1e6, nullptr}, 0});
   ops.push_back({{CollectiveKind::P2P, Algorithm::Direct, b.group({0, 1}), 1e6, nullptr}, 0});
   ops.push_back({{CollectiveKind::P2P, Algorithm::Direct, b.group({0, 1}), 2e6, nullptr}, 0});
   const auto t = b.run(ops);
-  // (The X flows' bytes left are advanced at 20 and 30 us: their drain rounds up to the next ps.)
-  for (int x = 0; x < 4; ++x) EXPECT_NEAR(t[x].second, 41 * kMicrosecond, 1);
-  EXPECT_EQ(t[4].second, 21 * kMicrosecond);
-  EXPECT_EQ(t[5].second, 31 * kMicrosecond);
+  for (int x = 0; x < 5; ++x) EXPECT_EQ(t[x].second, 51 * kMicrosecond) << x;
+  EXPECT_EQ(t[5].second, 26 * kMicrosecond);
+  EXPECT_NEAR(t[6].second, 38500 * kNanosecond, 1);  // 1 MB / 80 GB/s, rounded up to the next ps
   EXPECT_EQ(b.solves, 2u);
-  EXPECT_EQ(b.flows_solved, 7u);
+  EXPECT_EQ(b.flows_solved, 8u);
+}
+
+TEST(FlowModel, RandomTransfersEndAsAFluidSimulationReSolvingEveryFlow) {
+  // Seeded random transfers (0.2-3 MB between random GPUs, starting at random times in the first
+  // 40 us) over 4 nodes × 4 GPUs whose node switch is 2:1 oversubscribed, so that they contend on
+  // GPU links, node uplinks and the core, and components form, merge and split. The reference
+  // re-solves the max-min rates of every flow in flight at each start and end (one solve over all
+  // of them, MaxMinSolver on the same link demands) and advances each flow's bytes between: the
+  // executor, which re-solves only what a change reaches, must end every transfer at the same time
+  // (to rounding: finishing times are rounded up to a picosecond at each of a flow's solves).
+  Topology topo({level("node", 4, "100GB/s", "2us", 2.0), level("gpu", 4, "200GB/s", "1us")}, {any_gpu()}, {});
+  Bench b(std::move(topo));
+  const FlowLinks links(b.topo);
+  const FlowDemands demands(links, b.params);
+  std::vector<double> capacity(links.size());
+  for (std::uint32_t l = 0; l < links.size(); ++l) capacity[l] = links.capacity(l);
+  for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    Rng rng(seed);
+    std::vector<std::pair<CollectiveOp, Time>> ops;
+    struct Transfer {
+      double start, latency, remaining, rate = 0, end = -1;
+      std::vector<LinkDemand> share;
+    };
+    std::vector<Transfer> ref;
+    const std::size_t n = 20 + rng.below(30);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto from = static_cast<std::uint32_t>(rng.below(16));
+      const auto to = static_cast<std::uint32_t>((from + 1 + rng.below(15)) % 16);
+      const CollectiveOp op{CollectiveKind::P2P, Algorithm::Direct, b.group({from, to}), 2e5 + 2.8e6 * rng.uniform(), nullptr};
+      const Time at = static_cast<Time>(rng.below(40)) * kMicrosecond;
+      ops.push_back({op, at});
+      const std::vector<std::uint32_t> members{from, to};
+      const auto phases = plan_collective(op, members, b.topo, b.params);
+      ASSERT_EQ(phases.size(), 1u);
+      const FlowPhase phase = demands.demand(phases[0], members);
+      Transfer t{time_to_seconds(at), time_to_seconds(phase.latency), 0};
+      for (const LinkDemand& d : phase.demand) t.remaining = std::max(t.remaining, d.bytes);
+      for (LinkDemand d : phase.demand) t.share.push_back({d.link, d.bytes / t.remaining});
+      ref.push_back(std::move(t));
+    }
+    // The fluid reference, in seconds.
+    MaxMinSolver solver(links.size());
+    double now = 0;
+    for (;;) {
+      std::vector<std::size_t> active;
+      std::vector<const std::vector<LinkDemand>*> shares;
+      for (std::size_t i = 0; i < n; ++i)
+        if (ref[i].end < 0 && ref[i].start <= now) active.push_back(i), shares.push_back(&ref[i].share);
+      double next = HUGE_VAL;
+      for (const Transfer& t : ref)
+        if (t.end < 0 && t.start > now) next = std::min(next, t.start);
+      if (active.empty() && next == HUGE_VAL) break;
+      std::vector<double> rates;
+      solver.solve(shares, capacity, rates);
+      for (std::size_t j = 0; j < active.size(); ++j) {
+        ref[active[j]].rate = rates[j];
+        next = std::min(next, now + ref[active[j]].remaining / rates[j]);
+      }
+      for (std::size_t j : active) {
+        Transfer& t = ref[j];
+        t.remaining -= t.rate * (next - now);
+        if (t.remaining <= 1e-6 * t.rate * 1e-6) t.end = next + t.latency;  // within a picosecond of draining
+      }
+      now = next;
+    }
+    const auto got = b.run(ops);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double end = time_to_seconds(got[i].second);
+      EXPECT_NEAR(end, ref[i].end, 1e-9 * ref[i].end + 1e-10) << "seed " << seed << " transfer " << i;
+    }
+  }
 }
 
 TEST(FlowModel, OversubscriptionHalvesTheInterLevelRate) {
@@ -339,8 +415,8 @@ TEST(FlowModel, LinkStatisticsAddUp) {
 }
 
 TEST(FlowModel, LinkStatisticsFollowEachFlowThroughADrainWithoutASolve) {
-  // The three transfers of TheFastestFlowDrainingLeavesTheOthersRatesWithoutASolve: A (0 → 1, 1 MB)
-  // drains at 10 us without a solve; B (1 MB) and C (3 MB) share 2 → 3 until B drains at 20 us,
+  // The three transfers of ADrainReSolvesOnlyTheFlowsItsLinksReach: A (0 → 1, 1 MB) drains at
+  // 10 us without a solve; B (1 MB) and C (3 MB) share 2 → 3 until B drains at 20 us,
   // and C drains at 40 us. GPU 0's uplink and GPU 1's downlink carry A's 1 MB and are busy 10 us
   // (until A drains, though nothing was re-solved then); GPU 2's uplink and GPU 3's downlink carry
   // 4 MB, busy 40 us, always at 100 GB/s (B and C at 50 each, then C at 100): every used link's
@@ -349,7 +425,7 @@ TEST(FlowModel, LinkStatisticsFollowEachFlowThroughADrainWithoutASolve) {
   b.run({{{CollectiveKind::P2P, Algorithm::Direct, b.group({0, 1}), 1e6, nullptr}, 0},
          {{CollectiveKind::P2P, Algorithm::Direct, b.group({2, 3}), 1e6, nullptr}, 0},
          {{CollectiveKind::P2P, Algorithm::Direct, b.group({2, 3}), 3e6, nullptr}, 0}});
-  ASSERT_EQ(b.solves, 2u);
+  ASSERT_EQ(b.solves, 3u);
   ASSERT_EQ(b.stats.link_levels.size(), 1u);
   EXPECT_EQ(b.stats.link_levels[0].bytes, 10e6);
   EXPECT_EQ(b.stats.link_levels[0].busy, 40 * kMicrosecond);

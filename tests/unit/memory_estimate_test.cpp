@@ -105,17 +105,20 @@ TEST(MemoryEstimate, QuickstartTermByTerm) {
 
 TEST(MemoryEstimate, FlowModelStateIsPerLinkAndPerGpu) {
   // kSmallEp's 4 GPUs on one switch: 2 port links per GPU and 2 PCIe links per GPU, 16 links.
-  // Per link the executor's 8 tables (60 B: capacity, the capacity kept flows leave, rate, bytes,
-  // peak, busy and busy-since at 8 B, the flows on it at 4 B), the demands' scratch (8 B), the
-  // solver's state (61 B)
-  // and the links' own tables (12 B, 16 grown); in flight each GPU's 4 links in a flow's share
-  // (16 B) and the solver's lists (4 B); what it keeps for reuse (FlowExecutor::phase_demand): the
-  // link demands of 64 collectives over every GPU (64 · 16 of 16 B) and 64 dense matrices over the
-  // 4 GPUs (64 · 4² · 8 B).
+  // Per link the executor's tables (92 B: capacity, the capacity kept flows leave, rate, bytes,
+  // peak, the slowest drained rate, busy and busy-since at 8 B, a mark at 4 B, the vector of the
+  // flows on it at 24 B), the demands' scratch (8 B), the solver's state (61 B) and the links' own
+  // tables (12 B, 16 grown); in flight each GPU's 4 links in a flow's share (16 B), the link's
+  // list of flows (8 B), the flow's place in it, the solver's lists and a component's links (4 B
+  // each), and each GPU's flow: its slot (112 B), mark and place in a component (4 B each), its
+  // heap entry (a 48 B list node in a 64 B malloc block, 8 B in the heap's array); what it keeps
+  // for reuse (FlowExecutor::phase_demand): the link demands of 64 collectives over every GPU (64 ·
+  // 16 of 16 B) and 64 dense matrices over the 4 GPUs (64 · 4² · 8 B).
   const cluster::Topology t = test::scenario_from(test::kSmallEp).topology();
   EXPECT_EQ(network::FlowLinks::count(t), 16u);
   EXPECT_DOUBLE_EQ(network::MaxMinSolver::kBytesPerLink, 61.0);
-  EXPECT_DOUBLE_EQ(network::FlowExecutor::memory_estimate(t), 16 * (60.0 + 8 + 61) + 16 * 12 + 4 * 4 * 20 + 64 * 16 * 16 + 64 * 16 * 8);
+  EXPECT_DOUBLE_EQ(network::FlowExecutor::memory_estimate(t), 16 * (92.0 + 8 + 61) + 16 * 12 + 4 * 4 * 36 +
+                                                                  4 * (112 + 8 + 64 + 8) + 64 * 16 * 16 + 64 * 16 * 8);
 }
 
 TEST(MemoryEstimate, AlternativesRunWhileTheMainRunIsHeld) {

@@ -90,7 +90,7 @@ inline constexpr const char* kSmallEp = R"({
 struct NetworkBench {
   explicit NetworkBench(cluster::Topology t) : topo(std::move(t)), graph(topo), params(network::AlphaBetaTable::from_topology(topo, graph)) {}
   std::vector<std::pair<Time, Time>> run(const std::vector<std::pair<network::CollectiveOp, Time>>& ops, bool flow = true) {
-    engine::Engine e(topo.gpu_count(), 8);
+    engine::Engine e(topo.gpu_count(), static_cast<std::uint8_t>(std::max<std::size_t>(8, ops.size() + 1)));  // a stream an op
     engine::TaskLog log(e);
     network::CollectiveProgram program;
     program.groups = groups;
