@@ -342,7 +342,7 @@ void FlowExecutor::reschedule(engine::Engine& engine, Time now) {
 void FlowExecutor::solve_component(double keep_below, Time now) {
   // Flows only left since the last solve (keep_below: the slowest of them, 0 where one started):
   // those slower than it keep their rates. Progressive filling of the remaining flows replays the
-  // last solve's rounds, bit for bit, up to the level at which the first of those that left froze:
+  // last solve's rounds up to the level at which the first of those that left froze:
   // no link that saturated below it carried one of them (it would have frozen there), and their
   // links only have more room without them. Every flow that froze below that level froze as
   // before; else the others are filled anew, on what the kept flows leave of each link (below that

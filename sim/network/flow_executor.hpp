@@ -10,9 +10,9 @@
 // Max-min fair rates are those of each connected component of flows (flows sharing a link, and
 // the flows sharing a link with those) on its own: no rate in one component depends on another's.
 // A start or a drain re-solves only the components it touches (found from the links of the flows
-// that started or left, through each link's flows in flight), as SimGrid's lazy solver
+// that started or left, through each link's flows in flight), as SimGrid's lazy action updates
 // (Casanova et al., "Versatile, scalable, and accurate simulation of distributed applications and
-// platforms", JPDC 74(10), 2014, §4.2) updates only the actions a change reaches; a flow's bytes
+// platforms", JPDC 74(10), 2014) touch only the actions a change reaches; a flow's bytes
 // left are brought up to date only when its rate changes, and completions are kept in a heap of
 // finishing times, so an event costs what it touches, not every flow in flight (thousands of
 // per-expert gradient all-reduces between datacenter pairs drain apart from each other).
@@ -53,7 +53,8 @@ class FlowExecutor final : public NetworkExecutor {
   // (FlowLinks::count) its tables here, the links' own, the demands' scratch and the solver's
   // state; and the flows of one collective over every GPU at once: each GPU's links (up and down
   // at every tier, and its PCIe link) in its flow's share, in the lists of the flows in flight on
-  // each link (here and the solver's), and each flow's slot and finishing time; and the link demands of the exchanges it keeps for reuse (phase_demand).
+  // each link (here and the solver's), and each flow's slot and finishing time; and the link
+  // demands of the exchanges it keeps for reuse (phase_demand).
   static double memory_estimate(const cluster::Topology& topology);
   // Where identical replicas are simulated once (CollectiveOp::copies; simulation/replica_symmetry):
   // the groups of the other copies a collective over `members` stands for, `copies` − 1 of them.
